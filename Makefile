@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine:
+#   make plan STACK=<name>   offline plan of a bundled stack
+#   make test                the whole test suite against real containerd 1.6 / 1.7 / 2.1
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STACK  ?= kind-smoke
+FORMAT ?= text
+export GPUPLANE_CACHE ?= $(HOME)/.cache/gpuplane
+
+.PHONY: test plan venv containerd lint bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(BIN)/.installed
+
+containerd:
+	sh scripts/fetch-containerd.sh
+
+test: venv containerd
+	$(BIN)/ruff check .
+	GPUPLANE_REQUIRE_REAL=$${GPUPLANE_REQUIRE_REAL:-$${CI:+1}} $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+plan: venv
+	$(BIN)/gpuplane plan --stack $(STACK) --format $(FORMAT)
+
+lint: venv
+	$(BIN)/ruff check .
+
+bench: venv containerd
+	$(BIN)/python benchmarks/containerd_model.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,144 @@
+"""How each release line merges the loaded files into one plugin configuration.
+
+1.6 / 1.7: each file's `plugins.<key>` table replaces the merged one whole; `version` is
+the last file's non-zero version. 2.x: every file is deep-merged (later values win, even
+empty ones); v0/v1 files are first renamed to v2 plugin keys and take the running
+version; if the result is below 3, the v2 CRI table is migrated into the v3 runtime
+plugin, copying only keys the v3 table does not already have.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.containerd.load import LoadResult
+from components.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
+
+_V1_CORE = {
+    "cri": CRI_V2,
+    "cgroups": "io.containerd.monitor.v1.cgroups",
+    "linux": "io.containerd.runtime.v1.linux",
+    "scheduler": "io.containerd.gc.v1.scheduler",
+    "bolt": "io.containerd.metadata.v1.bolt",
+    "task": "io.containerd.runtime.v2.task",
+    "opt": "io.containerd.internal.v1.opt",
+    "restart": "io.containerd.internal.v1.restart",
+    "overlayfs": "io.containerd.snapshotter.v1.overlayfs",
+    "native": "io.containerd.snapshotter.v1.native",
+}
+# Keys of the v2 CRI table that 2.x does not move into the v3 runtime plugin.
+_NOT_RUNTIME_KEYS = {
+    "cni", "containerd", "sandbox_image", "registry", "image_decryption",
+    "max_concurrent_downloads", "image_pull_progress_timeout", "image_pull_with_sync_fs",
+    "stats_collect_period", "disable_tcp_service", "stream_server_address",
+    "stream_server_port", "stream_idle_timeout", "enable_tls_streaming",
+    "x509_key_pair_streaming",
+}
+_NOT_RUNTIME_CONTAINERD_KEYS = {"snapshotter", "disable_snapshot_annotations",
+                                "discard_unpacked_layers"}
+
+
+@dataclass
+class Merged:
+    """The merged plugin tables, the effective config version and the CRI key read."""
+
+    version: int
+    plugins: dict[str, Any]
+    cri_key: str
+    refusals: list[str] = field(default_factory=list)
+
+
+def merge(loaded: LoadResult) -> Merged:
+    if loaded.containerd_version.deep_merges:
+        return _merge_v2(loaded)
+    return _merge_v1(loaded)
+
+
+def _merge_v1(loaded: LoadResult) -> Merged:
+    version, plugins = 0, {}
+    for f in loaded.files:
+        if f.version:
+            version = f.version
+        for key, table in f.plugins.items():
+            plugins[key] = copy.deepcopy(table)
+    merged = Merged(version, plugins, CRI_V2 if version >= 2 else CRI_V1)
+    line = loaded.containerd_version
+    if version > line.max_config_version and line.minor >= 7:
+        merged.refusals.append(f"unsupported config version `{version}` (containerd {line} "
+                               "reads version 1 and 2 configs only)")
+    elif version >= 2:
+        for key in plugins:
+            if not _is_plugin_uri(key, strict=line.minor >= 7):
+                merged.refusals.append(
+                    f'invalid plugin key URI "{key}" expect io.containerd.x.vx: a version-1 '
+                    f"table in a version-{version} configuration")
+    return merged
+
+
+def _is_plugin_uri(key: str, strict: bool) -> bool:
+    if strict:
+        return key.startswith("io.containerd.") and len(key.split(".", 3)) == 4
+    return len(key.split(".")) >= 4
+
+
+def _v1_name(key: str) -> str:
+    if "." in key:
+        return key
+    if key in _V1_CORE:
+        return _V1_CORE[key]
+    if key.endswith("-service"):
+        return "io.containerd.service.v1." + key
+    return "io.containerd.grpc.v1." + key
+
+
+def _merge_v2(loaded: LoadResult) -> Merged:
+    version, plugins = 3, {}
+    for f in loaded.files:
+        tables = f.plugins
+        file_version = f.version
+        if file_version in (0, 1):
+            tables = {_v1_name(k): v for k, v in tables.items()}
+            file_version = version
+        deep_merge(plugins, copy.deepcopy(tables))
+        version = file_version
+    merged = Merged(version, plugins, CRI_V3_RUNTIME)
+    if version > 3:
+        merged.refusals.append(
+            f"expected containerd config version equal to or less than `3`, got `{version}`")
+    elif version < 3:
+        _migrate_cri_v2_to_v3(plugins)
+    return merged
+
+
+def deep_merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """Merge `other` into `into`: tables merge key by key, any other value replaces."""
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            deep_merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def _migrate_cri_v2_to_v3(plugins: dict[str, Any]) -> None:
+    src = plugins.get(CRI_V2)
+    if not isinstance(src, dict):
+        return
+    dst = plugins.get(CRI_V3_RUNTIME)
+    if not isinstance(dst, dict):
+        dst = {}
+    for key, value in src.items():
+        if key not in _NOT_RUNTIME_KEYS and key not in dst:
+            dst[key] = value
+    src_ctd = src.get("containerd")
+    if isinstance(src_ctd, dict):
+        dst_ctd = dst.get("containerd")
+        if not isinstance(dst_ctd, dict):
+            dst_ctd = {}
+        for key, value in src_ctd.items():
+            if key not in _NOT_RUNTIME_CONTAINERD_KEYS and key not in dst_ctd:
+                dst_ctd[key] = value
+        dst["containerd"] = dst_ctd
+    plugins[CRI_V3_RUNTIME] = dst
