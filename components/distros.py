@@ -1,0 +1,180 @@
+"""Where containerd lives on each Kubernetes distribution: data, not code paths.
+
+A profile answers, for one distribution: which file containerd reads, which file
+gpuplane edits (a drop-in directory, the top-level file, or a template the distribution
+renders at start), the imports glob that must cover the drop-in directory, the socket the
+kubelet talks to, the containerd binary, how to restart it, and the baseline files the
+distribution writes (components/data/baselines).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from components.containerd.versions import ContainerdVersion
+
+
+class EditMode(StrEnum):
+    DROP_IN = "drop-in"      # write a file into a directory the top-level config imports
+    TEMPLATE = "template"    # write the template the distribution renders config.toml from
+
+
+class Distro(StrEnum):
+    KUBEADM = "kubeadm"
+    K8S_SNAP = "k8s-snap"
+    RKE2 = "rke2"
+    K3S = "k3s"
+    MICROK8S = "microk8s"
+    K0S = "k0s"
+
+
+@dataclass(frozen=True)
+class DistroProfile:
+    name: Distro
+    title: str
+    config_path: str             # the top-level file containerd reads
+    edit_mode: EditMode
+    socket: str
+    containerd_binary: str
+    restart_command: str
+    dropin_dir: str | None = None        # drop-in distros
+    template_path: str | None = None     # template distros: containerd 1.x template
+    template_v3_path: str | None = None  # template distros: containerd 2.x template
+    rendered_by_distro: bool = False     # config_path is regenerated at every start
+    baseline_root: str = ""              # @ROOT@ in baseline files
+    detects_nvidia_runtime: bool = False  # RKE2/K3s add nvidia runtimes by themselves
+
+    @property
+    def imports_glob(self) -> str | None:
+        """The `imports` entry the top-level config needs for gpuplane's drop-ins."""
+        return posixpath.join(self.dropin_dir, "*.toml") if self.dropin_dir else None
+
+    def edit_path(self, version: ContainerdVersion) -> str:
+        """The file gpuplane (and the toolkit) must change for this containerd line."""
+        if self.edit_mode is EditMode.TEMPLATE:
+            if version.major >= 2 and self.template_v3_path:
+                return self.template_v3_path
+            assert self.template_path
+            return self.template_path
+        return self.config_path
+
+    def baseline(self) -> dict[str, str]:
+        """The files this distribution writes on a fresh node, by node path."""
+        root = _BASELINES / self.name.value
+        files: dict[str, str] = {}
+        for entry in sorted(root.rglob("*")):
+            if not entry.is_file() or entry.name == ".keep":
+                continue
+            rel = entry.relative_to(root).as_posix()
+            text = entry.read_text(encoding="utf-8").replace("@ROOT@", self.baseline_root)
+            files[self.baseline_root + "/" + rel] = text
+        return files
+
+
+_BASELINES = Path(__file__).parent / "data" / "baselines"
+_RANCHER = {
+    Distro.RKE2: ("RKE2", "/var/lib/rancher/rke2", "rke2-server"),
+    Distro.K3S: ("K3s", "/var/lib/rancher/k3s", "k3s"),
+}
+
+
+def _rancher(name: Distro) -> DistroProfile:
+    title, data, unit = _RANCHER[name]
+    etc = f"{data}/agent/etc/containerd"
+    return DistroProfile(
+        name=name,
+        title=title,
+        config_path=f"{etc}/config.toml",
+        edit_mode=EditMode.TEMPLATE,
+        socket="/run/k3s/containerd/containerd.sock",
+        containerd_binary=f"{data}/data/current/bin/containerd",
+        restart_command=f"systemctl restart {unit}",
+        template_path=f"{etc}/config.toml.tmpl",
+        template_v3_path=f"{etc}/config-v3.toml.tmpl",
+        rendered_by_distro=True,
+        detects_nvidia_runtime=True,
+    )
+
+
+PROFILES: dict[Distro, DistroProfile] = {
+    Distro.KUBEADM: DistroProfile(
+        name=Distro.KUBEADM,
+        title="kubeadm / vanilla Kubernetes",
+        config_path="/etc/containerd/config.toml",
+        edit_mode=EditMode.DROP_IN,
+        socket="/run/containerd/containerd.sock",
+        containerd_binary="/usr/bin/containerd",
+        restart_command="systemctl restart containerd",
+        dropin_dir="/etc/containerd/conf.d",
+    ),
+    Distro.K8S_SNAP: DistroProfile(
+        name=Distro.K8S_SNAP,
+        title="Canonical Kubernetes (k8s-snap)",
+        config_path="/etc/containerd/config.toml",
+        edit_mode=EditMode.DROP_IN,
+        socket="/run/containerd/containerd.sock",
+        containerd_binary="/snap/k8s/current/bin/containerd",
+        restart_command="snap restart k8s.containerd",
+        dropin_dir="/etc/containerd/conf.d",
+    ),
+    Distro.RKE2: _rancher(Distro.RKE2),
+    Distro.K3S: _rancher(Distro.K3S),
+    Distro.MICROK8S: DistroProfile(
+        name=Distro.MICROK8S,
+        title="MicroK8s",
+        config_path="/var/snap/microk8s/current/args/containerd.toml",
+        edit_mode=EditMode.TEMPLATE,
+        socket="/var/snap/microk8s/common/run/containerd.sock",
+        containerd_binary="/snap/microk8s/current/bin/containerd",
+        restart_command="snap restart microk8s",
+        template_path="/var/snap/microk8s/current/args/containerd-template.toml",
+        rendered_by_distro=True,
+    ),
+    Distro.K0S: DistroProfile(
+        name=Distro.K0S,
+        title="k0s",
+        config_path="/etc/k0s/containerd.toml",
+        edit_mode=EditMode.DROP_IN,
+        socket="/run/k0s/containerd.sock",
+        containerd_binary="/var/lib/k0s/bin/containerd",
+        restart_command="systemctl restart k0sworker",
+        dropin_dir="/etc/k0s/containerd.d",
+    ),
+}
+
+K8S_SNAP_BASE_DIR_LOCK = "/var/snap/k8s/common/lock/.containerd-base-dir"
+K8S_SNAP_LEGACY_ROOT = "/var/snap/k8s/common"
+
+
+def profile(name: Distro | str, containerd_base_dir: str | None = None,
+            legacy: bool = False) -> DistroProfile:
+    """The profile of `name`; k8s-snap takes its containerd base dir or the legacy paths.
+
+    A custom base dir B puts everything under B/k8s-containerd (what k8sd does with
+    `containerd-base-dir`); the legacy snap layout lives under /var/snap/k8s/common.
+    """
+    base = PROFILES[Distro(name)]
+    if base.name is not Distro.K8S_SNAP:
+        if containerd_base_dir or legacy:
+            raise ValueError("containerd base dir and legacy paths apply to k8s-snap only")
+        return base
+    if legacy:
+        root = K8S_SNAP_LEGACY_ROOT
+        socket = f"{root}/run/containerd.sock"
+    elif containerd_base_dir and containerd_base_dir.rstrip("/"):
+        if not containerd_base_dir.startswith("/"):
+            raise ValueError(f"containerd base dir must be absolute, got {containerd_base_dir!r}")
+        root = posixpath.normpath(containerd_base_dir) + "/k8s-containerd"
+        socket = f"{root}/run/containerd/containerd.sock"
+    else:
+        return base
+    return replace(
+        base,
+        config_path=f"{root}/etc/containerd/config.toml",
+        dropin_dir=f"{root}/etc/containerd/conf.d",
+        socket=socket,
+        baseline_root=root,
+    )

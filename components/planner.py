@@ -1,0 +1,285 @@
+"""Plan a node's containerd change: the files gpuplane writes, the toolkit env, and the
+combined result under that containerd's merge rules.
+
+The plan is correct by construction and then checked: the combined layout (the
+distribution's baseline, gpuplane's files and, in operator mode, the toolkit's own
+output as the toolkit writes it) is merged by the containerd model and run through the
+rulebook. A plan with error findings is never rolled out.
+"""
+
+from __future__ import annotations
+
+import copy
+import posixpath
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import tomlkit
+
+from components.containerd.effective import EffectiveConfig, decode, effective_config
+from components.containerd.files import MemoryFiles
+from components.containerd.load import load_config
+from components.containerd.merge import deep_merge, merge
+from components.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
+from components.distros import DistroProfile, EditMode
+from components.findings import Finding
+from components.rules import ContainerdFacts, check_containerd
+
+GPUPLANE_DROPIN = "50-gpuplane.toml"
+TOOLKIT_DROPIN = "99-nvidia.toml"
+HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
+
+
+class ToolkitMode(StrEnum):
+    OPERATOR = "operator"  # the GPU Operator's toolkit container writes the nvidia runtime
+    HOST = "host"          # nvidia-container-toolkit is installed on the host; gpuplane writes
+    NONE = "none"          # no nvidia runtime (e.g. kind smoke clusters)
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    toolkit: ToolkitMode = ToolkitMode.OPERATOR
+    nvidia_default: bool = False
+    cdi: bool = False
+    systemd_cgroup: bool | None = None   # None keeps what the distribution configures
+    toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
+    runtime_name: str = "nvidia"
+
+
+@dataclass
+class NodeContainerdPlan:
+    profile: DistroProfile
+    version: ContainerdVersion
+    options: PlanOptions
+    files: dict[str, str]                 # what gpuplane writes, by node path
+    toolkit_env: list[dict[str, str]]     # GPU Operator `toolkit.env`
+    toolkit_files: dict[str, str]         # what the operator's toolkit will write (modelled)
+    layout: dict[str, str]                # baseline + gpuplane + toolkit: the node after
+    effective: EffectiveConfig
+    expected_runtimes: frozenset[str]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def restart_command(self) -> str:
+        return self.profile.restart_command
+
+
+def plan_node(
+    profile: DistroProfile,
+    version: ContainerdVersion,
+    options: PlanOptions,
+    current: dict[str, str] | None = None,
+) -> NodeContainerdPlan:
+    """Plan the files for one node starting from `current` (default: the distro baseline)."""
+    baseline = dict(current if current is not None else profile.baseline())
+    files: dict[str, str] = {}
+    top = profile.config_path
+    if profile.edit_mode is EditMode.TEMPLATE:
+        target = profile.edit_path(version)
+        source = baseline.get(target) or baseline[top]
+        text = _apply_patch(source, _patch(profile, version, options, baseline), version)
+        if text != source or target not in baseline:
+            files[target] = text
+    else:
+        top_text = _ensure_import(baseline[top], profile, version, baseline)
+        if top_text != baseline[top]:
+            files[top] = top_text
+        patch = _patch(profile, version, options, baseline)
+        if patch:
+            state = {**baseline, **files}
+            files[_dropin_path(profile)] = _dropin(state, top, version, patch)
+    after = _rendered({**baseline, **files}, profile, version)
+    toolkit_env: list[dict[str, str]] = []
+    toolkit_files: dict[str, str] = {}
+    if options.toolkit is ToolkitMode.OPERATOR:
+        toolkit_env = toolkit_env_for(profile, version, options)
+        toolkit_files = _toolkit_output(after, profile, version, options)
+        after = _rendered({**after, **toolkit_files}, profile, version)
+    expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
+    effective = effective_config(top, MemoryFiles(after), version)
+    facts = ContainerdFacts(
+        effective=effective,
+        expected_runtimes=frozenset({"runc", *expected}),
+        expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
+                             and not _is_template(profile, p)),
+        cdi_requested=options.cdi,
+    )
+    return NodeContainerdPlan(profile, version, options, files, toolkit_env, toolkit_files,
+                              after, effective, frozenset(expected), check_containerd(facts))
+
+
+def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
+                    options: PlanOptions) -> list[dict[str, str]]:
+    """`toolkit.env` that points the operator's toolkit at the kubelet's containerd."""
+    env = {
+        "CONTAINERD_CONFIG": profile.edit_path(version),
+        "CONTAINERD_SOCKET": profile.socket,
+        "RUNTIME_CONFIG_SOURCE": f"file={profile.config_path}",
+        "RUNTIME_EXECUTABLE_PATH": profile.containerd_binary,
+        "CONTAINERD_RUNTIME_CLASS": options.runtime_name,
+        "CONTAINERD_SET_AS_DEFAULT": "true" if options.nvidia_default and not options.cdi
+        else "false",
+    }
+    if profile.dropin_dir and options.toolkit_dropin:
+        env["RUNTIME_DROP_IN_CONFIG"] = posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN)
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _is_template(profile: DistroProfile, path: str) -> bool:
+    return path in (profile.template_path, profile.template_v3_path)
+
+
+def _dropin_path(profile: DistroProfile) -> str:
+    assert profile.dropin_dir
+    return posixpath.join(profile.dropin_dir, GPUPLANE_DROPIN)
+
+
+def _rendered(layout: dict[str, str], profile: DistroProfile,
+              version: ContainerdVersion) -> dict[str, str]:
+    """Template distributions regenerate config.toml from the template at start."""
+    if profile.edit_mode is EditMode.TEMPLATE:
+        template = profile.edit_path(version)
+        if template in layout:
+            return {**layout, profile.config_path: layout[template]}
+    return layout
+
+
+def _effective_now(layout: dict[str, str], top: str,
+                   version: ContainerdVersion) -> EffectiveConfig:
+    return effective_config(top, MemoryFiles(layout), version)
+
+
+def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+           baseline: dict[str, str]) -> dict[str, Any]:
+    """The CRI settings gpuplane itself must add (containerd-neutral `containerd` table)."""
+    current = _effective_now(_rendered(baseline, profile, version), profile.config_path,
+                             version)
+    runtimes: dict[str, Any] = {}
+    ctd: dict[str, Any] = {}
+    systemd = options.systemd_cgroup
+    if systemd is not None:
+        for name, runtime in current.runtimes.items():
+            if runtime.runtime_type in (RUNC_V2, None):
+                runtimes[name] = {"options": {"SystemdCgroup": systemd}}
+    if options.toolkit is ToolkitMode.HOST:
+        base = current.runtimes.get(current.default_runtime) or current.runtimes.get("runc")
+        opts = dict(base.options) if base else {}
+        if systemd is not None:
+            opts["SystemdCgroup"] = systemd
+        opts["BinaryName"] = HOST_TOOLKIT_BIN
+        runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
+        if options.nvidia_default:
+            ctd["default_runtime_name"] = options.runtime_name
+    patch: dict[str, Any] = {}
+    if runtimes:
+        ctd["runtimes"] = runtimes
+    if ctd:
+        patch["containerd"] = ctd
+    if options.cdi and options.toolkit is ToolkitMode.HOST and version.supports_cdi:
+        patch["enable_cdi"] = True
+    return patch
+
+
+def _cri_key(config_version: int) -> str:
+    return CRI_V3_RUNTIME if config_version >= 3 else CRI_V2
+
+
+def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
+            patch: dict[str, Any]) -> str:
+    """gpuplane's drop-in. On 1.x it carries the whole merged CRI table, because a file's
+    CRI table replaces every earlier one; on 2.x only the change, which deep-merges."""
+    loaded = load_config(top, MemoryFiles(layout), version)
+    top_version = loaded.files[0].version or 2
+    key = _cri_key(top_version)
+    if version.deep_merges:
+        table = copy.deepcopy(patch)
+    else:
+        merged = merge(loaded)
+        table = deep_merge(copy.deepcopy(merged.plugins.get(key, {})), copy.deepcopy(patch))
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("Written by gpuplane: the nvidia runtime beside runc. Do not edit;"))
+    doc.add(tomlkit.comment("change the stack config and run `pulumi up` instead."))
+    doc["version"] = top_version
+    doc["plugins"] = {key: table}
+    return tomlkit.dumps(doc)
+
+
+def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -> str:
+    """Merge `patch` into a full config's CRI table, keeping comments and layout."""
+    if not patch:
+        return text
+    doc = tomlkit.parse(text)
+    key = _cri_key(int(doc.get("version", 2)))
+    plugins = doc.setdefault("plugins", tomlkit.table(is_super_table=True))
+    table = plugins.setdefault(key, tomlkit.table())
+    _merge_into_toml(table, patch)
+    return tomlkit.dumps(doc)
+
+
+def _merge_into_toml(table: Any, patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict):
+            if key not in table or not isinstance(table[key], dict):
+                table[key] = tomlkit.table()
+            _merge_into_toml(table[key], value)
+        else:
+            table[key] = value
+
+
+def _ensure_import(text: str, profile: DistroProfile, version: ContainerdVersion,
+                   layout: dict[str, str]) -> str:
+    """Add the drop-in glob to the top-level `imports` unless an import already covers it."""
+    wanted = profile.imports_glob
+    assert wanted
+    probe = posixpath.join(profile.dropin_dir or "", GPUPLANE_DROPIN)
+    loaded = load_config(profile.config_path, MemoryFiles({**layout, probe: ""}), version)
+    if any(f.path == probe for f in loaded.files):
+        return text
+    doc = tomlkit.parse(text)
+    imports = doc.get("imports")
+    if imports is None:
+        doc["imports"] = [wanted]  # tomlkit keeps root keys above the first table
+    else:
+        imports.append(wanted)
+    return tomlkit.dumps(doc)
+
+
+def _toolkit_output(layout: dict[str, str], profile: DistroProfile, version: ContainerdVersion,
+                    options: PlanOptions) -> dict[str, str]:
+    """What the operator's toolkit writes, as it writes it: a copy of the CRI table from its
+    config source plus the nvidia runtimes with the default runtime's options."""
+    source = profile.config_path
+    source_layout = {source: layout[source]}
+    loaded = load_config(source, MemoryFiles(source_layout), version)
+    src_version = loaded.files[0].version or 2
+    key = _cri_key(src_version)
+    src_eff = decode(loaded)
+    table = copy.deepcopy(merge(loaded).plugins.get(key, {}))
+    ctd = table.setdefault("containerd", {})
+    runtimes = ctd.setdefault("runtimes", {})
+    base = src_eff.runtimes.get(src_eff.default_runtime) or src_eff.runtimes.get("runc")
+    install = OPERATOR_TOOLKIT_DIR
+    for suffix in ("", ".cdi", ".legacy"):
+        name = options.runtime_name + ("-" + suffix[1:] if suffix else "")
+        runtimes[name] = {
+            "runtime_type": RUNC_V2,
+            "options": {**(base.options if base else {}),
+                        "BinaryName": f"{install}/nvidia-container-runtime{suffix}"},
+        }
+    if options.nvidia_default and not options.cdi:
+        ctd["default_runtime_name"] = options.runtime_name
+    if options.cdi:
+        table["enable_cdi"] = True
+    if profile.dropin_dir and options.toolkit_dropin:
+        doc = {"version": src_version, "plugins": {key: table}}
+        return {posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN): tomlkit.dumps(doc)}
+    target = profile.edit_path(version)
+    full = tomlkit.parse(layout.get(target) or layout[source])
+    plugins = full.setdefault("plugins", tomlkit.table(is_super_table=True))
+    plugins[key] = table
+    return {target: tomlkit.dumps(full)}
+
+
+__all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "plan_node", "toolkit_env_for"]
