@@ -79,15 +79,22 @@ def plan_node(
     if profile.edit_mode is EditMode.TEMPLATE:
         target = profile.edit_path(version)
         source = baseline.get(target) or baseline[top]
-        text = _apply_patch(source, _patch(profile, version, options, baseline), version)
-        if text != source or target not in baseline:
-            files[target] = text
-    else:
-        top_text = _ensure_import(baseline[top], profile, version, baseline)
-        if top_text != baseline[top]:
-            files[top] = top_text
         patch = _patch(profile, version, options, baseline)
         if patch:
+            files[target] = _apply_patch(source, patch, version)
+    else:
+        patch = _patch(profile, version, options, baseline)
+        operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
+        top_text = baseline[top]
+        if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
+            top_text = _ensure_import(top_text, profile, version, baseline)
+        if patch and options.toolkit is ToolkitMode.OPERATOR:
+            # The toolkit copies the CRI table from the top-level file (its config source)
+            # into a drop-in merged last: a change anywhere else would be overwritten.
+            top_text = _apply_patch(top_text, patch, version)
+        if top_text != baseline[top]:
+            files[top] = top_text
+        if patch and options.toolkit is not ToolkitMode.OPERATOR:
             state = {**baseline, **files}
             files[_dropin_path(profile)] = _dropin(state, top, version, patch)
     after = _rendered({**baseline, **files}, profile, version)

@@ -549,6 +549,18 @@ def _blob(content: bytes) -> tuple[str, bytes]:
     return "sha256:" + hashlib.sha256(content).hexdigest(), content
 
 
+def _normalise_image_name(name: str) -> str:
+    """The fully-qualified reference CRI looks images up by (docker.io defaults)."""
+    first, _, rest = name.partition("/")
+    if first == "index.docker.io":
+        return f"docker.io/{rest}"
+    if not rest:
+        return f"docker.io/library/{name}"
+    if "." not in first and ":" not in first and first != "localhost":
+        return f"docker.io/{name}"
+    return name
+
+
 def build_pause_image(dest: Path, name: str) -> Path:
     """Write an OCI image-layout tar named ``name`` whose entrypoint sleeps forever.
 
@@ -1051,6 +1063,7 @@ class Daemon:
         snapshotter = snapshotter_from_dump(self.line, result.config)
         if not name:
             self.fail("effective config names no sandbox image")
+        name = _normalise_image_name(name)
         tar = build_pause_image(self.rundir / "pause.tar", name)
         self.ctr("images", "import", "--snapshotter", snapshotter, str(tar))
         pb = cri_modules()[0]
