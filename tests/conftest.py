@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-import oracle
 import pytest
+
+import oracle
 
 
 @pytest.fixture

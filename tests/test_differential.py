@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from components.containerd import ContainerdVersion, LocalFiles, load_config
 from components.containerd.effective import decode
 from components.containerd.merge import merge
+
 import oracle
 
 EXAMPLES = int(os.environ.get("GPUPLANE_DIFF_EXAMPLES", "300"))
@@ -98,7 +99,7 @@ def config_file(draw: st.DrawFn, top: bool) -> dict[str, Any]:
         key_version = version
         if draw(st.integers(0, 9)) == 0:  # a table under another version's plugin key
             key_version = draw(st.sampled_from([0, 2, 3]))
-        data["plugins"] = {"__KEY%d__" % key_version: draw(cri_table())}
+        data["plugins"] = {f"__KEY{key_version}__": draw(cri_table())}
     return data
 
 

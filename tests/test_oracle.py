@@ -13,8 +13,9 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-import oracle
 import pytest
+
+import oracle
 
 StartDaemon = Callable[[str, Path], oracle.Daemon]
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 import tomlkit
-from layouts import host_path, write_layout
 
-import oracle
 from components.containerd import ContainerdVersion
 from components.distros import Distro, profile
 from components.findings import Severity
 from components.planner import PlanOptions, ToolkitMode, plan_node
+
+import oracle
+from layouts import host_path, write_layout
 
 PROFILES = {
     **{d.value: profile(d) for d in Distro},
