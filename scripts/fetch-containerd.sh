@@ -45,7 +45,7 @@ private_apt() {  # private_apt SUITE: apt options reading only SUITE, all state 
     echo "deb $MIRROR $suite main" > "$APTDIR/$suite/sources.list"
     echo "-o Dir::Etc::SourceList=$APTDIR/$suite/sources.list -o Dir::Etc::SourceParts=/nonexistent \
 -o Dir::State::Lists=$APTDIR/$suite/lists -o Dir::Cache::Archives=$APTDIR/$suite/archives \
--o Dir::Cache=$APTDIR/$suite -o APT::Get::List-Cleanup=0"
+-o Dir::Cache=$APTDIR/$suite -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root"
 }
 
 fetch_unpacked() {  # fetch_unpacked LINE SUITE PACKAGE...: download and dpkg -x into the cache

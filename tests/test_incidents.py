@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from layouts import host_path, write_layout
 
-import oracle
 from components.containerd import ContainerdVersion, MemoryFiles, effective_config
 from components.rules import ContainerdFacts, check_containerd
+
+import oracle
+from layouts import host_path, write_layout
 
 TOP = "/etc/containerd/config.toml"
 

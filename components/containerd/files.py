@@ -5,6 +5,7 @@ or an in-memory layout (plans, tests, snapshots). Globs follow Go's filepath.Glo
 from __future__ import annotations
 
 import fnmatch
+import os
 import posixpath
 from pathlib import Path
 from typing import Protocol
@@ -28,10 +29,22 @@ class FileSource(Protocol):
 
 def glob(files: FileSource, pattern: str) -> list[str]:
     """Expand an absolute pattern component by component, like Go's filepath.Glob."""
+    return [path for path, _ in glob_read(files, pattern)]
+
+
+def glob_read(files: FileSource, pattern: str) -> list[tuple[str, str]]:
+    """`glob`, with each match's text, so the loader reads every file once."""
     parts = [p for p in pattern.split("/") if p]
-    paths = ["/"]
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
+    # The literal directories before the first wildcard need no listing: the deepest one
+    # exists as a directory exactly when all of them do.
+    first = next((i for i, part in enumerate(parts) if has_meta(part)), len(parts))
+    if first == len(parts):
+        paths = ["/" + "/".join(parts)]
+    else:
+        prefix = "/" + "/".join(parts[:first])
+        paths = [prefix] if first == 0 or _dir_exists(files, prefix) else []
+    for index in range(first, len(parts)):
+        part = parts[index]
         nxt: list[str] = []
         for base in paths:
             if has_meta(part):
@@ -40,9 +53,18 @@ def glob(files: FileSource, pattern: str) -> list[str]:
             else:
                 nxt.append(posixpath.join(base, part))
         paths = nxt
-        if not last:
-            paths = [p for p in paths if files.listdir(p) or _is_dir(files, p)]
-    return [p for p in paths if files.read(p) is not None]
+        if index != len(parts) - 1:
+            paths = [p for p in paths if _dir_exists(files, p)]
+    found = []
+    for path in paths:
+        text = files.read(path)
+        if text is not None:
+            found.append((path, text))
+    return found
+
+
+def _dir_exists(files: FileSource, path: str) -> bool:
+    return bool(files.listdir(path)) or _is_dir(files, path)
 
 
 def _is_dir(files: FileSource, path: str) -> bool:
@@ -73,24 +95,41 @@ class LocalFiles:
 
     def __init__(self, root: Path | str | None = None):
         self.root = Path(root) if root else None
+        self._root = str(self.root) if self.root else None
 
     def host_path(self, path: str) -> Path:
         if self.root is None:
             return Path(path)
         return self.root / path.lstrip("/")
 
+    def _host(self, path: str) -> str:
+        """host_path as a string; skips pathlib (slow) for paths already in its normal form."""
+        if not _pathlib_normal(path):
+            return str(self.host_path(path))
+        if self._root is None:
+            return path
+        return os.path.join(self._root, path.lstrip("/"))
+
     def read(self, path: str) -> str | None:
-        target = self.host_path(path)
         try:
-            return target.read_text(encoding="utf-8")
+            with open(self._host(path), encoding="utf-8") as handle:
+                return handle.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
     def listdir(self, path: str) -> list[str]:
         try:
-            return sorted(p.name for p in self.host_path(path).iterdir())
+            return sorted(os.listdir(self._host(path)))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def is_dir(self, path: str) -> bool:
-        return self.host_path(path).is_dir()
+        return os.path.isdir(self._host(path))
+
+
+def _pathlib_normal(path: str) -> bool:
+    """True when pathlib would keep `path` as it is (no empty or `.` parts, no trailing /)."""
+    return (
+        bool(path) and path != "/" and not path.endswith(("/", "/.")) and path != "."
+        and "//" not in path and "/./" not in path and not path.startswith("./")
+    )

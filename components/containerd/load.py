@@ -10,7 +10,7 @@ from typing import Any
 
 from components.containerd import toml_io
 from components.containerd.errors import ConfigError
-from components.containerd.files import FileSource, glob
+from components.containerd.files import FileSource, glob_read
 from components.containerd.versions import ContainerdVersion
 
 
@@ -62,10 +62,10 @@ def load_config(top: str, files: FileSource, version: ContainerdVersion) -> Load
                 continue
             content = files.read(target) if "*" not in target else None
             if "*" in target:
-                matches = glob(files, target)
+                matches = glob_read(files, target)
                 if not matches:
                     result.empty_globs.append((path, target))
-                pending.extend((m, files.read(m) or "", path) for m in matches)
+                pending.extend((m, text, path) for m, text in matches)
             elif content is None:
                 result.refusals.append(
                     f"{path} imports {target}, which does not exist: containerd refuses to start"

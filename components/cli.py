@@ -1,0 +1,151 @@
+"""`gpuplane`: argument parsing and output only; the work lives in the library.
+
+Exit codes everywhere: 0 clean (warnings allowed), 1 error findings, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from components.containerd import LocalFiles
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    # These hand every remaining argument to another parser untouched.
+    if args and args[0] in _PASSTHROUGH:
+        return _PASSTHROUGH[args[0]](args[1:])
+    parser = _parser()
+    ns = parser.parse_args(args)
+    if not hasattr(ns, "handler"):
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT
+    return ns.handler(ns)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuplane", description="Turn Kubernetes nodes into working NVIDIA GPU nodes.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    ctd = sub.add_parser("containerd", help="containerd configuration tools")
+    ctd_sub = ctd.add_subparsers(title="commands", metavar="COMMAND")
+    check = ctd_sub.add_parser(
+        "check", help="effective CRI config and findings for a node's containerd config",
+        description="Read a top-level containerd config and its imports from local files, "
+                    "as the given containerd release would, and report the effective CRI "
+                    "runtimes and findings. Exit 0 clean, 1 errors, 2 unreadable input.")
+    check.add_argument("--config", required=True, help="top-level config.toml")
+    check.add_argument("--containerd-version", metavar="X.Y",
+                       help="release line (default: ask `containerd --version` on PATH)")
+    check.add_argument("--root", metavar="DIR",
+                       help="directory standing in for / (paths in configs are node paths)")
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.set_defaults(handler=_containerd_check)
+
+    explain = sub.add_parser("explain", help="explain a failure mode (FM01-FM18)")
+    explain.add_argument("rule", nargs="?", help="rule id, e.g. FM02; omit to list all")
+    explain.set_defaults(handler=_explain)
+
+    sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
+    sub.add_parser("plan", help="offline plan of a stack", add_help=False)
+    return parser
+
+
+def _containerd_check(ns: argparse.Namespace) -> int:
+    from components.containerd import ConfigError, ContainerdVersion
+    from components.nodecheck import VersionUnknown, check_node_config, detect_containerd_version
+    from components.report import check_to_json, render_check
+
+    try:
+        if ns.containerd_version:
+            version = ContainerdVersion.parse(ns.containerd_version)
+        else:
+            version = detect_containerd_version()
+    except ValueError as exc:
+        return _input_error(f"--containerd-version: {exc}")
+    except VersionUnknown as exc:
+        return _input_error(f"cannot tell which containerd reads this config ({exc}); pass "
+                            "--containerd-version X.Y (1.6, 1.7 or 2.1)")
+    try:
+        files, config = _node_files(ns.config, ns.root)
+        result = check_node_config(files, config, version)
+    except ConfigError as exc:
+        return _input_error(str(exc))
+    if ns.format == "json":
+        print(json.dumps(check_to_json(result), indent=2))
+    else:
+        render_check(result, _console())
+    return EXIT_FINDINGS if result.failed else EXIT_OK
+
+
+def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
+    """The file source and the config's node path, with or without a stand-in root."""
+    from components.containerd import ConfigError
+
+    if root is None:
+        return LocalFiles(), os.path.abspath(config)
+    base = Path(root)
+    if not base.is_dir():
+        raise ConfigError(root, "--root is not a directory")
+    if config.startswith("/") and (base / config.lstrip("/")).is_file():
+        return LocalFiles(base), os.path.normpath(config)
+    local = Path(config).resolve()
+    if local.is_relative_to(base.resolve()):
+        return LocalFiles(base), "/" + local.relative_to(base.resolve()).as_posix()
+    raise ConfigError(config, f"not found under --root {root}")
+
+
+def _explain(ns: argparse.Namespace) -> int:
+    from components.rules import RULES, explain
+
+    if ns.rule is None:
+        for rule in RULES.values():
+            print(f"{rule.id}  {rule.severity:7}  {rule.title}")
+        return EXIT_OK
+    try:
+        print(explain(ns.rule))
+    except KeyError:
+        return _input_error(f"unknown rule {ns.rule!r}; valid ids: {', '.join(RULES)}")
+    return EXIT_OK
+
+
+def _probe(argv: list[str]) -> int:
+    from components import probe  # written separately; imported only when asked for
+
+    return int(probe.main(argv) or 0)
+
+
+def _plan(argv: list[str]) -> int:
+    print("gpuplane plan: not yet available (arrives with the components issue)",
+          file=sys.stderr)
+    return EXIT_INPUT
+
+
+_PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {"probe": _probe, "plan": _plan}
+
+
+def _input_error(message: str) -> int:
+    print(f"gpuplane: {message}", file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _console() -> Console:
+    """Rich console; when piped, no colour and a wide line so paths are not broken."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 120), no_color=True, highlight=False)
+    return console
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The catalogue of failure modes FM01-FM18: one short doc per rule id.
+
+Checks, policies and `gpuplane explain` all read their titles and docs from here, so a
+finding's id always leads to the same explanation whichever moment produced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.findings import Severity
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A failure mode: what users see, why it happens, an example and the way out."""
+
+    id: str
+    title: str
+    severity: Severity
+    symptom: str
+    why: str
+    example: str
+    fix: str
+
+
+def _rule(id: str, severity: Severity, title: str, symptom: str, why: str, example: str,
+          fix: str) -> Rule:
+    return Rule(id, title, severity, symptom, why, example, fix)
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+
+_ALL = [
+    _rule(
+        "FM01", _E, "nvidia runtime defined in a file containerd never reads",
+        'GPU pods stay in ContainerCreating with `no runtime for "nvidia" is configured`; '
+        "operator pods wait in Init.",
+        "containerd reads its top-level config and the files its `imports` globs match, "
+        "nothing else. A runtime written to another distro's path, to a template instead of "
+        "the generated file, or to a directory no glob covers has no effect at all.",
+        "The toolkit writes /etc/containerd/conf.d/99-nvidia.toml, but the node's config "
+        'only imports "/etc/containerd/config.d/*.toml".',
+        "Write the drop-in where the node's containerd looks (the distro profile's drop-in "
+        "directory) or add that directory's `*.toml` glob to `imports` in the top-level "
+        "config; check with `gpuplane containerd check`.",
+    ),
+    _rule(
+        "FM02", _E, "a later drop-in replaces the whole CRI table (containerd < 2.1)",
+        "runc disappears and the CRI plugin fails to load (node NotReady), or the nvidia "
+        "runtime or SystemdCgroup silently vanish.",
+        "containerd 1.6 and 1.7 do not merge imported files key by key: for each plugin the "
+        "last file that has the plugin's table wins, whole. Anything an earlier file put in "
+        "the CRI table is gone, even when the later file only sets one unrelated key.",
+        "00-k8s-runc.toml defines runc (SystemdCgroup = true, default runtime) and "
+        "99-nvidia.toml only adds the nvidia runtime: containerd 1.7 keeps nvidia alone and "
+        'refuses `default_runtime_name = "runc"`.',
+        "On containerd < 2.1 keep the whole CRI table in one drop-in: default runtime, runc "
+        "and nvidia, each with its options. Or upgrade containerd to 2.1, which deep-merges.",
+    ),
+    _rule(
+        "FM03", _E, "config version mismatch or runtime without runtime_type",
+        "containerd refuses to start (`unsupported config version`), or settings in one "
+        "file are silently ignored, or `container.Runtime.Name must be set`.",
+        "Each config version names the CRI plugin differently (`cri`, "
+        '`io.containerd.grpc.v1.cri`, `io.containerd.cri.v1.runtime`). containerd 1.7 '
+        "refuses version 3, 1.6 ignores it, and 2.x settles on one version for all files, "
+        "so a section written for another version is ignored or dropped while migrating. A "
+        "runtime without `runtime_type` gives containerd no shim to start.",
+        "A version-2 top-level config plus a version-3 99-nvidia.toml on containerd 2.1: the "
+        "merged config ends at version 3 and the version-2 runc section is ignored.",
+        "Write every file in the version the top-level uses (version 2 for containerd 1.x; "
+        "version 3, or all version 2, for 2.x) and give every runtime "
+        '`runtime_type = "io.containerd.runc.v2"`.',
+    ),
+    _rule(
+        "FM04", _E, "generated config edited instead of its template (RKE2/K3s)",
+        "The nvidia runtime vanishes at the next agent restart; a broken template can keep "
+        "the whole node down after a reboot.",
+        "RKE2 and K3s regenerate config.toml from config.toml.tmpl (or their built-in "
+        "template) every time the agent starts, so edits to the generated file are "
+        "overwritten.",
+        "The toolkit patches /var/lib/rancher/rke2/agent/etc/containerd/config.toml "
+        "directly; after a reboot the nvidia runtime is gone.",
+        "Change config.toml.tmpl (based on the distro's own template) or use the distro's "
+        "drop-in mechanism, and render the template before rollout.",
+    ),
+    _rule(
+        "FM05", _W, "another installer rewrites the containerd config later",
+        "GPU pods lose GPU access after a reboot or an upgrade, with no change on our side.",
+        "Node bootstrap scripts, cloud agents or a second operator own the same file and "
+        "write their version of it back.",
+        "A cloud-init step renders /etc/containerd/config.toml at every boot, erasing the "
+        "nvidia runtime the toolkit added.",
+        "Put the nvidia runtime in a drop-in the other writer does not own, or make that "
+        "writer the one source of the config; re-check after reboots.",
+    ),
+    _rule(
+        "FM06", _W, "containerd restarted needlessly or everywhere at once",
+        "Init containers hang, stateful pods crash-loop, or the whole fleet drops at once.",
+        "Restarting containerd interrupts every container operation on the node; doing it "
+        "when the config did not change, or on all nodes together, turns a no-op into an "
+        "outage.",
+        "A DaemonSet rewrites an identical config and restarts containerd on all 40 nodes "
+        "in the same minute.",
+        "Restart only when the merged config really changed, and roll nodes in small "
+        "batches, waiting for each to be Ready.",
+    ),
+    _rule(
+        "FM07", _E, "SystemdCgroup differs between runtimes or from the kubelet",
+        "Pods killed at random, cgroup path errors on sandbox creation.",
+        "The kubelet and every runc-based runtime must use the same cgroup driver; when "
+        "one runtime uses systemd and another cgroupfs, two managers fight over the same "
+        "hierarchy.",
+        "runc has `SystemdCgroup = true` (kubelet cgroupDriver: systemd) but the nvidia "
+        "runtime was added without options, so it uses cgroupfs.",
+        "Set `SystemdCgroup` in every io.containerd.runc.v2 runtime's options to match the "
+        "kubelet (true for the systemd driver, false for cgroupfs).",
+    ),
+    _rule(
+        "FM08", _E, "driver already on the node but the operator installs one too",
+        "The driver pod and its validator loop; GPUs never become allocatable.",
+        "A pre-installed NVIDIA driver (or a loaded nouveau module) holds the device, so "
+        "the operator's driver container cannot load its own module.",
+        "A cloud GPU image ships the driver and the chart still has `driver.enabled: true`.",
+        "Set `driver.enabled: false` where the image has a driver; blacklist nouveau "
+        "elsewhere.",
+    ),
+    _rule(
+        "FM09", _E, "default runtime points at a runtime that is not there",
+        "Every pod without a runtime class fails, GPU or not; containerd's CRI plugin may "
+        "refuse to load.",
+        "Uninstalling the toolkit removes the nvidia runtime but leaves "
+        '`default_runtime_name = "nvidia"` behind, or a config names a default that no '
+        "file defines.",
+        'default_runtime_name = "nvidia" with no [..runtimes.nvidia] table after an '
+        "operator uninstall.",
+        "Set the default back to runc (or define the runtime it names) before removing the "
+        "nvidia runtime.",
+    ),
+    _rule(
+        "FM10", _E, "time-slicing config malformed",
+        "Allocatable GPUs are not multiplied; nothing reports an error.",
+        "The device plugin ignores a config it cannot use: keys at the wrong level (under "
+        "`flags`), replicas below 1, a ConfigMap name or namespace it is not told about, "
+        "or a plugin that was never restarted to read it.",
+        "A ConfigMap with `sharing.timeSlicing` nested under `flags`: nvidia.com/gpu stays "
+        "at the physical count.",
+        "Generate the config from the stack (replicas >= 1, `sharing.timeSlicing.resources`) "
+        "and point the operator's devicePlugin.config at its name and key.",
+    ),
+    _rule(
+        "FM11", _E, "GPU pod without runtimeClassName while nvidia is not the default",
+        "The pod runs but sees no GPU (nvidia-smi missing, CUDA finds no device).",
+        "Only the nvidia runtime injects the driver and devices; when runc is the default, "
+        "a pod must ask for nvidia through its runtime class.",
+        "A CUDA pod requesting nvidia.com/gpu without `runtimeClassName: nvidia` on an RKE2 "
+        "node.",
+        "Set `runtimeClassName: nvidia` on GPU pods (or have the operator create and use "
+        "the RuntimeClass), or make nvidia the default runtime deliberately.",
+    ),
+    _rule(
+        "FM12", _E, "HAMi alongside the operator's device plugin",
+        "nvidia.com/gpu flips between HAMi's virtual count and the physical one; "
+        "allocations conflict.",
+        "Two device plugins register the same resource name on the same node and overwrite "
+        "each other's capacity.",
+        "HAMi installed on a cluster where the GPU operator still has "
+        "`devicePlugin.enabled: true`.",
+        "Disable the operator's device plugin (`devicePlugin.enabled: false`) when HAMi "
+        "manages the GPUs.",
+    ),
+    _rule(
+        "FM13", _E, "HAMi prerequisites missing",
+        "HAMi's device plugin never schedules, its scheduler crash-loops, NVML is not found "
+        "or pods fail with unresolvable CDI devices.",
+        "HAMi expects GPU nodes labelled `gpu=on`, a scheduler image matching the cluster "
+        "version, a runtime that injects the driver into its pods, and no CDI from the "
+        "operator.",
+        "GPU nodes without the gpu=on label: the HAMi device plugin DaemonSet has zero pods.",
+        "Label GPU nodes, pin the scheduler image to the cluster's version, make nvidia the "
+        "default runtime (or set runtimeClassName) and turn the operator's CDI off.",
+    ),
+    _rule(
+        "FM14", _E, "HAMi GPU request that cannot be honoured",
+        "The pod stays Pending or runs with limits other than the ones requested.",
+        "HAMi rejects or rewrites impossible requests: gpumem together with "
+        "gpumem-percentage, gpucores above 100, more GPUs than a node has, or privileged "
+        "pods, which bypass its limits.",
+        "A pod asking for nvidia.com/gpucores: 150.",
+        "Request either gpumem or gpumem-percentage, keep gpucores <= 100 and the GPU count "
+        "within one node, and do not run GPU pods privileged.",
+    ),
+    _rule(
+        "FM15", _E, "toolkit image flavour does not fit the node OS",
+        "Every operator pod fails with `GLIBC_x.y not found`.",
+        "The toolkit copies its binaries onto the host; built against a newer glibc than "
+        "the host's they cannot run there.",
+        "An ubuntu-based toolkit image on Amazon Linux 2 nodes.",
+        "Pick the toolkit image variant built for the node's OS (or an older-glibc "
+        "flavour), as the distro profile specifies.",
+    ),
+    _rule(
+        "FM16", _E, "CDI requested on containerd 1.6",
+        "GPUs are never allocated to pods.",
+        "containerd 1.6 has no CDI support and ignores `enable_cdi` without a word, so "
+        "devices announced through CDI never reach a container.",
+        "gpuOperator.cdi: true on nodes running containerd 1.6.20.",
+        "Upgrade containerd to 1.7 or later, or turn CDI off (stack key "
+        "`gpuOperator.cdi: false`).",
+    ),
+    _rule(
+        "FM17", _E, "toolkit pointed at the other of two containerd daemons",
+        "Same as FM01, while the other daemon looks perfectly healthy.",
+        "Hosts with Docker and a distro-bundled Kubernetes run two containerd daemons with "
+        "different configs and sockets; the toolkit's defaults pick the wrong one.",
+        "k8s-snap with its own containerd base dir next to Docker's containerd: the toolkit "
+        "edits /etc/containerd/config.toml, the kubelet's containerd reads another file.",
+        "Set the toolkit's CONTAINERD_CONFIG, CONTAINERD_SOCKET and RUNTIME_DROP_IN_CONFIG "
+        "to the kubelet's containerd, from the distro profile.",
+    ),
+    _rule(
+        "FM18", _W, "chart versions unpinned or images mutable",
+        "A rollout changes behaviour without any change in the stack.",
+        "Floating chart versions and image tags pull whatever was published last; toolkit "
+        "releases have changed where and how they write containerd config.",
+        "An unpinned operator chart picks up a toolkit that writes to a drop-in directory "
+        "nothing imports.",
+        "Pin chart versions and image tags (digests where possible) in the stack and "
+        "upgrade them deliberately.",
+    ),
+]
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
+
+
+def explain(rule_id: str) -> str:
+    """The doc of one rule as plain text. Raises KeyError for an unknown id."""
+    rule = RULES[rule_id.strip().upper()]
+    return "\n".join([
+        f"{rule.id}: {rule.title} (default severity: {rule.severity})",
+        "",
+        f"Symptom: {rule.symptom}",
+        f"Why it breaks: {rule.why}",
+        f"Example: {rule.example}",
+        f"Fix: {rule.fix}",
+    ])

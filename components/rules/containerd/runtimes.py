@@ -1,0 +1,162 @@
+"""FM07, FM09, FM16 and refusals no other rule explains: what the effective runtimes
+and CRI settings mean for the pods that will use them."""
+
+from __future__ import annotations
+
+from components.containerd.versions import RUNC_V2
+from components.findings import Finding, Severity
+from components.rules.containerd.facts import (
+    MISSING_IMPORT,
+    NO_DEFAULT,
+    PLUGIN_KEY,
+    VERSION_REFUSAL,
+    Analysis,
+    ContainerdFacts,
+    analyse,
+    at,
+    fmt,
+    key_at,
+    runtime_at,
+    verb,
+)
+
+# ---------------------------------------------------------------- FM07: cgroups
+
+def check_systemd_cgroup(facts: ContainerdFacts) -> list[Finding]:
+    """FM07: runc-based runtimes disagree on SystemdCgroup, or with the kubelet."""
+    return fm07(analyse(facts))
+
+
+def fm07(a: Analysis) -> list[Finding]:
+    eff, driver = a.eff, a.facts.kubelet_cgroup_driver
+    # A SystemdCgroup lost by replacement or version mixing is reported there, once.
+    lost = {x.runtime for x in a.losses if x.kind == "option" and x.option == "SystemdCgroup"}
+    values = {
+        name: view.options.get("SystemdCgroup") is True
+        for name, view in sorted(eff.runtimes.items())
+        if view.runtime_type == RUNC_V2 and name not in lost
+    }
+    if not values:
+        return []
+    shown = ", ".join(f"{n}={fmt(v)}" for n, v in values.items())
+    if driver is not None:
+        want = driver == "systemd"
+        bad = [n for n, v in values.items() if v != want]
+        if not bad:
+            return []
+        return [Finding(
+            "FM07", Severity.ERROR,
+            f"the kubelet uses the {driver} cgroup driver, but SystemdCgroup is {shown}: "
+            f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet.",
+            a.where(runtime_at(a, bad[0], "SystemdCgroup")),
+            f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}.",
+        )]
+    if len(set(values.values())) < 2:
+        return []
+    reference = values.get("runc", next(iter(values.values())))
+    odd = [n for n, v in values.items() if v != reference]
+    return [Finding(
+        "FM07", Severity.ERROR,
+        f"runc-based runtimes disagree on SystemdCgroup ({shown}; absent means false): "
+        "containers of one runtime use another cgroup manager than the rest.",
+        a.where(runtime_at(a, odd[0], "SystemdCgroup")),
+        "Give every io.containerd.runc.v2 runtime the same SystemdCgroup, matching the "
+        "kubelet's cgroupDriver (true for systemd, false for cgroupfs).",
+    )]
+
+
+# ---------------------------------------------------------------- FM09: default
+
+def check_default_runtime(facts: ContainerdFacts) -> list[Finding]:
+    """FM09: the default runtime names a runtime no file defines (and nothing else
+    explains it, e.g. a leftover `default_runtime_name = "nvidia"` after an uninstall)."""
+    return fm09(analyse(facts))
+
+
+def fm09(a: Analysis) -> list[Finding]:
+    if a.default_owner() != "FM09":
+        return []
+    name = a.eff.default_runtime
+    where = a.eff.files[0].path
+    for f, cri in reversed(a.cris):
+        if cri.default_runtime == name:
+            where = at(f, ("plugins", cri.key, "containerd", "default_runtime_name"))
+            break
+    return [Finding(
+        "FM09", Severity.ERROR,
+        f'default_runtime_name is "{name}", but no file containerd reads defines that '
+        f"runtime: {a.default_refusal}.",
+        a.where(where),
+        f'Set default_runtime_name = "runc", or define the {name} runtime in the same file.',
+    )]
+
+
+# ---------------------------------------------------------------- FM16: CDI on 1.6
+
+def check_cdi_support(facts: ContainerdFacts) -> list[Finding]:
+    """FM16: CDI requested where containerd (1.6) has no CDI at all."""
+    return fm16(analyse(facts))
+
+
+def fm16(a: Analysis) -> list[Finding]:
+    line = a.eff.containerd_version
+    if line.supports_cdi:
+        return []
+    setters = [(f, cri) for f, cri in a.cris if cri.cdi is True]
+    if not setters and a.facts.cdi_requested is not True:
+        return []
+    reasons = []
+    if a.facts.cdi_requested:
+        reasons.append("the plan asks for CDI (gpuOperator.cdi)")
+    if setters:
+        sets = verb(setters, "sets", "set")
+        reasons.append(f"{', '.join(f.path for f, _ in setters)} {sets} enable_cdi = true")
+    if setters:
+        f, cri = setters[-1]
+        where = at(f, ("plugins", cri.key, "enable_cdi"))
+    else:
+        where = "gpuOperator.cdi"
+    return [Finding(
+        "FM16", Severity.ERROR,
+        f"{' and '.join(reasons)}, but containerd {line} has no CDI support and ignores "
+        "enable_cdi: GPUs announced through CDI are never allocated to pods.",
+        a.where(where),
+        "Upgrade containerd to 1.7 or later, or disable CDI (stack key "
+        "`gpuOperator.cdi: false`).",
+    )]
+
+
+# ---------------------------------------------------------------- other refusals
+
+def check_other_refusals(facts: ContainerdFacts) -> list[Finding]:
+    """Refusals no rule above explains: wrongly typed CRI fields and the like."""
+    return unexplained_refusals(analyse(facts))
+
+
+_OTHER_KEYS = (
+    ("default_runtime_name", ("containerd", "default_runtime_name")),
+    ("enable_cdi", ("enable_cdi",)),
+    ("runtime_type", ("containerd", "runtimes")),
+    ("runtimes", ("containerd", "runtimes")),
+    ("runtime ", ("containerd", "runtimes")),
+    ("containerd", ("containerd",)),
+)
+
+
+def unexplained_refusals(a: Analysis) -> list[Finding]:
+    out = []
+    for refusal in a.refusals:
+        if any(p.match(refusal) for p in (MISSING_IMPORT, VERSION_REFUSAL, PLUGIN_KEY, NO_DEFAULT)):
+            continue
+        # containerd refuses a CRI table whose typed fields have the wrong type. No failure
+        # mode is about types as such; FM03 is the one about configuration containerd will
+        # not load, so these are reported under it.
+        suffix = next((s for word, s in _OTHER_KEYS if word in refusal), ())
+        out.append(Finding(
+            "FM03", Severity.ERROR,
+            f"containerd {a.eff.containerd_version} refuses this configuration: {refusal}.",
+            a.where(key_at(a, suffix)),
+            "Give the field the type containerd expects (strings quoted, booleans true or "
+            "false, runtimes as tables).",
+        ))
+    return out
