@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.containerd import ContainerdVersion, MemoryFiles, effective_config
+from components.containerd.toml_io import line_of
 from components.findings import Finding, Severity
 from components.rules import RULES, ContainerdFacts, check_containerd, explain
 from components.rules.containerd import analyse
-from components.rules.locate import locate
 
 TOP = "/etc/containerd/config.toml"
 CONF_D = "/etc/containerd/conf.d"
@@ -316,12 +316,12 @@ def test_errors_come_first_and_prefix_names_the_node() -> None:
     assert all(f.where.startswith("node-a: ") for f in findings)
 
 
-def test_locate_finds_nested_headers_and_dotted_keys() -> None:
+def test_line_of_finds_nested_headers_and_dotted_keys() -> None:
     text = f'version = 2\n[plugins.{V2}]\n  containerd.runtimes.nvidia.runtime_type = "x"\n'
-    assert locate(text, ("plugins", "io.containerd.grpc.v1.cri")) == 2
-    assert locate(text, ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes",
+    assert line_of(text, ("plugins", "io.containerd.grpc.v1.cri")) == 2
+    assert line_of(text, ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes",
                          "nvidia")) == 3
-    assert locate(text, ("plugins", "other")) is None
+    assert line_of(text, ("plugins", "other")) is None
 
 
 def test_catalogue_covers_every_failure_mode() -> None:

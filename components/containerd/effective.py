@@ -140,9 +140,10 @@ def decode(loaded: LoadResult) -> EffectiveConfig:
         else:
             refusals.append("enable_cdi must be true or false")
     if default not in runtimes:
+        # containerd's own wording (1.6 and 1.7 alike, unpaired backtick included).
         refusals.append(
-            "no corresponding runtime configured in 'containerd.runtimes' for 'containerd' "
-            f"'default_runtime_name = \"{default}\"': the CRI plugin fails to load and the "
+            "no corresponding runtime configured in `containerd.runtimes` for `containerd` "
+            f"`default_runtime_name = \"{default}\"`: the CRI plugin fails to load and the "
             "node goes NotReady")
     return EffectiveConfig(
         containerd_version=line,

@@ -39,44 +39,50 @@ def render(data: dict[str, Any]) -> str:
 
 
 def line_of(text: str, dotted: tuple[str, ...]) -> int | None:
-    """Best-effort 1-based line where a table or key is defined, for `where` fields."""
+    """First line that defines `dotted` or anything under it (a header or a key line).
+
+    Finds `[a.b.c.options]` for ("a", "b", "c") and dotted keys such as
+    `c.options.x = 1` under `[a.b]`; never guesses. Used for `path:line` in messages.
+    """
     if not dotted:
         return None
-    lines = text.splitlines()
-    last = dotted[-1]
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if stripped.startswith("[") and _header_matches(stripped, dotted):
-            return number
-    for number, line in enumerate(lines, start=1):
-        key = line.split("=", 1)[0].strip().strip("\"'")
-        if "=" in line and key == last:
+    size = len(dotted)
+    table: tuple[str, ...] = ()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            table = _split(line.lstrip("["), stop="]")
+            path = table
+        else:
+            path = table + _split(line, stop="=")
+        if path[:size] == dotted:
             return number
     return None
 
 
-def _header_matches(header: str, dotted: tuple[str, ...]) -> bool:
-    return _split_dotted(header.strip("[]").strip()) == dotted
-
-
-def _split_dotted(inner: str) -> tuple[str, ...]:
+def _split(text: str, stop: str) -> tuple[str, ...]:
+    """Dotted key parts of `text` up to the first unquoted `stop` character."""
     parts: list[str] = []
-    current = ""
+    current: list[str] = []
     quote = ""
-    for char in inner:
+    for char in text:
         if quote:
             if char == quote:
                 quote = ""
             else:
-                current += char
+                current.append(char)
         elif char in "\"'":
             quote = char
+        elif char == stop:
+            break
         elif char == ".":
-            parts.append(current.strip())
-            current = ""
+            parts.append("".join(current).strip())
+            current = []
         else:
-            current += char
-    parts.append(current.strip())
+            current.append(char)
+    parts.append("".join(current).strip())
     return tuple(parts)
 
 

@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from components.containerd.effective import EffectiveConfig, FileCRI, file_cri, normalise_options
 from components.containerd.load import LoadedFile
+from components.containerd.toml_io import line_of
 from components.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
-from components.rules.locate import locate
 
 CgroupDriver = Literal["systemd", "cgroupfs"]
 
@@ -246,7 +246,7 @@ def file_named(eff: EffectiveConfig, path: str) -> LoadedFile | None:
 
 
 def at(f: LoadedFile, dotted: tuple[str, ...]) -> str:
-    line = locate(f.text, dotted)
+    line = line_of(f.text, dotted)
     return f"{f.path}:{line}" if line else f.path
 
 
@@ -256,7 +256,7 @@ def runtime_at(a: Analysis, name: str, option: str | None = None) -> str:
         if name in cri.runtimes:
             base = ("plugins", cri.key, "containerd", "runtimes", name)
             if option is not None:
-                line = locate(f.text, (*base, "options", option))
+                line = line_of(f.text, (*base, "options", option))
                 if line:
                     return f"{f.path}:{line}"
             return at(f, base)
@@ -266,7 +266,7 @@ def runtime_at(a: Analysis, name: str, option: str | None = None) -> str:
 def key_at(a: Analysis, suffix: tuple[str, ...]) -> str:
     for f, cri in reversed(a.cris):
         if cri.has_table:
-            line = locate(f.text, ("plugins", cri.key, *suffix))
+            line = line_of(f.text, ("plugins", cri.key, *suffix))
             if line:
                 return f"{f.path}:{line}"
     return a.eff.files[0].path
