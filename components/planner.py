@@ -153,16 +153,11 @@ def _rendered(layout: dict[str, str], profile: DistroProfile,
     return layout
 
 
-def _effective_now(layout: dict[str, str], top: str,
-                   version: ContainerdVersion) -> EffectiveConfig:
-    return effective_config(top, MemoryFiles(layout), version)
-
-
 def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
            baseline: dict[str, str]) -> dict[str, Any]:
     """The CRI settings gpuplane itself must add (containerd-neutral `containerd` table)."""
-    current = _effective_now(_rendered(baseline, profile, version), profile.config_path,
-                             version)
+    current = effective_config(profile.config_path,
+                               MemoryFiles(_rendered(baseline, profile, version)), version)
     runtimes: dict[str, Any] = {}
     ctd: dict[str, Any] = {}
     systemd = options.systemd_cgroup

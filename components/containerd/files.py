@@ -27,13 +27,9 @@ class FileSource(Protocol):
         """Names in a directory (empty when it does not exist)."""
 
 
-def glob(files: FileSource, pattern: str) -> list[str]:
-    """Expand an absolute pattern component by component, like Go's filepath.Glob."""
-    return [path for path, _ in glob_read(files, pattern)]
-
-
 def glob_read(files: FileSource, pattern: str) -> list[tuple[str, str]]:
-    """`glob`, with each match's text, so the loader reads every file once."""
+    """Expand an absolute pattern like Go's filepath.Glob, with each match's text, so the
+    loader reads every file once."""
     parts = [p for p in pattern.split("/") if p]
     # The literal directories before the first wildcard need no listing: the deepest one
     # exists as a directory exactly when all of them do.

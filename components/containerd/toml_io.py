@@ -34,10 +34,6 @@ def parse(text: str, path: str) -> dict[str, Any]:
         return parse_document(text, path).unwrap()
 
 
-def render(data: dict[str, Any]) -> str:
-    return tomlkit.dumps(data)
-
-
 def line_of(text: str, dotted: tuple[str, ...]) -> int | None:
     """First line that defines `dotted` or anything under it (a header or a key line).
 
