@@ -126,9 +126,44 @@ def _probe(argv: list[str]) -> int:
 
 
 def _plan(argv: list[str]) -> int:
-    print("gpuplane plan: not yet available (arrives with the components issue)",
-          file=sys.stderr)
-    return EXIT_INPUT
+    from components.config import StackConfigError
+    from components.findings import Severity
+    from components.plan.diff import plan_diff
+    from components.plan.render import render_markdown, render_text
+    from components.plan.run import plan_stack
+    from components.plan.stackfile import StackFileError
+
+    parser = argparse.ArgumentParser(
+        prog="gpuplane plan",
+        description="Offline plan of a stack: runs the Pulumi program under the mock engine "
+                    "(no CLI, cluster or credentials), renders per-node files and Helm values, "
+                    "runs every policy. Exit 0 clean, 1 mandatory policy violations, 2 bad "
+                    "config.")
+    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
+    parser.add_argument("--stacks-dir", default="stacks", type=Path)
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    parser.add_argument("--base", type=Path, metavar="PLAN.json",
+                        help="a previous JSON plan: show file and values diffs and the nodes "
+                             "that will be disrupted, in order")
+    ns = parser.parse_args(argv)
+    try:
+        base = json.loads(ns.base.read_text(encoding="utf-8")) if ns.base else None
+    except (OSError, ValueError) as exc:
+        return _input_error(f"--base {ns.base}: {exc}")
+    try:
+        plan = plan_stack(ns.stack, ns.stacks_dir)
+    except (StackFileError, StackConfigError) as exc:
+        return _input_error(f"stack {ns.stack!r}: invalid config\n{exc}")
+    if base is not None:
+        plan["diff"] = plan_diff(base, plan)
+    if ns.format == "json":
+        print(json.dumps(plan, indent=2, sort_keys=False))
+    elif ns.format == "markdown":
+        print(render_markdown(plan))
+    else:
+        render_text(plan, _console())
+    mandatory = any(f["severity"] == Severity.ERROR for f in plan["findings"])
+    return EXIT_FINDINGS if mandatory else EXIT_OK
 
 
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {"probe": _probe, "plan": _plan}

@@ -58,12 +58,20 @@ class NodeContainerdPlan:
     toolkit_files: dict[str, str]         # what the operator's toolkit will write (modelled)
     layout: dict[str, str]                # baseline + gpuplane + toolkit: the node after
     effective: EffectiveConfig
+    written: EffectiveConfig              # baseline + gpuplane only: what the node agent
+                                          # verifies before the operator's toolkit runs
+    before: EffectiveConfig               # the baseline alone
     expected_runtimes: frozenset[str]
     findings: list[Finding] = field(default_factory=list)
 
     @property
     def restart_command(self) -> str:
         return self.profile.restart_command
+
+    @property
+    def restarts(self) -> bool:
+        """Whether writing the files changes what containerd runs (the agent restarts)."""
+        return self.written.to_dict() != self.before.to_dict()
 
 
 def plan_node(
@@ -98,6 +106,8 @@ def plan_node(
             state = {**baseline, **files}
             files[_dropin_path(profile)] = _dropin(state, top, version, patch)
     after = _rendered({**baseline, **files}, profile, version)
+    written = effective_config(top, MemoryFiles(after), version)
+    before = effective_config(top, MemoryFiles(_rendered(baseline, profile, version)), version)
     toolkit_env: list[dict[str, str]] = []
     toolkit_files: dict[str, str] = {}
     if options.toolkit is ToolkitMode.OPERATOR:
@@ -114,7 +124,8 @@ def plan_node(
         cdi_requested=options.cdi,
     )
     return NodeContainerdPlan(profile, version, options, files, toolkit_env, toolkit_files,
-                              after, effective, frozenset(expected), check_containerd(facts))
+                              after, effective, written, before, frozenset(expected),
+                              check_containerd(facts))
 
 
 def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,

@@ -31,7 +31,8 @@ class ContainerdVersion:
         if not match:
             raise ValueError(f"containerd version {text!r} is not X.Y or X.Y.Z")
         version = cls(int(match.group(1)), int(match.group(2)))
-        if version < cls(1, 6) or version.major > 2:
+        no_such_line = version.major == 1 and version.minor > 7
+        if version < cls(1, 6) or version.major > 2 or no_such_line:
             raise ValueError(
                 f"containerd {version} is not supported: gpuplane models 1.6, 1.7 and 2.x"
             )

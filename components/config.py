@@ -1,0 +1,353 @@
+"""The stack config: every `gpuplane:*` key, its default and its allowed values, in one place.
+
+Read from `pulumi.Config` inside a program, or from a stack file by the offline plan; both
+go through `parse_stack_config`, so an invalid value gets the same error either way: the
+stack key, what was wrong, and the allowed values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from components.containerd.versions import ContainerdVersion
+from components.distros import Distro, DistroProfile, profile
+from components.intent import ClusterIntent, NodeIntent
+from components.planner import PlanOptions, ToolkitMode
+
+NAMESPACE = "gpuplane"
+OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
+HAMI_CHART_REPO = "https://project-hami.github.io/HAMi/"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
+_OS = re.compile(r"^[a-z]+[0-9][0-9.]*$")
+
+
+class _Section(BaseModel):
+    """camelCase keys as users write them in stack files; unknown keys are errors."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True,
+                              extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Section):
+    distro: Distro = Distro.KUBEADM
+    kubernetes_version: str
+    containerd_version: str
+    containerd_base_dir: str | None = None
+    kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] = "systemd"
+    node_access: Literal["ssh", "none"] = "ssh"
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _k8s_version(cls, value: str) -> str:
+        match = _K8S_VERSION.match(value.strip())
+        if not match:
+            raise ValueError(f"{value!r} is not a Kubernetes version like 1.31.4")
+        return ".".join(match.groups())
+
+    @field_validator("containerd_version")
+    @classmethod
+    def _containerd_version(cls, value: str) -> str:
+        ContainerdVersion.parse(value)  # raises ValueError naming the supported lines
+        return value
+
+    @field_validator("containerd_base_dir")
+    @classmethod
+    def _base_dir(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value!r} must be an absolute path")
+        return value
+
+    @model_validator(mode="after")
+    def _base_dir_distro(self) -> ClusterConfig:
+        if self.containerd_base_dir and self.distro is not Distro.K8S_SNAP:
+            raise ValueError("containerdBaseDir applies to distro k8s-snap only")
+        return self
+
+
+class SshConfig(_Section):
+    user: str = "root"
+    port: int = Field(22, ge=1, le=65535)
+    sudo: bool = False
+
+
+class NodeConfig(_Section):
+    name: str
+    host: str | None = None
+    user: str | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    gpus: int = Field(1, ge=0, le=64)
+    os: str = "ubuntu22.04"
+    pool: str = "default"
+
+    @field_validator("name", "pool")
+    @classmethod
+    def _dns(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value) or len(value) > 63:
+            raise ValueError(f"{value!r} must be a DNS label (lowercase letters, digits, '-')")
+        return value
+
+    @field_validator("os")
+    @classmethod
+    def _os(cls, value: str) -> str:
+        if not _OS.match(value):
+            raise ValueError(f"{value!r} must look like ubuntu22.04, rhel9, amzn2")
+        return value
+
+
+class RuntimeConfig(_Section):
+    name: str = "nvidia"
+    nvidia_default: bool = False
+    create_runtime_class: Literal["auto", True, False] = "auto"
+    systemd_cgroup: bool | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} must be a DNS label")
+        return value
+
+
+class ImageConfig(_Section):
+    repository: str
+    tag: str
+
+
+class GpuOperatorConfig(_Section):
+    chart_version: str
+    namespace: str = "gpu-operator"
+    driver: Literal["preinstalled", "managed"] = "preinstalled"
+    toolkit: Literal["operator", "host"] = "operator"
+    cdi: bool = False
+    toolkit_image: ImageConfig | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def toolkit_writes_dropin(self) -> bool:
+        """Chart v25.10 (toolkit 1.18) and later write a drop-in; earlier ones the top file."""
+        return chart_at_least(self.chart_version, (25, 10))
+
+
+class TimeSlicingConfig(_Section):
+    replicas: int = Field(0, ge=0, le=64)
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = False
+    config_map: str = "time-slicing-config"
+    profile: str = "any"
+
+
+class HamiConfig(_Section):
+    chart_version: str = "2.10.0"
+    namespace: str = "kube-system"
+    scheduler_image_tag: str | None = None
+    webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    scheduler_replicas: int = Field(2, ge=1, le=10)
+    device_split_count: int = Field(10, ge=1, le=100)
+    device_memory_scaling: float = Field(1.0, gt=0)
+    device_core_scaling: float = Field(1.0, gt=0)
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutConfig(_Section):
+    canary: bool = True
+    max_unavailable: int = Field(1, ge=1)
+
+
+class ChecksConfig(_Section):
+    enabled: bool = True
+    image: str = "python:3.12-slim"
+    sample: Literal["probe", "vectoradd"] = "probe"
+    timeout_seconds: int = Field(600, ge=30, le=7200)
+    hami_gpu_mem: int = Field(1024, ge=1)
+    hami_gpu_cores: int = Field(30, ge=1, le=100)
+
+
+class StackConfig(_Section):
+    """All of a stack's `gpuplane:*` keys."""
+
+    cluster: ClusterConfig
+    ssh: SshConfig = SshConfig()
+    ssh_private_key: Annotated[str | None, Field(repr=False)] = None
+    nodes: list[NodeConfig] = Field(default_factory=list)
+    device_plugin: Literal["gpu-operator", "hami"] = "gpu-operator"
+    runtime: RuntimeConfig = RuntimeConfig()
+    gpu_operator: GpuOperatorConfig
+    time_slicing: TimeSlicingConfig = TimeSlicingConfig()
+    hami: HamiConfig = HamiConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    checks: ChecksConfig = ChecksConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> StackConfig:
+        names = [n.name for n in self.nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"nodes: duplicate node names {dupes}")
+        if self.cluster.node_access == "ssh":
+            if not self.nodes:
+                raise ValueError("nodes: cluster.nodeAccess is ssh but no nodes are listed; "
+                                 "list the GPU nodes or set cluster.nodeAccess: none")
+            missing = [n.name for n in self.nodes if not n.host]
+            if missing:
+                raise ValueError(f"nodes: host missing for {missing} (nodeAccess is ssh)")
+            if not self.ssh_private_key:
+                raise ValueError("sshPrivateKey: required when cluster.nodeAccess is ssh; set "
+                                 "it with `pulumi config set --secret gpuplane:sshPrivateKey "
+                                 "< ~/.ssh/id_ed25519`")
+        elif self.gpu_operator.toolkit == "host":
+            raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
+                             "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
+                             "operator")
+        if self.device_plugin == "hami" and self.time_slicing.replicas > 1:
+            raise ValueError("timeSlicing: the operator's time-slicing needs its device plugin, "
+                             "which HAMi replaces; use hami.deviceSplitCount instead")
+        return self
+
+    # Derived views: the one place that turns keys into what the library needs.
+
+    @property
+    def profile(self) -> DistroProfile:
+        return profile(self.cluster.distro, self.cluster.containerd_base_dir)
+
+    @property
+    def containerd(self) -> ContainerdVersion:
+        return ContainerdVersion.parse(self.cluster.containerd_version)
+
+    @property
+    def node_access(self) -> bool:
+        return self.cluster.node_access == "ssh"
+
+    @property
+    def hami_scheduler_tag(self) -> str:
+        return self.hami.scheduler_image_tag or f"v{self.cluster.kubernetes_version}"
+
+    def plan_options(self) -> PlanOptions:
+        return PlanOptions(
+            toolkit=ToolkitMode(self.gpu_operator.toolkit),
+            nvidia_default=self.runtime.nvidia_default,
+            cdi=self.gpu_operator.cdi,
+            systemd_cgroup=self.runtime.systemd_cgroup,
+            toolkit_dropin=self.gpu_operator.toolkit_writes_dropin,
+            runtime_name=self.runtime.name,
+        )
+
+    def intent(self) -> ClusterIntent:
+        return ClusterIntent(
+            distro=self.cluster.distro.value,
+            containerd_version=self.cluster.containerd_version,
+            kubernetes_version=self.cluster.kubernetes_version,
+            containerd_base_dir=self.cluster.containerd_base_dir,
+            device_plugin=self.device_plugin,
+            toolkit=self.gpu_operator.toolkit,
+            driver_preinstalled=self.gpu_operator.driver == "preinstalled",
+            cdi=self.gpu_operator.cdi,
+            nvidia_default=self.runtime.nvidia_default,
+            runtime_class=self.runtime.name,
+            operator_namespace=self.gpu_operator.namespace,
+            hami_namespace=self.hami.namespace,
+            time_slicing_replicas=self.time_slicing.replicas,
+            time_slicing_configmap=self.time_slicing.config_map,
+            time_slicing_profile=self.time_slicing.profile,
+            max_unavailable=self.rollout.max_unavailable,
+            canary=self.rollout.canary,
+            nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
+        )
+
+
+# The stack keys, `gpuplane:<key>`, in the order the README documents them.
+KEYS: tuple[str, ...] = tuple(
+    field.alias or name for name, field in StackConfig.model_fields.items())
+SECRET_KEYS = ("sshPrivateKey",)
+
+
+class StackConfigError(Exception):
+    """Invalid stack config; each problem names its `gpuplane:` key."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(f"{key}: {msg}" for key, msg in problems))
+
+
+def chart_at_least(version: str, minimum: tuple[int, int]) -> bool:
+    """Compare a chart version such as v25.10.1 with (major, minor)."""
+    match = re.match(r"^v?(\d+)\.(\d+)", version)
+    return bool(match) and (int(match[1]), int(match[2])) >= minimum
+
+
+def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
+    """Validate `{key: value}` (keys without the `gpuplane:` prefix) into a StackConfig."""
+    unknown = sorted(set(values) - set(KEYS))
+    problems = [(f"{NAMESPACE}:{k}", f"unknown key; known keys: {', '.join(KEYS)}")
+                for k in unknown]
+    try:
+        config = StackConfig.model_validate({k: v for k, v in values.items() if k in KEYS})
+    except ValidationError as exc:
+        problems += [_problem(err) for err in exc.errors()]
+        raise StackConfigError(problems) from None
+    if problems:
+        raise StackConfigError(problems)
+    return config
+
+
+def _problem(err: Any) -> tuple[str, str]:
+    loc = [str(p) for p in err["loc"]]
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    # A model-level check names its key first ("nodes: ..."): lift it into the key.
+    if not loc and ":" in message:
+        head, _, rest = message.partition(": ")
+        loc, message = head.split("."), rest
+    key = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
+    path = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
+    return key + path, message
+
+
+def config_from_pulumi() -> StackConfig:
+    """The stack config of the running Pulumi program; the SSH key stays a Pulumi secret
+    (see `ssh_private_key_output`), the model only learns whether one is set."""
+    import pulumi
+
+    cfg = pulumi.Config(NAMESPACE)
+    values: dict[str, Any] = {}
+    for key in KEYS:
+        if key in SECRET_KEYS:
+            if cfg.get(key) is not None:
+                values[key] = "<secret>"
+            continue
+        raw = cfg.get(key)
+        if raw is None:
+            continue
+        values[key] = cfg.get_object(key) if raw[:1] in "[{" else raw
+    from pulumi.runtime import config as runtime_config
+
+    for full in {*runtime_config.CONFIG.get(), *runtime_config.get_config_env()}:
+        ns, _, key = full.partition(":")
+        if ns == NAMESPACE and key not in KEYS:
+            values[key] = None
+    return parse_stack_config(values)
+
+
+__all__ = [
+    "HAMI_CHART_REPO",
+    "KEYS",
+    "OPERATOR_CHART_REPO",
+    "StackConfig",
+    "StackConfigError",
+    "chart_at_least",
+    "config_from_pulumi",
+    "parse_stack_config",
+]

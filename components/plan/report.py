@@ -1,0 +1,101 @@
+"""The plan report: every resource, the Helm values, and per node the files, whether
+containerd restarts and in which batch. A plain dict, so JSON is the contract and the
+text and markdown renderings are views of it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components.config import StackConfig
+from components.findings import Finding, Severity
+from components.plan.engine import Registered
+from components.stack.cluster import GpuCluster
+
+PLAN_FORMAT = 1
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
+SECRET_MASK = "[secret]"
+
+
+def effective_sha(effective: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(effective, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
+                 resources: list[Registered], findings: list[Finding]) -> dict[str, Any]:
+    plan = cluster.plan
+    names = {r.urn: r.name for r in resources}
+    batch_of = {node: i for i, batch in enumerate(cluster.batches) for node in batch}
+    managed = cluster.rollout is not None
+    written = plan.written.to_dict()
+    nodes = []
+    for node in cfg.nodes:
+        nodes.append({
+            "name": node.name,
+            "pool": node.pool,
+            "gpus": node.gpus,
+            "batch": batch_of.get(node.name) if managed else None,
+            "files": dict(plan.files) if managed else {},
+            "restart": managed and plan.restarts and node.name in batch_of,
+            "effectiveSha": effective_sha(written) if managed else None,
+        })
+    helm = {}
+    for r in resources:
+        if r.type == HELM_RELEASE:
+            helm[r.inputs.get("name", r.name)] = {
+                "chart": r.inputs.get("chart"), "version": r.inputs.get("version"),
+                "repo": (r.inputs.get("repositoryOpts") or {}).get("repo"),
+                "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {}),
+            }
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    return {
+        "format": PLAN_FORMAT,
+        "stack": stack,
+        "cluster": {
+            "distro": cfg.cluster.distro.value,
+            "kubernetesVersion": cfg.cluster.kubernetes_version,
+            "containerdVersion": cfg.cluster.containerd_version,
+            "containerdConfig": plan.profile.config_path,
+            "containerdSocket": plan.profile.socket,
+            "restartCommand": plan.profile.restart_command,
+            "nodeAccess": cfg.cluster.node_access,
+            "devicePlugin": cfg.device_plugin,
+        },
+        "effectiveRuntimes": {"afterGpuplane": written, "afterToolkit": plan.effective.to_dict()},
+        "resources": [{
+            "type": r.type, "name": r.name, "parent": names.get(r.parent),
+            "dependsOn": sorted({names.get(d, d) for d in r.dependencies}),
+            "inputs": _masked(r.inputs, r.secret_paths),
+        } for r in resources],
+        "helm": helm,
+        "batches": cluster.batches if managed else [],
+        "nodes": nodes,
+        "findings": [f.to_dict() for f in findings],
+        "summary": {
+            "resources": len(resources),
+            "nodes": len(nodes),
+            "restarts": sum(n["restart"] for n in nodes),
+            "errors": errors,
+            "warnings": sum(f.severity is Severity.WARNING for f in findings),
+        },
+    }
+
+
+def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
+    """Inputs with every secret replaced: a plan is posted to PRs."""
+    out = json.loads(json.dumps(inputs))
+    for path in secret_paths:
+        parts = path.split(".")
+        target: Any = out
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target.get(part, {})
+        last = parts[-1]
+        if isinstance(target, list):
+            target[int(last)] = SECRET_MASK
+        elif isinstance(target, dict) and last in target:
+            target[last] = SECRET_MASK
+    return out
+
+
+__all__ = ["PLAN_FORMAT", "build_report", "effective_sha"]

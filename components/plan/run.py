@@ -1,0 +1,35 @@
+"""`gpuplane plan`: stack file → config → program under mocks → policies → report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from components.config import NAMESPACE
+from components.findings import Finding
+from components.plan.engine import Registered, run_program
+from components.plan.report import build_report
+from components.plan.stackfile import load_stack_file
+
+
+def evaluate_policies(resources: list[Registered]) -> list[Finding]:
+    """Run the policy pack's policies over the registered resources, as the engine would."""
+    from components.plan.policies import run_policies
+
+    return run_policies(resources)
+
+
+def plan_stack(name: str, stacks_dir: Path) -> dict[str, Any]:
+    """The plan report of one stack. Raises StackFileError / StackConfigError on bad input."""
+    from components import program
+
+    stack = load_stack_file(name, stacks_dir)
+    cfg = stack.config()
+    cluster, resources = run_program(program.run, project=NAMESPACE, stack=name,
+                                     config=stack.pulumi_config(),
+                                     secret_keys=stack.secret_keys)
+    findings = evaluate_policies(resources)
+    return build_report(name, cfg, cluster, resources, findings)
+
+
+__all__ = ["plan_stack"]

@@ -1,0 +1,122 @@
+"""Read `stacks/Pulumi.<name>.yaml` as the Pulumi CLI would, remembering each key's line.
+
+Errors then point at the file and line a user must edit. `secure:` values cannot be
+decrypted offline; they become a placeholder that stays marked secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
+
+SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
+
+
+class StackFileError(Exception):
+    """The stack file is missing or is not valid YAML."""
+
+
+@dataclass
+class StackFile:
+    name: str
+    path: Path
+    values: dict[str, Any]                      # gpuplane keys without the prefix
+    other: dict[str, Any] = field(default_factory=dict)   # other namespaces (kubernetes:…)
+    secret_keys: list[str] = field(default_factory=list)  # full keys, e.g. gpuplane:sshPrivateKey
+    lines: dict[str, int] = field(default_factory=dict)   # "gpuplane:nodes[0].gpus" -> line
+
+    def line_of(self, key: str) -> int | None:
+        """The line of `key` or of its nearest parent present in the file."""
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            cut = max(key.rfind("."), key.rfind("["))
+            key = key[:cut] if cut > 0 else ""
+        return None
+
+    def config(self) -> StackConfig:
+        """Validate; errors name file:line and the key."""
+        try:
+            return parse_stack_config(self.values)
+        except StackConfigError as exc:
+            located = []
+            for key, message in exc.problems:
+                line = self.line_of(key)
+                where = f"{self.path}:{line}" if line else str(self.path)
+                located.append((f"{where}: {key}", message))
+            raise StackConfigError(located) from None
+
+    def pulumi_config(self) -> dict[str, str]:
+        """What `pulumi.runtime.set_all_config` takes: JSON for objects, text otherwise."""
+        import json
+
+        out = {}
+        for key, value in {**{f"{NAMESPACE}:{k}": v for k, v in self.values.items()},
+                           **self.other}.items():
+            out[key] = value if isinstance(value, str) else json.dumps(value)
+        return out
+
+
+def stack_path(name: str, stacks_dir: Path) -> Path:
+    return stacks_dir / f"Pulumi.{name}.yaml"
+
+
+def available_stacks(stacks_dir: Path) -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
+def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
+    path = stack_path(name, stacks_dir)
+    if not path.is_file():
+        known = ", ".join(available_stacks(stacks_dir)) or "none"
+        raise StackFileError(f"{path}: no such stack file; stacks in {stacks_dir}: {known}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
+        raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
+    stack = StackFile(name, path, {})
+    _record_lines(_child(node, "config"), "", stack.lines)
+    for full, value in (data.get("config") or {}).items():
+        ns, _, key = str(full).partition(":")
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            value = SECRET_PLACEHOLDER
+            stack.secret_keys.append(str(full))
+        if ns == NAMESPACE:
+            stack.values[key] = value
+        else:
+            stack.other[str(full)] = value
+    return stack
+
+
+def _child(node: Any, key: str) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if k.value == key:
+                return v
+    return None
+
+
+def _record_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = f"{prefix}.{k.value}" if prefix else str(k.value)
+            out[key] = k.start_mark.line + 1
+            _record_lines(v, key, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            key = f"{prefix}[{i}]"
+            out[key] = v.start_mark.line + 1
+            _record_lines(v, key, out)
+
+
+__all__ = ["SECRET_PLACEHOLDER", "StackFile", "StackFileError", "available_stacks",
+           "load_stack_file"]

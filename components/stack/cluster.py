@@ -1,0 +1,106 @@
+"""`GpuCluster`: the whole GPU enablement of one cluster, composed from the components.
+
+Order matters and is encoded as dependencies: node containerd changes first (canary,
+then batches), then the GPU Operator (its toolkit must find the imports gpuplane added),
+the time-slicing config before the operator that points at it and a plugin restart after,
+HAMi after the operator, and the post-deploy checks after everything else.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+from components.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
+from components.planner import NodeContainerdPlan, plan_node
+from components.rollout import batches
+from components.stack.gpu_operator import GpuOperator
+from components.stack.hami import Hami
+from components.stack.node_rollout import ContainerdRollout, NodeTarget
+from components.stack.runtime_class import NvidiaRuntimeClass
+from components.stack.time_slicing import TimeSlicing
+from components.values import hami_values, operator_values, time_slicing_data
+
+
+class GpuCluster(pulumi.ComponentResource):
+    """Everything `gpuplane:*` describes, for one cluster."""
+
+    plan: NodeContainerdPlan
+    batches: list[list[str]]
+    rollout: ContainerdRollout | None
+    operator: GpuOperator
+    hami: Hami | None
+
+    def __init__(self, name: str, cfg: StackConfig, *,
+                 private_key: pulumi.Input[str] | None = None,
+                 kube_context: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:GpuCluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options())
+        self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
+                               canary=cfg.rollout.canary,
+                               max_unavailable=cfg.rollout.max_unavailable)
+        namespace = cfg.gpu_operator.namespace
+        ns = k8s.core.v1.Namespace(
+            f"{name}-operator-namespace",
+            metadata={"name": namespace,
+                      "labels": {"pod-security.kubernetes.io/enforce": "privileged"}},
+            opts=child)
+        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        intent = k8s.core.v1.ConfigMap(
+            f"{name}-intent",
+            metadata={"name": INTENT_CONFIGMAP, "namespace": namespace,
+                      "labels": {INTENT_LABEL: "true"}},
+            data={INTENT_KEY: cfg.intent().to_json()},
+            opts=in_ns)
+
+        before_operator: list[pulumi.Resource] = [ns, intent]
+        self.rollout = None
+        if cfg.node_access and self.batches and self.plan.files:
+            if private_key is None:
+                raise ValueError("GpuCluster: node access is ssh but no private key was given")
+            targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
+                                  n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]
+            self.rollout = ContainerdRollout(
+                f"{name}-containerd", targets=targets,
+                plans={n.name: self.plan for n in cfg.nodes}, batches=self.batches,
+                private_key=private_key, opts=child)
+            before_operator.append(self.rollout)
+
+        sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
+        time_slicing = None
+        if sharing:
+            time_slicing = TimeSlicing(
+                f"{name}-time-slicing", namespace=namespace,
+                config_map=cfg.time_slicing.config_map, data=time_slicing_data(cfg),
+                opts=in_ns)
+            before_operator.append(time_slicing.config_map)
+
+        self.operator = GpuOperator(
+            f"{name}-gpu-operator", namespace=namespace,
+            chart_version=cfg.gpu_operator.chart_version,
+            values=operator_values(cfg, self.plan.toolkit_env),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=before_operator))
+        if time_slicing is not None:
+            time_slicing.add_restart(self.operator.release, kube_context)
+
+        deployed: list[pulumi.Resource] = [self.operator]
+        if cfg.runtime.create_runtime_class is True:
+            deployed.append(NvidiaRuntimeClass(f"{name}-runtime-class",
+                                               runtime_name=cfg.runtime.name, opts=child))
+        self.hami = None
+        if cfg.device_plugin == "hami":
+            self.hami = Hami(
+                f"{name}-hami", namespace=cfg.hami.namespace,
+                chart_version=cfg.hami.chart_version, values=hami_values(cfg),
+                gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.operator]))
+            deployed.append(self.hami)
+        self.deployed = deployed
+        self.register_outputs({
+            "batches": self.batches,
+            "toolkitEnv": self.plan.toolkit_env,
+            "planFindings": [f.to_dict() for f in self.plan.findings],
+        })

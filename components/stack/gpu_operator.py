@@ -1,0 +1,35 @@
+"""The NVIDIA GPU Operator as one Helm release in its own privileged namespace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import OPERATOR_CHART_REPO
+from components.stack import child_options
+
+OPERATOR_CHART = "gpu-operator"
+
+
+class GpuOperator(pulumi.ComponentResource):
+    """The pinned `gpu-operator` chart with the values the stack config derives, in a
+    namespace the caller owns (the time-slicing ConfigMap must exist there first)."""
+
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, *, namespace: str, chart_version: str,
+                 values: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:GpuOperator", name, None, opts)
+        self.release = k8s.helm.v3.Release(
+            name,
+            name=OPERATOR_CHART,
+            chart=OPERATOR_CHART,
+            version=chart_version,
+            repository_opts={"repo": OPERATOR_CHART_REPO},
+            namespace=namespace,
+            values=values,
+            timeout=900,
+            opts=child_options(self, opts))
+        self.register_outputs({"release": self.release.status})

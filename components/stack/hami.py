@@ -1,0 +1,44 @@
+"""HAMi (GPU sharing scheduler + device plugin) as a Helm release, and the `gpu=on`
+labels its device plugin DaemonSet selects on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import HAMI_CHART_REPO
+from components.stack import child_options
+
+HAMI_CHART = "hami"
+
+
+class Hami(pulumi.ComponentResource):
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, *, namespace: str, chart_version: str,
+                 values: dict[str, Any], gpu_nodes: Sequence[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:Hami", name, None, opts)
+        labels = [
+            k8s.core.v1.NodePatch(
+                f"{name}-label-{node}",
+                metadata={"name": node, "labels": {"gpu": "on"},
+                          "annotations": {"pulumi.com/patchForce": "true"}},
+                opts=child_options(self, opts))
+            for node in gpu_nodes
+        ]
+        self.release = k8s.helm.v3.Release(
+            name,
+            name=HAMI_CHART,
+            chart=HAMI_CHART,
+            version=chart_version,
+            repository_opts={"repo": HAMI_CHART_REPO},
+            namespace=namespace,
+            create_namespace=True,
+            values=values,
+            timeout=600,
+            opts=child_options(self, opts).merge(pulumi.ResourceOptions(depends_on=labels)))
+        self.register_outputs({"release": self.release.status})

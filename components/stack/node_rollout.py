@@ -1,0 +1,65 @@
+"""containerd changes on GPU nodes, one `remote.Command` per node, canary first.
+
+Each command pipes the node agent and the planned files to `sh -s` over SSH, so the
+files are plain text inside the resource's `stdin` input: a preview shows their diff and
+policies read them. create/update = agent `apply` (verify, restart only when the
+effective config changes, roll back on failure); delete = agent `restore` (originals
+byte-exact). No `triggers`: a trigger change replaces, and a replacement's delete
+(restore) would run after the new create (apply) and undo it.
+
+Batches run in order: every node of batch k depends on every node of batch k-1, so the
+first failing node stops the rollout before the next batch restarts anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+
+from components.agent import agent_plan, apply_command, apply_stdin, restore_command
+from components.planner import NodeContainerdPlan
+
+
+@dataclass(frozen=True)
+class NodeTarget:
+    """Where and how to reach one node."""
+
+    name: str
+    host: str
+    user: str
+    port: int
+    sudo: bool
+
+
+class ContainerdRollout(pulumi.ComponentResource):
+    commands: dict[str, command.remote.Command]
+
+    def __init__(self, name: str, *, targets: Sequence[NodeTarget],
+                 plans: Mapping[str, NodeContainerdPlan], batches: Sequence[Sequence[str]],
+                 private_key: pulumi.Input[str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
+        by_name = {t.name: t for t in targets}
+        self.commands = {}
+        previous: list[pulumi.Resource] = []
+        for batch in batches:
+            current = []
+            for node in batch:
+                target = by_name[node]
+                cmd = command.remote.Command(
+                    f"containerd-{node}",
+                    connection=command.remote.ConnectionArgs(
+                        host=target.host, user=target.user, port=target.port,
+                        private_key=pulumi.Output.secret(private_key)),
+                    create=apply_command(target.sudo),
+                    update=apply_command(target.sudo),
+                    delete=restore_command(target.sudo),
+                    stdin=apply_stdin(agent_plan(plans[node])),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=previous))
+                self.commands[node] = cmd
+                current.append(cmd)
+            previous = current
+        self.register_outputs({"nodes": list(self.commands)})

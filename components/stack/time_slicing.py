@@ -1,0 +1,96 @@
+"""The device plugin's time-slicing ConfigMap, and a restart of the plugin when it changes.
+
+The GPU Operator does not watch this ConfigMap: after an edit the device plugin keeps the
+old sharing config until its pods restart (FM10). `DevicePluginRestart` is a dynamic
+resource whose input is the config's hash, so a change becomes an update that restarts
+the plugin DaemonSet the way `kubectl rollout restart` does.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from typing import Any
+
+import pulumi
+import pulumi.dynamic as dynamic
+import pulumi_kubernetes as k8s
+
+from components.stack import child_options
+
+DEVICE_PLUGIN_SELECTOR = "app=nvidia-device-plugin-daemonset"
+
+
+def config_hash(data: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _RestartProvider(dynamic.ResourceProvider):
+    """Patches the plugin DaemonSet's pod template; no DaemonSet yet means nothing to do
+    (on first install the plugin starts with the new config anyway)."""
+
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+        return dynamic.CreateResult(id_=props["namespace"] + "/device-plugin",
+                                    outs={**props, "restarted": _restart(props)})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
+        changed = olds.get("configHash") != news.get("configHash")
+        return dynamic.DiffResult(changes=changed, replaces=[], delete_before_replace=False)
+
+    def update(self, _id: str, _olds: dict[str, Any],
+               news: dict[str, Any]) -> dynamic.UpdateResult:
+        return dynamic.UpdateResult(outs={**news, "restarted": _restart(news)})
+
+
+def _restart(props: dict[str, Any]) -> list[str]:
+    from kubernetes import client
+
+    from components.kube import api_client
+
+    apps = client.AppsV1Api(api_client(props.get("kubeContext")))
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    patch = {"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": now}}}}}
+    names = [ds.metadata.name for ds in apps.list_namespaced_daemon_set(
+        props["namespace"], label_selector=props["selector"]).items]
+    for ds in names:
+        apps.patch_namespaced_daemon_set(ds, props["namespace"], patch)
+    return names
+
+
+class DevicePluginRestart(dynamic.Resource):
+    restarted: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, *, namespace: str, config_hash: str,
+                 kube_context: str | None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(_RestartProvider(), name, {
+            "namespace": namespace, "selector": DEVICE_PLUGIN_SELECTOR,
+            "configHash": config_hash, "kubeContext": kube_context, "restarted": None,
+        }, opts)
+
+
+class TimeSlicing(pulumi.ComponentResource):
+    """ConfigMap in the operator's namespace (where `devicePlugin.config.name` points).
+    It must exist before the operator starts the plugin; `restart` is created after the
+    operator (`add_restart`), so a later change restarts the running plugin."""
+
+    restart: DevicePluginRestart | None = None
+
+    def __init__(self, name: str, *, namespace: str, config_map: str, data: dict[str, str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:TimeSlicing", name, None, opts)
+        self._name, self._namespace, self._hash = name, namespace, config_hash(data)
+        self.config_map = k8s.core.v1.ConfigMap(
+            name,
+            metadata={"name": config_map, "namespace": namespace},
+            data=data,
+            opts=child_options(self, opts))
+        self.register_outputs({"configMap": config_map})
+
+    def add_restart(self, after: pulumi.Resource, kube_context: str | None) -> None:
+        self.restart = DevicePluginRestart(
+            f"{self._name}-restart", namespace=self._namespace, config_hash=self._hash,
+            kube_context=kube_context,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, after]))

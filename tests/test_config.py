@@ -1,0 +1,109 @@
+"""Stack config: defaults in one place, every invalid value named by its key (and file
+line when it comes from a stack file), derived views for the planner and the rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from components.config import KEYS, StackConfigError, parse_stack_config
+from components.plan.stackfile import load_stack_file
+from components.rollout import batches
+
+MINIMAL: dict[str, Any] = {
+    "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7", "nodeAccess": "none"},
+    "gpuOperator": {"chartVersion": "v25.10.1"},
+}
+
+
+def problems(values: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(StackConfigError) as exc:
+        parse_stack_config(values)
+    return dict(exc.value.problems)
+
+
+def test_defaults_live_in_the_model() -> None:
+    cfg = parse_stack_config(MINIMAL)
+    assert cfg.cluster.distro == "kubeadm"
+    assert cfg.gpu_operator.driver == "preinstalled"
+    assert cfg.runtime.name == "nvidia" and not cfg.runtime.nvidia_default
+    assert cfg.rollout.max_unavailable == 1 and cfg.rollout.canary
+    assert cfg.hami_scheduler_tag == "v1.31.4"
+    assert cfg.plan_options().toolkit_dropin  # chart v25.10 writes a drop-in
+
+
+@pytest.mark.parametrize(("patch", "key", "fragment"), [
+    ({"cluster": {**MINIMAL["cluster"], "distro": "openshift"}}, "gpuplane:cluster.distro",
+     "'kubeadm', 'k8s-snap', 'rke2', 'k3s', 'microk8s' or 'k0s'"),
+    ({"cluster": {**MINIMAL["cluster"], "containerdVersion": "1.5"}},
+     "gpuplane:cluster.containerdVersion", "1.6, 1.7 and 2.x"),
+    ({"cluster": {**MINIMAL["cluster"], "kubernetesVersion": "latest"}},
+     "gpuplane:cluster.kubernetesVersion", "1.31.4"),
+    ({"cluster": {**MINIMAL["cluster"], "containerdBaseDir": "/x"}}, "gpuplane:cluster",
+     "k8s-snap only"),
+    ({"gpuOperator": {"chartVersion": "v25.10.1", "driver": "yes"}},
+     "gpuplane:gpuOperator.driver", "'preinstalled' or 'managed'"),
+    ({"devicePlugin": "both"}, "gpuplane:devicePlugin", "'gpu-operator' or 'hami'"),
+    ({"rollout": {"maxUnavailable": 0}}, "gpuplane:rollout.maxUnavailable", "greater than"),
+    ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS label"),
+    ({"timeSlicing": {"replicas": -1}}, "gpuplane:timeSlicing.replicas", "greater than"),
+    ({"hami": {"webhookFailurePolicy": "Maybe"}}, "gpuplane:hami.webhookFailurePolicy",
+     "'Fail' or 'Ignore'"),
+    ({"gpuOperator": {"chartVersion": "v25.10.1", "toolkit": "host"}},
+     "gpuplane:gpuOperator.toolkit",
+     "needs node access"),
+    ({"clusterr": {}}, "gpuplane:clusterr", "unknown key"),
+    ({"runtime": {"nvidiaDefaults": True}}, "gpuplane:runtime.nvidiaDefaults", "unknown key"),
+])
+def test_invalid_values_name_their_key_and_the_allowed_values(
+        patch: dict[str, Any], key: str, fragment: str) -> None:
+    found = problems({**MINIMAL, **patch})
+    assert key in found, found
+    assert fragment in found[key]
+
+
+def test_ssh_access_needs_hosts_and_a_key() -> None:
+    values = {**MINIMAL, "cluster": {**MINIMAL["cluster"], "nodeAccess": "ssh"},
+              "nodes": [{"name": "a"}]}
+    assert "host missing" in problems(values)["gpuplane:nodes"]
+    values["nodes"] = [{"name": "a", "host": "10.0.0.1"}]
+    assert "pulumi config set --secret" in problems(values)["gpuplane:sshPrivateKey"]
+    values["sshPrivateKey"] = "key"
+    assert parse_stack_config(values).node_access
+
+
+def test_all_documented_keys_exist() -> None:
+    assert KEYS == ("cluster", "ssh", "sshPrivateKey", "nodes", "devicePlugin", "runtime",
+                    "gpuOperator", "timeSlicing", "hami", "rollout", "checks")
+
+
+def test_stack_file_errors_name_file_line_and_key(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.bad.yaml").write_text(
+        "config:\n"
+        "  gpuplane:cluster:\n"
+        "    kubernetesVersion: '1.31.4'\n"
+        "    containerdVersion: '1.7'\n"
+        "    nodeAccess: none\n"
+        "  gpuplane:gpuOperator:\n"
+        "    chartVersion: v25.10.1\n"
+        "    driver: yes-please\n")
+    stack = load_stack_file("bad", tmp_path)
+    with pytest.raises(StackConfigError) as exc:
+        stack.config()
+    [(where, message)] = exc.value.problems
+    assert where == f"{tmp_path}/Pulumi.bad.yaml:8: gpuplane:gpuOperator.driver"
+    assert "'preinstalled' or 'managed'" in message
+
+
+@given(st.lists(st.text("abcdefgh", min_size=1, max_size=4), unique=True, max_size=30),
+       st.booleans(), st.integers(1, 6))
+def test_batches_partition_in_order(nodes: list[str], canary: bool, size: int) -> None:
+    out = batches(nodes, canary=canary, max_unavailable=size)
+    assert [n for b in out for n in b] == nodes
+    assert all(1 <= len(b) <= size for b in out)
+    if canary and nodes:
+        assert out[0] == [nodes[0]]
