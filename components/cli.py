@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
     sub.add_parser("plan", help="offline plan of a stack", add_help=False)
+    sub.add_parser("node-agent", help="print the node agent script (sh; see its `help` mode)",
+                   add_help=False)
+    sub.add_parser("doctor", help="diagnose a live GPU cluster or a saved snapshot",
+                   add_help=False)
     return parser
 
 
@@ -166,7 +170,24 @@ def _plan(argv: list[str]) -> int:
     return EXIT_FINDINGS if mandatory else EXIT_OK
 
 
-_PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {"probe": _probe, "plan": _plan}
+def _node_agent(argv: list[str]) -> int:
+    from components.agent import agent_source
+
+    if argv:
+        return _input_error("node-agent takes no arguments: it prints the agent script, "
+                            "whose own modes are listed by `sh agent.sh help`")
+    sys.stdout.write(agent_source())
+    return EXIT_OK
+
+
+def _doctor(argv: list[str]) -> int:
+    from components.doctor.command import main as doctor
+
+    return doctor(argv, _console)
+
+
+_PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
+    "probe": _probe, "plan": _plan, "node-agent": _node_agent, "doctor": _doctor}
 
 
 def _input_error(message: str) -> int:

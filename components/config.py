@@ -46,7 +46,7 @@ class ClusterConfig(_Section):
     kubernetes_version: str
     containerd_version: str
     containerd_base_dir: str | None = None
-    kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] = "systemd"
+    kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
     node_access: Literal["ssh", "none"] = "ssh"
 
     @field_validator("kubernetes_version")
@@ -143,6 +143,15 @@ class GpuOperatorConfig(_Section):
 
 class TimeSlicingConfig(_Section):
     replicas: int = Field(0, ge=0, le=64)
+
+    @field_validator("replicas")
+    @classmethod
+    def _replicas(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("1 is not time-slicing (the device plugin refuses it); use 0 for "
+                             "off or 2 and more")
+        return value
+
     rename_by_default: bool = False
     fail_requests_greater_than_one: bool = False
     config_map: str = "time-slicing-config"
@@ -231,6 +240,21 @@ class StackConfig(_Section):
         return self.cluster.node_access == "ssh"
 
     @property
+    def kubelet_cgroup_driver(self) -> str:
+        """As set, else what the distribution pairs its kubelet with: the cgroup driver its
+        own containerd config gives runc on a fresh node."""
+        if self.cluster.kubelet_cgroup_driver:
+            return self.cluster.kubelet_cgroup_driver
+        from components.containerd import MemoryFiles, effective_config
+        from components.planner import rendered_layout
+
+        prof, version = self.profile, self.containerd
+        eff = effective_config(prof.config_path, MemoryFiles(
+            rendered_layout(prof.baseline(), prof, version)), version)
+        runc = eff.runtimes.get("runc")
+        return "systemd" if runc and runc.options.get("SystemdCgroup") else "cgroupfs"
+
+    @property
     def hami_scheduler_tag(self) -> str:
         return self.hami.scheduler_image_tag or f"v{self.cluster.kubernetes_version}"
 
@@ -242,6 +266,7 @@ class StackConfig(_Section):
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_dropin=self.gpu_operator.toolkit_writes_dropin,
             runtime_name=self.runtime.name,
+            kubelet_cgroup_driver=self.kubelet_cgroup_driver,
         )
 
     def intent(self) -> ClusterIntent:
@@ -250,6 +275,7 @@ class StackConfig(_Section):
             containerd_version=self.cluster.containerd_version,
             kubernetes_version=self.cluster.kubernetes_version,
             containerd_base_dir=self.cluster.containerd_base_dir,
+            kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             device_plugin=self.device_plugin,
             toolkit=self.gpu_operator.toolkit,
             driver_preinstalled=self.gpu_operator.driver == "preinstalled",
@@ -261,6 +287,8 @@ class StackConfig(_Section):
             time_slicing_replicas=self.time_slicing.replicas,
             time_slicing_configmap=self.time_slicing.config_map,
             time_slicing_profile=self.time_slicing.profile,
+            time_slicing_rename=self.time_slicing.rename_by_default,
+            hami_split_count=self.hami.device_split_count,
             max_unavailable=self.rollout.max_unavailable,
             canary=self.rollout.canary,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),

@@ -39,6 +39,7 @@ class ClusterIntent:
     containerd_version: str = "1.7"
     kubernetes_version: str = "1.31.0"
     containerd_base_dir: str | None = None
+    kubelet_cgroup_driver: str = "systemd"
     device_plugin: DevicePlugin = "gpu-operator"
     toolkit: ToolkitWhere = "operator"
     driver_preinstalled: bool = True
@@ -50,6 +51,8 @@ class ClusterIntent:
     time_slicing_replicas: int = 0     # 0: time-slicing off
     time_slicing_configmap: str = "time-slicing-config"
     time_slicing_profile: str = "any"
+    time_slicing_rename: bool = False  # renameByDefault: shared GPUs are nvidia.com/gpu.shared
+    hami_split_count: int = 10         # hami.deviceSplitCount
     max_unavailable: int = 1
     canary: bool = True
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)

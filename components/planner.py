@@ -46,6 +46,7 @@ class PlanOptions:
     systemd_cgroup: bool | None = None   # None keeps what the distribution configures
     toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
     runtime_name: str = "nvidia"
+    kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
 
 
 @dataclass
@@ -105,15 +106,26 @@ def plan_node(
         if patch and options.toolkit is not ToolkitMode.OPERATOR:
             state = {**baseline, **files}
             files[_dropin_path(profile)] = _dropin(state, top, version, patch)
-    after = _rendered({**baseline, **files}, profile, version)
+    return assess(profile, version, options, files, baseline)
+
+
+def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+           files: dict[str, str], baseline: dict[str, str] | None = None) -> NodeContainerdPlan:
+    """Judge `files` written onto `baseline`: the node after gpuplane, after the operator's
+    toolkit (modelled), and the rulebook's findings. Plans and policies both use this, so
+    a plan and the files read back from a node command are judged the same way."""
+    baseline = dict(baseline if baseline is not None else profile.baseline())
+    top = profile.config_path
+    after = rendered_layout({**baseline, **files}, profile, version)
     written = effective_config(top, MemoryFiles(after), version)
-    before = effective_config(top, MemoryFiles(_rendered(baseline, profile, version)), version)
+    before = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
+                              version)
     toolkit_env: list[dict[str, str]] = []
     toolkit_files: dict[str, str] = {}
     if options.toolkit is ToolkitMode.OPERATOR:
         toolkit_env = toolkit_env_for(profile, version, options)
         toolkit_files = _toolkit_output(after, profile, version, options)
-        after = _rendered({**after, **toolkit_files}, profile, version)
+        after = rendered_layout({**after, **toolkit_files}, profile, version)
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
@@ -121,11 +133,12 @@ def plan_node(
         expected_runtimes=frozenset({"runc", *expected}),
         expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
                              and not _is_template(profile, p)),
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
     )
-    return NodeContainerdPlan(profile, version, options, files, toolkit_env, toolkit_files,
-                              after, effective, written, before, frozenset(expected),
-                              check_containerd(facts))
+    return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
+                              toolkit_files, after, effective, written, before,
+                              frozenset(expected), check_containerd(facts))
 
 
 def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
@@ -154,7 +167,7 @@ def _dropin_path(profile: DistroProfile) -> str:
     return posixpath.join(profile.dropin_dir, GPUPLANE_DROPIN)
 
 
-def _rendered(layout: dict[str, str], profile: DistroProfile,
+def rendered_layout(layout: dict[str, str], profile: DistroProfile,
               version: ContainerdVersion) -> dict[str, str]:
     """Template distributions regenerate config.toml from the template at start."""
     if profile.edit_mode is EditMode.TEMPLATE:
@@ -168,7 +181,7 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
            baseline: dict[str, str]) -> dict[str, Any]:
     """The CRI settings gpuplane itself must add (containerd-neutral `containerd` table)."""
     current = effective_config(profile.config_path,
-                               MemoryFiles(_rendered(baseline, profile, version)), version)
+                               MemoryFiles(rendered_layout(baseline, profile, version)), version)
     runtimes: dict[str, Any] = {}
     ctd: dict[str, Any] = {}
     systemd = options.systemd_cgroup
@@ -295,4 +308,6 @@ def _toolkit_output(layout: dict[str, str], profile: DistroProfile, version: Con
     return {target: tomlkit.dumps(full)}
 
 
-__all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "plan_node", "toolkit_env_for"]
+__all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "assess", "plan_node",
+           "rendered_layout",
+           "toolkit_env_for"]

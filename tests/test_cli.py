@@ -199,11 +199,6 @@ def test_explain(capsys) -> None:
     assert "FM99" in err and "FM01" in err and "FM18" in err
 
 
-def test_plan_is_not_yet_available(capsys) -> None:
-    assert main(["plan", "--stack", "dev"]) == 2
-    assert "gpuplane plan: not yet available" in capsys.readouterr().err
-
-
 def test_probe_gets_every_argument(monkeypatch) -> None:
     seen: list[list[str]] = []
     fake = types.ModuleType("components.probe")

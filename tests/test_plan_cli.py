@@ -40,9 +40,10 @@ def test_diff_against_base_lists_disrupted_nodes_in_order(
     stacks = tmp_path / "stacks"
     shutil.copytree(STACKS, stacks)
     stack = stacks / "Pulumi.kubeadm-prod.yaml"
-    stack.write_text(stack.read_text().replace("systemdCgroup: true", "systemdCgroup: false"))
+    stack.write_text(stack.read_text().replace("systemdCgroup: true", "systemdCgroup: false")
+                     .replace("kubeletCgroupDriver: systemd", "kubeletCgroupDriver: cgroupfs"))
     _, out, _ = run(capsys, "--stack", "kubeadm-prod", "--stacks-dir", str(stacks),
-                       "--format", "json", "--base", str(base))
+                    "--format", "json", "--base", str(base))
     diff = json.loads(out)["diff"]
     assert [d["node"] for d in diff["disrupted"]] == [
         "a100-01", "a100-02", "a100-03", "l40s-01", "l40s-02"]

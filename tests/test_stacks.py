@@ -211,6 +211,7 @@ _KIND = {
     "kubernetes:core/v1:Namespace": ("v1", "Namespace"),
     "kubernetes:core/v1:ConfigMap": ("v1", "ConfigMap"),
     "kubernetes:node.k8s.io/v1:RuntimeClass": ("node.k8s.io/v1", "RuntimeClass"),
+    "kubernetes:batch/v1:Job": ("batch/v1", "Job"),
 }
 
 

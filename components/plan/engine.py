@@ -17,6 +17,7 @@ from pulumi.runtime import mocks, rpc
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
 _DYNAMIC_PROVIDER_KEY = "__provider"
+AUTONAME_SUFFIX = "xxxxxxxx"
 
 
 @dataclass
@@ -41,6 +42,11 @@ class Registered:
 class _EchoMocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         state = dict(args.inputs)
+        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
+            # The provider auto-names objects without metadata.name: <name>-<8 random
+            # characters>. A fixed suffix keeps plans comparable.
+            state["metadata"] = {"name": f"{args.name}-{AUTONAME_SUFFIX}",
+                                 **state["metadata"]}
         if args.typ == "kubernetes:helm.sh/v3:Release":
             state.setdefault("status", {"status": "deployed"})
         return f"{args.name}-id", state

@@ -29,6 +29,9 @@ def plan_stack(name: str, stacks_dir: Path) -> dict[str, Any]:
                                      config=stack.pulumi_config(),
                                      secret_keys=stack.secret_keys)
     findings = evaluate_policies(resources)
+    # The planner's own findings cover a plan the components refused to roll out.
+    seen = {(f.id, f.message) for f in findings}
+    findings += [f for f in cluster.plan.findings if (f.id, f.message) not in seen]
     return build_report(name, cfg, cluster, resources, findings)
 
 

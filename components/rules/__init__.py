@@ -2,5 +2,29 @@
 
 from components.rules.catalogue import RULES, Rule, explain
 from components.rules.containerd import ContainerdFacts, Loss, check_containerd
+from components.rules.hami import check_hami_nodes, check_hami_values
+from components.rules.nodefiles import check_node_files
+from components.rules.operator import check_operator_values
+from components.rules.rollout import RolloutStep, check_rollout
+from components.rules.timeslicing import check_time_slicing, expected_allocatable
+from components.rules.workloads import check_workload, gpu_requests, pod_spec_of
 
-__all__ = ["RULES", "ContainerdFacts", "Loss", "Rule", "check_containerd", "explain"]
+__all__ = [
+    "RULES",
+    "ContainerdFacts",
+    "Loss",
+    "RolloutStep",
+    "Rule",
+    "check_containerd",
+    "check_hami_nodes",
+    "check_hami_values",
+    "check_node_files",
+    "check_operator_values",
+    "check_rollout",
+    "check_time_slicing",
+    "check_workload",
+    "expected_allocatable",
+    "explain",
+    "gpu_requests",
+    "pod_spec_of",
+]

@@ -123,8 +123,9 @@ _ALL = [
         "A pre-installed NVIDIA driver (or a loaded nouveau module) holds the device, so "
         "the operator's driver container cannot load its own module.",
         "A cloud GPU image ships the driver and the chart still has `driver.enabled: true`.",
-        "Set `driver.enabled: false` where the image has a driver; blacklist nouveau "
-        "elsewhere.",
+        "Set `gpuOperator.driver: preinstalled` (chart: `driver.enabled: false`) where the "
+        "image has a driver, and keep raw values from turning it back on (the chart default "
+        "is true); blacklist nouveau elsewhere.",
     ),
     _rule(
         "FM09", _E, "default runtime points at a runtime that is not there",
@@ -141,19 +142,26 @@ _ALL = [
     _rule(
         "FM10", _E, "time-slicing config malformed",
         "Allocatable GPUs are not multiplied; nothing reports an error.",
-        "The device plugin ignores a config it cannot use: keys at the wrong level (under "
-        "`flags`), replicas below 1, a ConfigMap name or namespace it is not told about, "
-        "or a plugin that was never restarted to read it.",
+        "The device plugin drops keys at the wrong level (`renameByDefault` or "
+        "`failRequestsGreaterThanOne` under `flags`) without a word, refuses a config whose "
+        "version is not v1, whose timeSlicing has no resources or whose replicas are not an "
+        "integer of at least 2, and never sees a ConfigMap name, namespace or profile "
+        "(`devicePlugin.config.name`/`default`) it is not told about, or a change it was "
+        "not restarted for.",
         "A ConfigMap with `sharing.timeSlicing` nested under `flags`: nvidia.com/gpu stays "
         "at the physical count.",
-        "Generate the config from the stack (replicas >= 1, `sharing.timeSlicing.resources`) "
-        "and point the operator's devicePlugin.config at its name and key.",
+        "Generate the config from the stack (`timeSlicing.replicas` >= 2, "
+        "`sharing.timeSlicing.resources`), point the operator's devicePlugin.config.name and "
+        ".default at its ConfigMap and profile, and restart the device plugin after a change.",
     ),
     _rule(
         "FM11", _E, "GPU pod without runtimeClassName while nvidia is not the default",
         "The pod runs but sees no GPU (nvidia-smi missing, CUDA finds no device).",
         "Only the nvidia runtime injects the driver and devices; when runc is the default, "
-        "a pod must ask for nvidia through its runtime class.",
+        "a pod must ask for nvidia through its runtime class. With CDI (GPU Operator >= "
+        "v25.10, `gpuOperator.cdi`) containerd injects the devices itself, and under HAMi its "
+        "webhook adds the runtime class; a runtime class other than nvidia's still gets no "
+        "GPU.",
         "A CUDA pod requesting nvidia.com/gpu without `runtimeClassName: nvidia` on an RKE2 "
         "node.",
         "Set `runtimeClassName: nvidia` on GPU pods (or have the operator create and use "
@@ -174,19 +182,26 @@ _ALL = [
         "FM13", _E, "HAMi prerequisites missing",
         "HAMi's device plugin never schedules, its scheduler crash-loops, NVML is not found "
         "or pods fail with unresolvable CDI devices.",
-        "HAMi expects GPU nodes labelled `gpu=on`, a scheduler image matching the cluster "
-        "version, a runtime that injects the driver into its pods, and no CDI from the "
-        "operator.",
+        "HAMi expects GPU nodes labelled `gpu=on` (its device plugin's nodeSelector), a "
+        "kube-scheduler image matching the cluster version, a runtime that injects the "
+        "driver into its pods (nvidia as default, or devicePlugin.runtimeClassName), no CDI "
+        "from the operator, and a working admission webhook: with failurePolicy Ignore an "
+        "unreachable scheduler silently leaves GPU pods unshared.",
         "GPU nodes without the gpu=on label: the HAMi device plugin DaemonSet has zero pods.",
-        "Label GPU nodes, pin the scheduler image to the cluster's version, make nvidia the "
-        "default runtime (or set runtimeClassName) and turn the operator's CDI off.",
+        "Label GPU nodes, pin the scheduler image to the cluster's version "
+        "(`hami.schedulerImageTag`), make nvidia the default runtime (or set "
+        "runtimeClassName), turn the operator's CDI off (`gpuOperator.cdi: false`) and run "
+        "the webhook with failurePolicy Fail and two scheduler replicas.",
     ),
     _rule(
         "FM14", _E, "HAMi GPU request that cannot be honoured",
         "The pod stays Pending or runs with limits other than the ones requested.",
         "HAMi rejects or rewrites impossible requests: gpumem together with "
-        "gpumem-percentage, gpucores above 100, more GPUs than a node has, or privileged "
-        "pods, which bypass its limits.",
+        "gpumem-percentage (gpumem wins), gpucores above 100 (capped), gpumem-percentage "
+        "outside 0-100 (rejected), more GPUs than a node has (never fits), privileged pods "
+        "and pods with spec.nodeName (denied); CUDA_DISABLE_CONTROL=true turns its limits "
+        "off, and a device split count below 1 or a memory scaling of 0 leaves nothing to "
+        "share.",
         "A pod asking for nvidia.com/gpucores: 150.",
         "Request either gpumem or gpumem-percentage, keep gpucores <= 100 and the GPU count "
         "within one node, and do not run GPU pods privileged.",
@@ -196,9 +211,11 @@ _ALL = [
         "Every operator pod fails with `GLIBC_x.y not found`.",
         "The toolkit copies its binaries onto the host; built against a newer glibc than "
         "the host's they cannot run there.",
-        "An ubuntu-based toolkit image on Amazon Linux 2 nodes.",
-        "Pick the toolkit image variant built for the node's OS (or an older-glibc "
-        "flavour), as the distro profile specifies.",
+        "Chart v25.3's default toolkit image, v1.17.8-ubuntu20.04 (glibc 2.31), on Amazon "
+        "Linux 2 nodes (glibc 2.26).",
+        "Pick a toolkit image flavour built on a glibc no newer than the nodes' "
+        "(`gpuOperator.toolkitImage`), or install the toolkit on the hosts "
+        "(`gpuOperator.toolkit: host`).",
     ),
     _rule(
         "FM16", _E, "CDI requested on containerd 1.6",
@@ -216,8 +233,9 @@ _ALL = [
         "different configs and sockets; the toolkit's defaults pick the wrong one.",
         "k8s-snap with its own containerd base dir next to Docker's containerd: the toolkit "
         "edits /etc/containerd/config.toml, the kubelet's containerd reads another file.",
-        "Set the toolkit's CONTAINERD_CONFIG, CONTAINERD_SOCKET and RUNTIME_DROP_IN_CONFIG "
-        "to the kubelet's containerd, from the distro profile.",
+        "Set the toolkit's CONTAINERD_CONFIG, CONTAINERD_SOCKET, RUNTIME_DROP_IN_CONFIG and "
+        "RUNTIME_CONFIG_SOURCE=file=<config> to the kubelet's containerd, from the distro "
+        "profile (`cluster.distro`, `cluster.containerdBaseDir`).",
     ),
     _rule(
         "FM18", _W, "chart versions unpinned or images mutable",

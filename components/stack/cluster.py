@@ -11,7 +11,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.checks import GpuChecks, GpuChecksArgs
+from components.checks.settings import ChecksSettings
 from components.config import StackConfig
+from components.findings import has_errors
 from components.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from components.planner import NodeContainerdPlan, plan_node
 from components.rollout import batches
@@ -58,7 +61,13 @@ class GpuCluster(pulumi.ComponentResource):
 
         before_operator: list[pulumi.Resource] = [ns, intent]
         self.rollout = None
-        if cfg.node_access and self.batches and self.plan.files:
+        plan_errors = has_errors(self.plan.findings)
+        if plan_errors:
+            # Never roll a plan out that the rulebook rejects; the findings fail the update
+            # here and show up in `gpuplane plan` and the policies.
+            for f in self.plan.findings:
+                pulumi.log.error(f"{f.id} {f.where}: {f.message} Fix: {f.fix}", resource=self)
+        if cfg.node_access and self.batches and self.plan.files and not plan_errors:
             if private_key is None:
                 raise ValueError("GpuCluster: node access is ssh but no private key was given")
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
@@ -98,7 +107,11 @@ class GpuCluster(pulumi.ComponentResource):
                 gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.operator]))
             deployed.append(self.hami)
-        self.deployed = deployed
+        if time_slicing is not None and time_slicing.restart is not None:
+            deployed.append(time_slicing.restart)
+        self.checks = GpuChecks(f"{name}-checks", GpuChecksArgs(
+            intent=cfg.intent(), settings=ChecksSettings.from_config(cfg.checks),
+            depends_on=deployed, hami_split_count=cfg.hami.device_split_count), opts=child)
         self.register_outputs({
             "batches": self.batches,
             "toolkitEnv": self.plan.toolkit_env,

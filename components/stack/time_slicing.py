@@ -48,7 +48,7 @@ def _restart(props: dict[str, Any]) -> list[str]:
 
     from components.kube import api_client
 
-    apps = client.AppsV1Api(api_client(props.get("kubeContext")))
+    apps = client.AppsV1Api(api_client(context=props.get("kubeContext")))
     now = datetime.datetime.now(datetime.UTC).isoformat()
     patch = {"spec": {"template": {"metadata": {"annotations": {
         "kubectl.kubernetes.io/restartedAt": now}}}}}

@@ -1,0 +1,73 @@
+"""Plan time and peak memory for 1, 10, 100 and 1000 GPU nodes, every policy on.
+
+Each size runs in a fresh process (so peak RSS is that plan's alone): a kubeadm stack
+with SSH access and N nodes, canary then batches of 10, planned with `plan_stack`
+(mock engine, every policy of the pack, the JSON report). Prints a table.
+
+    .venv/bin/python benchmarks/plan_scale.py [SIZES...]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+SIZES = (1, 10, 100, 1000)
+CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from components.plan.run import plan_stack
+t1 = time.perf_counter()
+plan = plan_stack("bench", Path(sys.argv[1]))
+t2 = time.perf_counter()
+text = json.dumps(plan)
+t3 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "plan_s": t2 - t1, "json_s": t3 - t2,
+                  "resources": plan["summary"]["resources"], "findings": len(plan["findings"]),
+                  "bytes": len(text),
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def stack(n: int) -> dict:
+    return {"config": {
+        "gpuplane:cluster": {"distro": "kubeadm", "kubernetesVersion": "1.31.4",
+                             "containerdVersion": "1.7", "nodeAccess": "ssh"},
+        "gpuplane:ssh": {"user": "ubuntu", "sudo": True},
+        "gpuplane:sshPrivateKey": {"secure": "v1:bench"},
+        "gpuplane:nodes": [{"name": f"gpu-{i:04d}", "host": f"10.0.{i // 250}.{i % 250 + 1}",
+                            "gpus": 8, "pool": f"pool-{i % 4}"} for i in range(n)],
+        "gpuplane:runtime": {"systemdCgroup": True},
+        "gpuplane:gpuOperator": {"chartVersion": "v25.10.1"},
+        "gpuplane:timeSlicing": {"replicas": 2},
+        "gpuplane:rollout": {"canary": True, "maxUnavailable": 10},
+    }}
+
+
+def measure(n: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "Pulumi.bench.yaml").write_text(yaml.safe_dump(stack(n)))
+        done = subprocess.run([sys.executable, "-c", CHILD, tmp], capture_output=True,
+                              text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    sizes = [int(a) for a in sys.argv[1:]] or SIZES
+    print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'ms/node':>8} {'json s':>7} "
+          f"{'import s':>8} {'peak MB':>8} {'findings':>8}")
+    for n in sizes:
+        r = measure(n)
+        print(f"{n:>6} {r['resources']:>9} {r['plan_s']:>8.2f} {1000 * r['plan_s'] / n:>8.2f} "
+              f"{r['json_s']:>7.2f} {r['import_s']:>8.2f} {r['peak_mb']:>8.0f} "
+              f"{r['findings']:>8}")
+
+
+if __name__ == "__main__":
+    main()

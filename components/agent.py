@@ -1,0 +1,243 @@
+"""The node agent seen from Python: its script, the plan it applies, and the commands that
+run it on a node.
+
+The agent (components/data/node-agent.sh) is plain POSIX sh so that a node needs nothing
+gpuplane installs. Pulumi runs it through pulumi-command `remote.Command`: create and
+update pipe :func:`apply_stdin` into :func:`apply_command`, delete runs
+:func:`restore_command`. The plan travels on stdin, never in remote environment variables
+(sshd drops those unless configured), and file contents travel as plain quoted heredocs,
+so a `pulumi preview` diff of the stdin shows a file change line by line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from components.distros import EditMode
+from components.findings import Severity
+from components.planner import NodeContainerdPlan, ToolkitMode
+
+AGENT_PATH = "/var/lib/gpuplane/agent.sh"
+"""Where the agent installs a copy of itself, so that restore runs without stdin."""
+
+_SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
+_RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def agent_source() -> str:
+    """The agent script, as packaged."""
+    return _SCRIPT.read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class AgentPlan:
+    """What the agent needs from a node plan: where containerd lives, how to restart and
+    check it, the files to write and what the merged config must keep."""
+
+    distro: str
+    containerd_version: str           # X.Y the plan was made for; the agent compares
+    config_path: str                  # the top-level file containerd reads
+    template_path: str | None         # template distros: the file the distro renders
+    edit_paths: tuple[str, ...]       # files (or dirs, ending in /) gpuplane may write
+    socket: str
+    containerd_binary: str
+    restart_command: str
+    files: dict[str, str] = field(default_factory=dict)  # node path -> content
+    expected_runtimes: frozenset[str] = frozenset({"runc"})
+    expected_default: str | None = None  # None: the default runtime must not change
+    runtime_name: str | None = None      # the nvidia runtime (restore checks it is no default)
+
+    def __post_init__(self) -> None:
+        for path in (self.config_path, self.socket, *self.files):
+            if not path.startswith("/") or any(c in path for c in "\t\n"):
+                raise ValueError(f"agent plan: {path!r} must be an absolute path without "
+                                 "tabs or newlines")
+        for name in (*self.expected_runtimes, self.expected_default, self.runtime_name):
+            if name is not None and not _RUNTIME_NAME.match(name):
+                raise ValueError(f"agent plan: runtime name {name!r} must match "
+                                 f"{_RUNTIME_NAME.pattern}")
+
+    @property
+    def plan_id(self) -> str:
+        """A digest of the whole plan: the agent records it, restore --plan-id compares it."""
+        data = {
+            "distro": self.distro, "containerd_version": self.containerd_version,
+            "config_path": self.config_path, "template_path": self.template_path,
+            "edit_paths": list(self.edit_paths), "socket": self.socket,
+            "containerd_binary": self.containerd_binary,
+            "restart_command": self.restart_command, "files": self.files,
+            "expected_runtimes": sorted(self.expected_runtimes),
+            "expected_default": self.expected_default, "runtime_name": self.runtime_name,
+        }
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
+    """The agent's view of `plan`. A plan with error findings is never rolled out.
+
+    Only what gpuplane's own files guarantee is promised: in operator mode the nvidia
+    runtime (and a default switch to it) arrives later from the toolkit, so the agent
+    checks runc and an unchanged default; in host mode it also checks the nvidia runtime
+    and, with `nvidiaDefault`, that nvidia became the default.
+    """
+    errors = [f for f in plan.findings if f.severity is Severity.ERROR]
+    if errors:
+        listed = "; ".join(f"{f.id} {f.where}: {f.message}" for f in errors)
+        raise ValueError(f"the node plan has errors and cannot be applied: {listed}")
+    profile, options = plan.profile, plan.options
+    if profile.edit_mode is EditMode.TEMPLATE:
+        template: str | None = profile.edit_path(plan.version)
+        edits: tuple[str, ...] = (template,)
+    else:
+        template = None
+        assert profile.dropin_dir
+        edits = (profile.config_path, profile.dropin_dir.rstrip("/") + "/")
+    host = options.toolkit is ToolkitMode.HOST
+    return AgentPlan(
+        distro=profile.name.value,
+        containerd_version=str(plan.version),
+        config_path=profile.config_path,
+        template_path=template,
+        edit_paths=edits,
+        socket=profile.socket,
+        containerd_binary=profile.containerd_binary,
+        restart_command=profile.restart_command,
+        files=dict(plan.files),
+        expected_runtimes=frozenset({"runc", options.runtime_name} if host else {"runc"}),
+        expected_default=options.runtime_name if host and options.nvidia_default else None,
+        runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
+    )
+
+
+def _delimiter(prefix: str, text: str) -> str:
+    """A heredoc delimiter no line of `text` equals (derived from its digest, then checked)."""
+    delim = f"{prefix}_{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    lines = set(text.splitlines())
+    while delim in lines:
+        delim += "_"
+    return delim
+
+
+def _heredoc(text: str) -> tuple[str, bool]:
+    """(body, final newline?) for a quoted heredoc that reproduces `text` exactly."""
+    if text == "" or text.endswith("\n"):
+        return text, True
+    return text + "\n", False
+
+
+def apply_stdin(plan: AgentPlan) -> str:
+    """The complete program to pipe into :func:`apply_command`: the agent plus the plan.
+
+    The agent sits in a function so that it can also install itself at AGENT_PATH; each
+    planned file follows verbatim in a quoted heredoc with its sha256, which the agent
+    verifies before it touches anything.
+    """
+    source = agent_source()
+    q = shlex.quote
+    out = [
+        "#!/bin/sh",
+        f"# gpuplane node agent: apply plan {plan.plan_id} ({plan.distro}, containerd "
+        f"{plan.containerd_version}, {plan.config_path}).",
+        "# Run as `sh -s -- apply [options]` with this text on stdin.",
+        "gp_self() {",
+    ]
+    delim = _delimiter("GPUPLANE_AGENT", source)
+    out += [f"cat <<'{delim}'", source + delim, "}"]
+    out += ["GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"']
+    settings: list[tuple[str, str | None]] = [
+        ("id", plan.plan_id),
+        ("distro", plan.distro),
+        ("containerd_version", plan.containerd_version),
+        ("config", plan.config_path),
+        ("template", plan.template_path),
+        ("socket", plan.socket),
+        ("containerd", plan.containerd_binary),
+        ("restart", plan.restart_command),
+        *(("edit", p) for p in plan.edit_paths),
+        *(("runtime", r) for r in sorted(plan.expected_runtimes)),
+        ("default", plan.expected_default),
+        ("nvidia", plan.runtime_name),
+    ]
+    out += [f"gp_plan {key} {q(value)}" for key, value in settings if value]
+    for path in sorted(plan.files):
+        text = plan.files[path]
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        delim = _delimiter("GPUPLANE_EOF", text)
+        body, newline = _heredoc(text)
+        out.append(f"gp_file {q(path)} {digest} {int(newline)} <<'{delim}'")
+        out.append(body + delim)
+    out.append("gp_end")
+    return "\n".join(out) + "\n"
+
+
+def payload_files(stdin: str) -> dict[str, str] | None:
+    """The planned files inside an :func:`apply_stdin` program (what a policy or a preview
+    reads back from a node command's `stdin`); None when it is not one. Each file's
+    sha256 is checked, as the agent itself does before writing."""
+    if "\ngp_end\n" not in stdin:
+        return None
+    files: dict[str, str] = {}
+    lines = iter(stdin.split("\n"))
+    for line in lines:
+        if not line.startswith("gp_file "):
+            continue
+        head, _, delim = line.partition(" <<")
+        path, digest, newline = shlex.split(head)[1:4]
+        delim = delim.strip("'")
+        body: list[str] = []
+        for text in lines:
+            if text == delim:
+                break
+            body.append(text)
+        content = "\n".join(body) + ("\n" if newline == "1" and body else "")
+        if hashlib.sha256(content.encode()).hexdigest() != digest:
+            raise ValueError(f"agent payload: {path} does not match its sha256")
+        files[path] = content
+    return files
+
+
+def _sudo(sudo: bool) -> str:
+    return "sudo -n " if sudo else ""
+
+
+def apply_command(sudo: bool) -> str:
+    """Run the program on stdin (:func:`apply_stdin`) as root."""
+    return f"{_sudo(sudo)}sh -s -- apply"
+
+
+def restore_command(sudo: bool, plan_id: str | None = None) -> str:
+    """Undo gpuplane's containerd changes with the installed agent; a no-op if none.
+
+    With `plan_id`, only if that plan is still the one applied: Pulumi runs a replaced
+    resource's delete after its successor's create, which must not be undone.
+    """
+    args = f" --plan-id {shlex.quote(plan_id)}" if plan_id else ""
+    script = (f"if [ -f {AGENT_PATH} ]; then exec sh {AGENT_PATH} restore{args}; fi; "
+              "echo 'gpuplane-agent: nothing to restore' >&2")
+    return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
+
+
+def status_command(sudo: bool) -> str:
+    """Print the node's effective runtimes and config digest as one JSON object."""
+    script = (f"if [ -f {AGENT_PATH} ]; then exec sh {AGENT_PATH} status; fi; "
+              """echo '{"mode": "status", "applied": false}'""")
+    return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
+
+
+__all__ = [
+    "AGENT_PATH",
+    "AgentPlan",
+    "agent_plan",
+    "agent_source",
+    "apply_command",
+    "apply_stdin",
+    "payload_files",
+    "restore_command",
+    "status_command",
+]

@@ -1,0 +1,128 @@
+"""`GpuChecks`: the post-deploy GPU checks as one Pulumi component.
+
+Children, all after the rest of the deployment (`depends_on`):
+* ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe);
+* `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable nvidia.com/gpu;
+* per GPU node a Job `<name>-probe-<node>` and its `GpuJobCheck` verdict;
+* with time-slicing a Job `<name>-timeslicing` (after the allocatable check and that node's
+  own check); with HAMi and the vectoradd sample a Job `<name>-hami`, each with a verdict.
+Any failing verdict fails `pulumi up` with the finding, its fix and the pod's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.checks.manifests import (
+    CheckJob,
+    fingerprint,
+    job_manifest,
+    needs_probe_configmap,
+    plan_checks,
+    probe_configmap,
+    short_name,
+)
+from components.checks.provider import GpuAllocatableCheck, GpuJobCheck
+from components.checks.settings import ChecksSettings
+from components.checks.verdicts import HAMI_DEFAULT_SPLIT
+from components.intent import ClusterIntent
+from components.probe import probe_source
+
+TYPE = "gpuplane:index:GpuChecks"
+# The Job's own await would fail with only "BackoffLimitExceeded"; the verdicts wait.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
+@dataclass
+class GpuChecksArgs:
+    """What the checks need: the stack's intent, `gpuplane:checks`, where to run the Jobs
+    (default: the operator namespace) and everything they must wait for."""
+
+    intent: ClusterIntent
+    settings: ChecksSettings = field(default_factory=ChecksSettings)
+    namespace: str | None = None
+    depends_on: Sequence[pulumi.Resource] = ()
+    kubeconfig: pulumi.Input[str] | None = None   # for the verdicts; default like kubectl
+    hami_split_count: int = HAMI_DEFAULT_SPLIT    # `gpuplane:hami.deviceSplitCount`
+
+
+class GpuChecks(pulumi.ComponentResource):
+    """Post-deploy proofs that pods really compute on the GPUs the stack promised."""
+
+    configmap: k8s.core.v1.ConfigMap | None
+    jobs: dict[str, k8s.batch.v1.Job]
+    checks: dict[str, GpuJobCheck]
+    allocatable: GpuAllocatableCheck | None
+
+    def __init__(self, name: str, args: GpuChecksArgs,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__(TYPE, name, None, opts)
+        intent, settings = args.intent, args.settings
+        namespace = args.namespace or intent.operator_namespace
+        deps = list(args.depends_on)
+        plan = plan_checks(intent, settings)
+        self.configmap, self.jobs, self.checks, self.allocatable = None, {}, {}, None
+        if not plan:
+            self.register_outputs({"enabled": settings.enabled, "namespace": namespace,
+                                   "checks": {}})
+            return
+
+        def child(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, depends_on=[*deps, *after])
+
+        source = probe_source()
+        stamp = fingerprint(intent, settings, source)
+        if needs_probe_configmap(plan):
+            cm = probe_configmap(namespace, source)
+            self.configmap = k8s.core.v1.ConfigMap(
+                short_name(f"{name}-probe"), metadata=cm["metadata"], data=cm["data"],
+                opts=child())
+        self.allocatable = GpuAllocatableCheck(
+            f"{name}-allocatable", intent=intent, timeout_seconds=settings.timeout_seconds,
+            hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
+
+        node_checks: dict[str, GpuJobCheck] = {}
+        for check in plan:
+            after: list[pulumi.Resource] = []
+            if check.kind != "node":
+                after += [self.allocatable, node_checks[check.node]]
+            manifest = self._manifest(check, intent, settings, namespace, stamp)
+            if check.sample == "probe" and self.configmap is not None:
+                after.append(self.configmap)
+            job = k8s.batch.v1.Job(
+                short_name(f"{name}-{check.key}"),
+                metadata=manifest["metadata"], spec=manifest["spec"], opts=child(*after))
+            verdict = GpuJobCheck(
+                f"{name}-{check.key}-check", check=check, intent=intent, namespace=namespace,
+                job_name=job.metadata.name, timeout_seconds=settings.timeout_seconds,
+                kubeconfig=args.kubeconfig, opts=child(job))
+            self.jobs[check.key], self.checks[check.key] = job, verdict
+            if check.kind == "node":
+                node_checks[check.node] = verdict
+
+        self.register_outputs({
+            "enabled": True,
+            "namespace": namespace,
+            "checks": {key: c.passed for key, c in self.checks.items()},
+            "allocatable": self.allocatable.result,
+        })
+
+    def _manifest(self, check: CheckJob, intent: ClusterIntent, settings: ChecksSettings,
+                  namespace: str, stamp: str) -> Any:
+        """The Job manifest; for the probe it waits for the ConfigMap's generated name."""
+        def build(configmap: str | None) -> dict[str, Any]:
+            return job_manifest(check, intent, settings, namespace=namespace,
+                                configmap=configmap, fingerprint_value=stamp,
+                                annotations=SKIP_AWAIT)
+
+        if check.sample == "probe" and self.configmap is not None:
+            return self.configmap.metadata.apply(lambda m: build(m.name))
+        return pulumi.Output.from_input(build(None))
+
+
+__all__ = ["SKIP_AWAIT", "TYPE", "GpuChecks", "GpuChecksArgs"]

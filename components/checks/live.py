@@ -1,0 +1,234 @@
+"""The checks' only I/O: read Jobs, pods, logs, events and nodes, wait, then ask verdicts.py.
+
+`KubeCluster` wraps the official kubernetes client and hands back plain camelCase dicts
+(exactly what `kubectl get -o json` shows), so the verdicts never see client classes and
+tests can feed recorded objects. The runners raise `CheckFailed` with the findings and the
+pods' output; the dynamic provider turns that into a failed `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from components.checks.manifests import CONTAINER, CheckJob
+from components.checks.verdicts import (
+    HAMI_DEFAULT_SPLIT,
+    AllocatableSeries,
+    PodRun,
+    allocatable_findings,
+    allocatable_of,
+    allocatable_settled,
+    event_texts,
+    expected_allocatable,
+    job_findings,
+    overlap_impossible,
+    parse_probe_report,
+    pod_run,
+    render_failure,
+    report_summary,
+    sharing_summary,
+    timeslicing_findings,
+)
+from components.findings import Finding
+from components.intent import ClusterIntent, NodeIntent
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+
+class CheckFailed(Exception):
+    """A check found the GPU path broken; str() is the full report for `pulumi up`."""
+
+    def __init__(self, text: str, findings: Sequence[Finding] = ()):
+        super().__init__(text)
+        self.findings = list(findings)
+
+
+class Cluster(Protocol):
+    """The reads the checks need; dicts in API shape, None/[] when absent."""
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]: ...
+    def pod_log(self, namespace: str, pod: str) -> str: ...
+    def events(self, namespace: str, name: str) -> list[dict[str, Any]]: ...
+    def node(self, name: str) -> dict[str, Any] | None: ...
+
+
+class KubeCluster:
+    """`Cluster` over kubernetes.client; API errors other than 404 propagate."""
+
+    def __init__(self, core: Any, batch: Any, api_client: Any):
+        self.core, self.batch, self.api_client = core, batch, api_client
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeCluster:
+        """Like the Pulumi kubernetes provider: an explicit kubeconfig (YAML text or a
+        path), else $KUBECONFIG or ~/.kube/config, else the in-cluster service account."""
+        from kubernetes import client
+
+        from components.kube import api_client
+
+        api = api_client(kubeconfig, context)
+        return cls(client.CoreV1Api(api), client.BatchV1Api(api), api)
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        return self.api_client.sanitize_for_serialization(obj)
+
+    def _or_none(self, call: Callable[[], Any]) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return call()
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        obj = self._or_none(lambda: self.batch.read_namespaced_job(name, namespace))
+        return None if obj is None else self._dict(obj)
+
+    def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}")
+        return [self._dict(p) for p in pods.items]
+
+    def pod_log(self, namespace: str, pod: str) -> str:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.core.read_namespaced_pod_log(pod, namespace, container=CONTAINER)
+        except ApiException:      # not started yet, or already gone
+            return ""
+
+    def events(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        found = self.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}")
+        return [self._dict(e) for e in found.items]
+
+    def node(self, name: str) -> dict[str, Any] | None:
+        obj = self._or_none(lambda: self.core.read_node(name))
+        return None if obj is None else self._dict(obj)
+
+
+@dataclass
+class Waiter:
+    """Polling policy: the real clock in production, a fake one in tests."""
+
+    timeout: float
+    poll: float = 5.0
+    clock: Clock = time.monotonic
+    sleep: Sleep = time.sleep
+
+    def __post_init__(self) -> None:
+        self.deadline = self.clock() + self.timeout
+
+    def expired(self) -> bool:
+        return self.clock() >= self.deadline
+
+    def wait(self) -> None:
+        self.sleep(max(0.0, min(self.poll, self.deadline - self.clock())))
+
+
+@dataclass
+class JobObservation:
+    job: dict[str, Any] | None
+    runs: list[PodRun]
+    job_events: tuple[str, ...] = ()
+    timed_out: bool = False
+
+
+def job_finished(job: dict[str, Any] | None) -> bool:
+    conditions = ((job or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in conditions)
+
+
+def observe_job(cluster: Cluster, namespace: str, name: str, check: CheckJob,
+                waiter: Waiter) -> JobObservation:
+    """Wait until the Job is done, all its pods have finished, a time-slicing overlap has
+    become impossible, or time is up; then read every pod's log and events."""
+    while True:
+        job = cluster.job(namespace, name)
+        pods = cluster.job_pods(namespace, name)
+        quick = [pod_run(p) for p in pods]
+        done = (job_finished(job)
+                or sum(r.finished for r in quick) >= check.pods
+                or any(r.phase == "Failed" for r in quick)
+                or (check.kind == "timeslicing" and overlap_impossible(quick, check.pods)))
+        if done or waiter.expired():
+            break
+        waiter.wait()
+    runs = [
+        pod_run(p, cluster.pod_log(namespace, p["metadata"]["name"]),
+                cluster.events(namespace, p["metadata"]["name"]))
+        for p in pods
+    ]
+    job_events = event_texts(cluster.events(namespace, name))
+    if job is None:
+        job_events = (f"Job {namespace}/{name} not found", *job_events)
+    return JobObservation(job=job, runs=runs, job_events=job_events, timed_out=not done)
+
+
+def run_job_check(cluster: Cluster, check: CheckJob, intent: ClusterIntent, *,
+                  namespace: str, job_name: str, waiter: Waiter) -> dict[str, Any]:
+    """Run one Job's verdict; return outputs on success, raise CheckFailed otherwise."""
+    seen = observe_job(cluster, namespace, job_name, check, waiter)
+    if check.kind == "timeslicing":
+        findings = timeslicing_findings(check, seen.runs, intent)
+    else:
+        findings = job_findings(check, seen.runs, intent, seen.job_events)
+    title = f"{check.kind} check {check.key} on node {check.node} (Job {namespace}/{job_name})"
+    if seen.timed_out:
+        title += f", gave up after {waiter.timeout:.0f}s"
+    if findings:
+        raise CheckFailed(render_failure(title, findings, seen.runs), findings)
+    reports = [parse_probe_report(r.log) for r in seen.runs]
+    outputs: dict[str, Any] = {"passed": True, "node": check.node, "pods": len(seen.runs)}
+    if check.kind == "timeslicing":
+        outputs["sharing"] = sharing_summary(seen.runs)
+    elif reports and reports[0]:
+        outputs["summary"] = report_summary(reports[0])
+    return outputs
+
+
+def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
+                          intent: ClusterIntent, *, waiter: Waiter, settle: int = 3,
+                          hami_split: int = HAMI_DEFAULT_SPLIT) -> dict[str, Any]:
+    """Watch every GPU node's allocatable nvidia.com/gpu until each has shown the expected
+    value `settle` times in a row; raise CheckFailed with FM10/FM12/... otherwise."""
+    values: dict[str, list[int | None]] = {n.name: [] for n in nodes}
+    found: dict[str, bool] = {n.name: True for n in nodes}
+    while True:
+        for n in nodes:
+            obj = cluster.node(n.name)
+            found[n.name] = obj is not None
+            values[n.name].append(allocatable_of(obj))
+        if all(allocatable_settled(values[n.name],
+                                   expected_allocatable(n.gpus, intent, hami_split), settle)
+               for n in nodes) or waiter.expired():
+            break
+        waiter.wait()
+    findings = [f for n in nodes for f in allocatable_findings(
+        AllocatableSeries(n, tuple(values[n.name]), found[n.name]), intent, settle,
+        hami_split)]
+    if findings:
+        raise CheckFailed(render_failure(
+            f"allocatable nvidia.com/gpu after {waiter.timeout:.0f}s", findings), findings)
+    return {"passed": True,
+            "allocatable": {n.name: values[n.name][-1] for n in nodes}}
+
+
+__all__ = [
+    "CheckFailed",
+    "Cluster",
+    "JobObservation",
+    "KubeCluster",
+    "Waiter",
+    "job_finished",
+    "observe_job",
+    "run_allocatable_check",
+    "run_job_check",
+]

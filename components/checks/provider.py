@@ -1,0 +1,187 @@
+"""Dynamic-provider resources that make a failing GPU check fail `pulumi up`.
+
+The probe Jobs are created with `pulumi.com/skipAwait`, because the Kubernetes provider's
+own Job await fails a Job with only "BackoffLimitExceeded". These resources wait instead,
+read the pods' logs and events, apply verdicts.py, and raise with the finding, its fix and
+the pod's output. They re-run whenever an input changes (new Job name, intent, settings).
+
+Pulumi pickles the provider object (dill) into the state and runs it in the Python
+dynamic-provider host, where this module is imported by name: the gpuplane package must be
+installed in the project's virtualenv (it is a dependency of the program anyway).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import (
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ResourceProvider,
+    UpdateResult,
+)
+
+from components.checks.live import (
+    Cluster,
+    KubeCluster,
+    Waiter,
+    run_allocatable_check,
+    run_job_check,
+)
+from components.checks.manifests import CheckJob
+from components.checks.verdicts import HAMI_DEFAULT_SPLIT
+from components.intent import ClusterIntent
+
+PROVIDER_KEY = "__provider"
+# Inputs that carry results, never compared by diff.
+_OUTPUT_KEYS = frozenset({"passed", "result"})
+SETTLE_READS = 3
+
+
+def wait_budget(timeout_seconds: float) -> float:
+    """Stop waiting a little before the Job's activeDeadlineSeconds, so that pending pods
+    and their events are still there to explain themselves."""
+    timeout = float(timeout_seconds)
+    return max(1.0, timeout - min(15.0, timeout / 10))
+
+
+def check_job_from(data: dict[str, Any]) -> CheckJob:
+    """CheckJob from state: numbers come back from the engine as floats."""
+    limit = data.get("max_memory_mib")
+    return CheckJob(
+        key=str(data["key"]), kind=data["kind"], node=str(data["node"]),
+        gpus=int(data["gpus"]), pods=int(data["pods"]), sample=data["sample"],
+        max_memory_mib=None if limit is None else int(limit),
+        hold_seconds=int(data.get("hold_seconds") or 0),
+    )
+
+
+class _CheckProvider(ResourceProvider):
+    """Shared lifecycle: create and update run the check; delete has nothing to undo."""
+
+    # Test seams; None means the real thing. Kept as plain attributes so dill can pickle.
+    cluster_factory: Callable[[str | None, str | None], Cluster] | None = None
+    clock: Callable[[], float] | None = None
+    sleep: Callable[[float], None] | None = None
+    poll_seconds: float = 5.0
+    # The Kubernetes provider's own stack config, read in configure(): the checks talk to
+    # the cluster the Jobs went to unless the resource names a kubeconfig itself.
+    stack_kubeconfig: str | None = None
+    stack_context: str | None = None
+
+    def configure(self, req: ConfigureRequest) -> None:
+        self.stack_kubeconfig = req.config.get("kubernetes:kubeconfig") or None
+        self.stack_context = req.config.get("kubernetes:context") or None
+
+    def _cluster(self, props: dict[str, Any]) -> Cluster:
+        factory = self.cluster_factory or KubeCluster.connect
+        return factory(props.get("kubeconfig") or self.stack_kubeconfig, self.stack_context)
+
+    def _waiter(self, timeout: float) -> Waiter:
+        return Waiter(timeout=timeout, poll=self.poll_seconds,
+                      clock=self.clock or time.monotonic, sleep=self.sleep or time.sleep)
+
+    def run(self, props: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _outs(self, props: dict[str, Any]) -> dict[str, Any]:
+        inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+        result = self.run(props)
+        return {**inputs, "passed": bool(result.get("passed")), "result": result}
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        keys = {k for k in {*olds, *news} if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+        changed = sorted(k for k in keys if olds.get(k) != news.get(k))
+        return DiffResult(changes=bool(changed))
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outs = self._outs(props)
+        digest = hashlib.sha256(repr(sorted((k, str(v)) for k, v in outs.items()
+                                            if k != "kubeconfig")).encode()).hexdigest()
+        return CreateResult(id_=f"{props.get('checkName', 'check')}-{digest[:12]}", outs=outs)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._outs(news))
+
+
+class ProbeJobCheckProvider(_CheckProvider):
+    """Waits for one check Job and judges its pods (node, time-slicing or HAMi check)."""
+
+    def run(self, props: dict[str, Any]) -> dict[str, Any]:
+        check = check_job_from(props["check"])
+        intent = ClusterIntent.from_json(props["intent"])
+        return run_job_check(self._cluster(props), check, intent,
+                             namespace=props["namespace"], job_name=props["jobName"],
+                             waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
+
+
+class AllocatableCheckProvider(_CheckProvider):
+    """Watches allocatable nvidia.com/gpu on every GPU node (FM10, FM12, FM13)."""
+
+    settle_reads: int = SETTLE_READS
+
+    def run(self, props: dict[str, Any]) -> dict[str, Any]:
+        intent = ClusterIntent.from_json(props["intent"])
+        return run_allocatable_check(self._cluster(props), intent.gpu_nodes, intent,
+                                     waiter=self._waiter(float(props["timeoutSeconds"])),
+                                     settle=self.settle_reads,
+                                     hami_split=int(props.get("hamiSplitCount")
+                                                    or HAMI_DEFAULT_SPLIT))
+
+
+class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"):
+    """Fails `pulumi up` unless the check Job `job_name` proves its GPU claim."""
+
+    passed: pulumi.Output[bool]
+    result: pulumi.Output[dict]
+
+    def __init__(self, name: str, *, check: CheckJob, intent: ClusterIntent, namespace: str,
+                 job_name: pulumi.Input[str], timeout_seconds: int,
+                 kubeconfig: pulumi.Input[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None,
+                 provider: ProbeJobCheckProvider | None = None):
+        props = {"checkName": name, "check": check.to_dict(), "intent": intent.to_json(),
+                 "namespace": namespace, "jobName": job_name,
+                 "timeoutSeconds": timeout_seconds, "kubeconfig": kubeconfig,
+                 "passed": None, "result": None}
+        super().__init__(provider or ProbeJobCheckProvider(), name, props, _secret(opts))
+
+
+class GpuAllocatableCheck(pulumi.dynamic.Resource, module="gpuplane",
+                          name="GpuAllocatableCheck"):
+    """Fails `pulumi up` unless every GPU node advertises the nvidia.com/gpu it should."""
+
+    passed: pulumi.Output[bool]
+    result: pulumi.Output[dict]
+
+    def __init__(self, name: str, *, intent: ClusterIntent, timeout_seconds: int,
+                 hami_split_count: int = HAMI_DEFAULT_SPLIT,
+                 kubeconfig: pulumi.Input[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None,
+                 provider: AllocatableCheckProvider | None = None):
+        props = {"checkName": name, "intent": intent.to_json(),
+                 "timeoutSeconds": timeout_seconds, "hamiSplitCount": hami_split_count,
+                 "kubeconfig": kubeconfig, "passed": None, "result": None}
+        super().__init__(provider or AllocatableCheckProvider(), name, props, _secret(opts))
+
+
+def _secret(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
+    """The kubeconfig stays a secret in the state."""
+    return pulumi.ResourceOptions.merge(
+        opts or pulumi.ResourceOptions(),
+        pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"]))
+
+
+__all__ = [
+    "AllocatableCheckProvider",
+    "GpuAllocatableCheck",
+    "GpuJobCheck",
+    "ProbeJobCheckProvider",
+    "check_job_from",
+    "wait_budget",
+]

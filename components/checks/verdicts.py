@@ -1,0 +1,596 @@
+"""Verdicts of the post-deploy GPU checks: pure decisions on recorded API objects and logs.
+
+Everything here takes what the Kubernetes API returned (objects as JSON dicts, camelCase,
+as `kubectl get -o json` prints them) and pod logs, and returns findings with the
+rulebook's ids and fixes that name stack keys. No I/O, so every decision is tested on
+recorded objects; components/checks/live.py fetches the objects and calls these.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from components.checks.manifests import CONTAINER, GPU, CheckJob
+from components.findings import Finding, Severity
+from components.intent import ClusterIntent, NodeIntent
+from components.probe.cuda_probe import PROBE_NAME
+from components.rules.timeslicing import expected_allocatable as timeslicing_allocatable
+
+HAMI_SCHEDULER = "hami-scheduler"
+HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount
+LOG_TAIL_LINES = 40
+_CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
+_E = Severity.ERROR
+_DRIVER_ERRORS = frozenset({
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+    "CUDA_ERROR_INSUFFICIENT_DRIVER",
+})
+_INJECTION_ERRORS = frozenset({"CUDA_ERROR_JIT_COMPILER_NOT_FOUND"})
+
+
+# --------------------------------------------------------------------------- recorded pods
+
+
+@dataclass(frozen=True)
+class PodRun:
+    """What one check pod did, read from its API object, its events and its log."""
+
+    name: str
+    node: str | None
+    phase: str
+    scheduler: str | None = None
+    exit_code: int | None = None
+    reason: str | None = None            # container waiting/terminated reason
+    message: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    unschedulable: str | None = None     # PodScheduled=False message
+    events: tuple[str, ...] = ()
+    log: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def symptoms(self) -> list[str]:
+        """Every text that can explain why the pod did not run."""
+        texts = [self.unschedulable, self.reason, self.message, *self.events]
+        return [t for t in texts if t]
+
+
+def _time(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text) if text else None
+
+
+def event_texts(events: Iterable[dict[str, Any]]) -> tuple[str, ...]:
+    """`Reason: message` of events, oldest first, duplicates once."""
+    ordered = sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    texts = [f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in ordered]
+    return tuple(dict.fromkeys(t for t in texts if t))
+
+
+def pod_run(pod: dict[str, Any], log: str = "",
+            events: Iterable[dict[str, Any]] = ()) -> PodRun:
+    """A PodRun from a Pod object (camelCase dict), its log and its events."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    containers = status.get("containerStatuses") or []
+    mine = next((c for c in containers if c.get("name") == CONTAINER),
+                containers[0] if containers else {})
+    state = mine.get("state") or {}
+    terminated, running, waiting = (state.get(k) or {} for k in
+                                    ("terminated", "running", "waiting"))
+    unschedulable = next((c.get("message") or c.get("reason")
+                          for c in status.get("conditions") or []
+                          if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+                         None)
+    return PodRun(
+        name=meta.get("name", "?"),
+        node=spec.get("nodeName"),
+        phase=status.get("phase", "Unknown"),
+        scheduler=spec.get("schedulerName"),
+        exit_code=terminated.get("exitCode"),
+        reason=terminated.get("reason") or waiting.get("reason"),
+        message=terminated.get("message") or waiting.get("message"),
+        started_at=_time(terminated.get("startedAt") or running.get("startedAt")),
+        finished_at=_time(terminated.get("finishedAt")),
+        unschedulable=unschedulable,
+        events=event_texts(events),
+        log=log,
+    )
+
+
+def parse_probe_report(log: str) -> dict[str, Any] | None:
+    """The probe's JSON report in a pod log (the last one, if several), else None."""
+    found = None
+    for line in log.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and data.get("probe") == PROBE_NAME:
+            found = data
+    return found
+
+
+def log_tail(log: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(log.rstrip("\n").splitlines()[-lines:])
+
+
+# --------------------------------------------------------------------------- classification
+
+
+def _gpu_path_id(intent: ClusterIntent) -> str:
+    """The failure mode behind "a pod gets no GPU": no runtime class (FM11) or a runtime
+    that containerd does not really have (FM01)."""
+    return "FM11" if intent.nvidia_default else "FM01"
+
+
+def _no_gpu_fix(intent: ClusterIntent, node: str) -> str:
+    if intent.nvidia_default:
+        return (f"nvidia is not really containerd's default runtime on {node}: set "
+                "`gpuplane:runtime.nvidiaDefault: false` so GPU pods use "
+                f"runtimeClassName `{intent.runtime_class}`, or fix the node's default "
+                "runtime (`gpuplane containerd check` on the node)")
+    return (f"the `{intent.runtime_class}` runtime on {node} did not inject the driver: run "
+            "`gpuplane containerd check` on the node and make `gpuplane:cluster.distro` "
+            "(and `gpuplane:cluster.containerdBaseDir` for k8s-snap) match the containerd "
+            "the kubelet uses")
+
+
+def _device_plugin_id(intent: ClusterIntent) -> str:
+    """Who is to blame when a node advertises no (or the wrong number of) GPUs."""
+    if intent.device_plugin == "hami":
+        return "FM13"
+    return "FM10" if intent.time_slicing_replicas > 1 else "FM01"
+
+
+def _device_plugin_fix(intent: ClusterIntent, node: str) -> str:
+    if intent.device_plugin == "hami":
+        return (f"HAMi's device plugin is not serving {node}: label the node `gpu=on`, keep "
+                "`gpuplane:gpuOperator.cdi: false`, set `gpuplane:hami.schedulerImageTag` to "
+                "the cluster's version and make sure the operator's device plugin is off")
+    return (f"the operator's device plugin is not serving {node}: it waits for the toolkit "
+            "validation, which fails while containerd lacks the nvidia runtime; run "
+            "`gpuplane containerd check` on the node and check `gpuplane:cluster.distro`")
+
+
+@dataclass(frozen=True)
+class _Cause:
+    pattern: re.Pattern[str]
+    rule: str          # a rule id, or "gpu-path"/"device-plugin"/"hami-sched" (by intent)
+    fix: str
+
+
+_CAUSES = (
+    _Cause(re.compile(r'no runtime for "?[\w.-]+"? is configured|RuntimeHandler .* not '
+                      r"supported", re.I), "FM01",
+           "containerd on the node has no `{rc}` runtime: the toolkit wrote a file this "
+           "containerd does not read. Run `gpuplane containerd check` on the node; set "
+           "`gpuplane:cluster.distro` (and `gpuplane:cluster.containerdBaseDir` for "
+           "k8s-snap) to match it"),
+    _Cause(re.compile(r'RuntimeClass "?[\w.-]+"? not found', re.I), "FM11",
+           "create the RuntimeClass: set `gpuplane:runtime.createRuntimeClass: true` (or "
+           "`auto` with the operator's `operator.runtimeClass` equal to "
+           "`gpuplane:runtime.name`)"),
+    _Cause(re.compile(r"unresolvable CDI devices", re.I), "cdi",
+           "CDI devices were requested that containerd cannot resolve: set "
+           "`gpuplane:gpuOperator.cdi: false`, or use containerd >= 1.7 with CDI enabled"),
+    _Cause(re.compile(r"GLIBC_[0-9.]+' not found|GLIBC_[0-9.]+ not found", re.I), "FM15",
+           "the toolkit image does not fit the node OS: set `gpuplane:nodes[].os` to the "
+           "node's OS or `gpuplane:gpuOperator.toolkitImage` to a matching flavour"),
+    _Cause(re.compile(r"Insufficient nvidia\.com/gpu(mem|cores)", re.I), "hami-sched",
+           "the pod reached the default scheduler, not hami-scheduler: HAMi's webhook did "
+           "not mutate it; set `gpuplane:hami.webhookFailurePolicy: Fail`, check "
+           "`gpuplane:hami.namespace` and that hami-scheduler is running; or lower "
+           "`gpuplane:checks.hamiGpuMem` below a card's memory"),
+    _Cause(re.compile(r"Insufficient nvidia\.com/gpu\b", re.I), "device-plugin", ""),
+    _Cause(re.compile(r"didn't match Pod's node affinity/selector", re.I), "device-plugin",
+           "no node has `kubernetes.io/hostname={node}`: each `gpuplane:nodes[].name` "
+           "must be the Kubernetes node name"),
+    _Cause(re.compile(r"untolerated taint", re.I), "device-plugin",
+           "{node} has a taint the checks do not tolerate (they tolerate "
+           "nvidia.com/gpu:NoSchedule only); remove it or run the checks elsewhere"),
+    _Cause(re.compile(r"ErrImagePull|ImagePullBackOff|InvalidImageName", re.I), "gpu-path",
+           "the check image could not be pulled on {node}: set `gpuplane:checks.image` to "
+           "an image the node can pull (it must have python3), or "
+           "`gpuplane:checks.sample: probe` if the vectoradd image is unreachable"),
+    _Cause(re.compile(r"OOMKilled", re.I), "gpu-path",
+           "the check container ran out of memory on {node}; the image at "
+           "`gpuplane:checks.image` may load too much at start"),
+)
+
+
+def classify(texts: Sequence[str], intent: ClusterIntent, node: str) -> tuple[str, str] | None:
+    """(rule id, fix) for the first known symptom in `texts`, else None."""
+    for cause in _CAUSES:
+        if any(cause.pattern.search(t) for t in texts):
+            rule = {
+                "gpu-path": _gpu_path_id(intent),
+                "device-plugin": _device_plugin_id(intent),
+                "hami-sched": "FM13",
+                "cdi": "FM13" if intent.device_plugin == "hami"
+                else ("FM16" if intent.containerd_version.startswith("1.6") else "FM01"),
+            }.get(cause.rule, cause.rule)
+            fix = cause.fix or _device_plugin_fix(intent, node)
+            return rule, fix.format(node=node, rc=intent.runtime_class)
+    return None
+
+
+# --------------------------------------------------------------------------- per-pod verdicts
+
+
+def _where(job: CheckJob, run: PodRun | None = None) -> str:
+    pod = f", pod {run.name}" if run else ""
+    return f"node {job.node} (check {job.key}{pod})"
+
+
+def _finding(rule: str, message: str, where: str, fix: str) -> Finding:
+    return Finding(rule, _E, message, where, fix)
+
+
+def _cuda_errors(report: dict[str, Any]) -> list[str]:
+    texts = [f.get("message", "") for f in report.get("failures") or []]
+    return list(dict.fromkeys(m for t in texts for m in _CUDA_ERROR.findall(t)))
+
+
+def probe_findings(job: CheckJob, run: PodRun, report: dict[str, Any],
+                   intent: ClusterIntent) -> list[Finding]:
+    """Findings from one probe report (empty when it passed and, under HAMi, stayed
+    within its memory)."""
+    where, node = _where(job, run), job.node
+    kinds = {f.get("kind") for f in report.get("failures") or []}
+    error = report.get("error") or "no error message"
+    if report.get("status") in ("no_driver", "no_device"):
+        return [_finding(_gpu_path_id(intent),
+                         f"node {node}: the CUDA probe found no GPU in its pod "
+                         f"({report['status']}): {error}", where, _no_gpu_fix(intent, node))]
+    out: list[Finding] = []
+    if job.max_memory_mib is not None:
+        out += hami_memory_findings(job, run, report)
+    if report.get("ok") and report.get("exit_code") == 0:
+        return out
+    names = _cuda_errors(report)
+    named = f" ({', '.join(names)})" if names else ""
+    message = f"node {node}: the CUDA probe failed{named}: {error}"
+    if "memory_limit" in kinds and out:
+        return out                     # already told as the HAMi memory finding
+    if set(names) & _DRIVER_ERRORS:
+        fix = ("the CUDA library in the pod does not match the node's kernel driver: with a "
+               "driver on the host set `gpuplane:gpuOperator.driver: preinstalled`; after a "
+               f"driver upgrade reboot {node}")
+        return [*out, _finding("FM08", message, where, fix)]
+    if set(names) & _INJECTION_ERRORS or "missing_symbol" in kinds:
+        return [*out, _finding("FM01", message, where, _no_gpu_fix(intent, node))]
+    if intent.device_plugin == "hami" and "CUDA_ERROR_OUT_OF_MEMORY" in names:
+        fix = ("the HAMi slice is too small for the probe: raise `gpuplane:checks.hamiGpuMem` "
+               "(MiB) or check `gpuplane:hami.deviceMemoryScaling`")
+        return [*out, _finding("FM14", message, where, fix)]
+    fix = (f"the GPU or driver on {node} is not healthy (a kernel ran wrong or a CUDA call "
+           "failed): check `nvidia-smi -q` and the kernel log (Xid errors) on the node; with a "
+           "host driver keep `gpuplane:gpuOperator.driver: preinstalled`")
+    return [*out, _finding("FM08", message, where, fix)]
+
+
+def hami_memory_findings(job: CheckJob, run: PodRun, report: dict[str, Any]) -> list[Finding]:
+    """HAMi proof: no device in the pod may show more memory than the pod's gpumem."""
+    limit = job.max_memory_mib
+    if limit is None:
+        return []
+    out = []
+    where = _where(job, run)
+    for device in report.get("devices") or []:
+        seen = max(device.get("memory_total_mib") or 0, device.get("memory_info_total_mib") or 0)
+        if seen > limit:
+            out.append(_finding(
+                "FM14",
+                f"node {job.node}: HAMi did not enforce the GPU memory limit: device "
+                f"{device.get('index')} ({device.get('uuid')}) shows {seen} MiB, the pod asked "
+                f"for nvidia.com/gpumem {limit}",
+                where,
+                "make sure HAMi's in-container control is active: the pod must be scheduled by "
+                "hami-scheduler (`gpuplane:hami.webhookFailurePolicy: Fail`), must not set "
+                "CUDA_DISABLE_CONTROL, and `gpuplane:hami.deviceMemoryScaling` should be 1"))
+    if run.scheduler and run.scheduler != HAMI_SCHEDULER:
+        out.append(_finding(
+            "FM13",
+            f"node {job.node}: the HAMi check pod was scheduled by {run.scheduler!r}, not "
+            f"{HAMI_SCHEDULER}: HAMi's webhook did not mutate it",
+            where,
+            "set `gpuplane:hami.webhookFailurePolicy: Fail` and check `gpuplane:hami.namespace`"))
+    return out
+
+
+def vectoradd_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> list[Finding]:
+    """NVIDIA's sample passes with exit 0 and `Test PASSED` in its log."""
+    if run.exit_code == 0 and "Test PASSED" in run.log:
+        return []
+    where, node = _where(job, run), job.node
+    text = log_tail(run.log, 5).replace("\n", " | ") or "no output"
+    message = f"node {node}: the CUDA vectoradd sample failed (exit {run.exit_code}): {text}"
+    low = run.log.lower()
+    if "no cuda-capable device" in low or "cuda driver is a stub" in low:
+        return [_finding(_gpu_path_id(intent), message, where, _no_gpu_fix(intent, node))]
+    if "driver version is insufficient" in low:
+        return [_finding("FM08", message, where,
+                         "the node's driver is older than CUDA 12.5 that the sample needs: "
+                         "upgrade the driver, or set `gpuplane:checks.sample: probe`")]
+    return [_finding(_gpu_path_id(intent), message, where, _no_gpu_fix(intent, node))]
+
+
+def run_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> list[Finding]:
+    """One pod's verdict once it has finished (or given up waiting)."""
+    where, node = _where(job, run), job.node
+    if not run.finished:
+        known = classify(run.symptoms(), intent, node)
+        state = run.reason or run.phase
+        detail = "; ".join(run.symptoms()) or "no events"
+        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, node))
+        return [_finding(rule, f"node {node}: check pod never finished ({state}): {detail}",
+                         where, fix)]
+    if job.sample == "vectoradd":
+        return vectoradd_findings(job, run, intent)
+    report = parse_probe_report(run.log)
+    if report is None:
+        known = classify([*run.symptoms(), run.log], intent, node)
+        if run.exit_code == 127 or "python3: not found" in run.log:
+            known = (_gpu_path_id(intent), "the check image has no python3: set "
+                     "`gpuplane:checks.image` to one that has (e.g. python:3.12-slim)")
+        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, node))
+        return [_finding(rule, f"node {node}: the probe printed no report (exit "
+                         f"{run.exit_code}, {run.reason or run.phase})", where, fix)]
+    return probe_findings(job, run, report, intent)
+
+
+def job_findings(job: CheckJob, runs: Sequence[PodRun], intent: ClusterIntent,
+                 job_events: Sequence[str] = ()) -> list[Finding]:
+    """Verdict of a node or HAMi check Job from its pods (and the Job's own events)."""
+    if not runs:
+        known = classify(list(job_events), intent, job.node)
+        detail = "; ".join(job_events) or "no events on the Job"
+        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, job.node))
+        return [_finding(rule, f"node {job.node}: the check Job created no pod: {detail}",
+                         _where(job), fix)]
+    out: list[Finding] = []
+    for run in runs:
+        out += run_findings(job, run, intent)
+    return list(dict.fromkeys(out))
+
+
+# --------------------------------------------------------------------------- time-slicing
+
+
+def overlap(runs: Sequence[PodRun]) -> bool:
+    """True when one instant exists at which every pod was running."""
+    if not runs or any(r.started_at is None or r.finished_at is None for r in runs):
+        return False
+    return max(r.started_at for r in runs) < min(r.finished_at for r in runs)
+
+
+def overlap_impossible(runs: Sequence[PodRun], expected: int) -> bool:
+    """True as soon as a pod has ended while another has not started: waiting is pointless."""
+    ended = [r.finished_at for r in runs if r.finished_at is not None]
+    if not ended:
+        return False
+    starts = [r.started_at for r in runs if r.started_at is not None]
+    return len(starts) < expected or max(starts) >= min(ended)
+
+
+def uuids(report: dict[str, Any]) -> list[str]:
+    return [d.get("uuid") for d in report.get("devices") or [] if d.get("uuid")]
+
+
+def timeslicing_findings(job: CheckJob, runs: Sequence[PodRun],
+                         intent: ClusterIntent) -> list[Finding]:
+    """Time-slicing proof: all GPUs x replicas pods ran at once on `job.node`, each passed
+    the probe, and together they saw no more distinct GPUs than the node has."""
+    where = _where(job)
+    replicas = intent.time_slicing_replicas
+    fix_ts = ("make the time-slicing config reach the device plugin: "
+              f"`gpuplane:timeSlicing.replicas: {replicas}` under `sharing.timeSlicing` (not "
+              "`flags`), the ConfigMap `gpuplane:timeSlicing.configMap` in "
+              "`gpuplane:gpuOperator.namespace` with key `gpuplane:timeSlicing.profile`, and "
+              "restart the device plugin after changing it")
+    finished = [r for r in runs if r.finished]
+    if len(finished) < job.pods:
+        blockers = [t for r in runs if not r.finished for t in r.symptoms()]
+        known = classify(blockers, intent, job.node)
+        rule, fix = ("FM10", fix_ts) if known is None or known[0] == "FM10" else known
+        detail = "; ".join(dict.fromkeys(blockers)) or "no events"
+        return [_finding(rule, f"node {job.node}: only {len(finished)} of {job.pods} "
+                         f"time-sliced pods ({job.gpus} GPU(s) x {replicas} replicas) ran: "
+                         f"{detail}", where, fix)]
+    out: list[Finding] = []
+    seen: Counter[str] = Counter()
+    for run in runs:
+        failures = run_findings(job, run, intent)
+        out += failures
+        report = parse_probe_report(run.log)
+        if failures or report is None:
+            continue
+        ids = uuids(report)
+        if len(ids) != 1:
+            out.append(_finding("FM10", f"node {job.node}: pod {run.name} saw {len(ids)} GPUs "
+                                "while asking for one", _where(job, run),
+                                "GPU pods must not see every GPU: do not run them privileged "
+                                "or with NVIDIA_VISIBLE_DEVICES=all in the image"))
+        seen.update(ids)
+    if out:
+        return list(dict.fromkeys(out))
+    if not overlap(runs):
+        starts = ", ".join(f"{r.name} {r.started_at:%H:%M:%S}-{r.finished_at:%H:%M:%S}"
+                           for r in runs if r.started_at and r.finished_at)
+        out.append(_finding("FM10", f"node {job.node}: the {job.pods} time-sliced pods did "
+                            f"not all run at the same time, so the GPUs were not shared "
+                            f"({starts})", where, fix_ts))
+    if len(seen) > job.gpus:
+        out.append(_finding("FM10", f"node {job.node}: the {job.pods} pods saw {len(seen)} "
+                            f"distinct GPUs but the stack says the node has {job.gpus}; "
+                            "sharing is not proven", where,
+                            "set `gpuplane:nodes[].gpus` to the node's physical GPU count"))
+    return out
+
+
+def sharing_summary(runs: Sequence[PodRun]) -> dict[str, int]:
+    """How many pods each GPU UUID carried."""
+    seen: Counter[str] = Counter()
+    for run in runs:
+        report = parse_probe_report(run.log)
+        if report:
+            seen.update(uuids(report))
+    return dict(sorted(seen.items()))
+
+
+# --------------------------------------------------------------------------- allocatable
+
+
+def allocatable_of(node: dict[str, Any] | None, resource: str = GPU) -> int | None:
+    """`status.allocatable[resource]` of a Node object as an int (None when absent)."""
+    if not node:
+        return None
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    if value is None:
+        return None
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def expected_allocatable(gpus: int, intent: ClusterIntent,
+                         hami_split: int = HAMI_DEFAULT_SPLIT) -> int:
+    """nvidia.com/gpu a node with `gpus` physical GPUs must advertise: HAMi splits each GPU
+    into `hami_split` shares (`gpuplane:hami.deviceSplitCount`); otherwise the rulebook's
+    time-slicing rule (physical x replicas)."""
+    if intent.device_plugin == "hami":
+        return gpus * hami_split
+    return timeslicing_allocatable(gpus, intent)
+
+
+@dataclass(frozen=True)
+class AllocatableSeries:
+    """The values one node advertised while the check watched it, oldest first."""
+
+    node: NodeIntent
+    values: tuple[int | None, ...] = ()
+    found: bool = True            # the Node object exists
+
+
+def allocatable_settled(values: Sequence[int | None], expected: int, settle: int) -> bool:
+    """The last `settle` reads all equal `expected`."""
+    return len(values) >= settle and all(v == expected for v in values[-settle:])
+
+
+def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settle: int = 1,
+                         hami_split: int = HAMI_DEFAULT_SPLIT) -> list[Finding]:
+    """FM10 (not multiplied), FM12 (flips back to physical) and friends, for one node."""
+    node = series.node
+    expected = expected_allocatable(node.gpus, intent, hami_split)
+    values = series.values
+    where = f"node {node.name} (status.allocatable[{GPU}])"
+    if allocatable_settled(values, expected, settle):
+        return []
+    rule = _device_plugin_id(intent)
+    shown = " -> ".join("none" if v is None else str(v) for v in values) or "not read"
+    if not series.found:
+        return [_finding(rule, f"node {node.name} is not in the cluster", where,
+                         "each `gpuplane:nodes[].name` must be the Kubernetes node name "
+                         "(`kubectl get nodes`)")]
+    last = values[-1] if values else None
+    if last is None:
+        return [_finding(rule, f"node {node.name} advertises no {GPU} (expected {expected}; "
+                         f"seen {shown})", where, _device_plugin_fix(intent, node.name))]
+    if intent.device_plugin == "hami":
+        if expected != node.gpus and node.gpus in values:
+            return [_finding("FM12", f"node {node.name}: {GPU} flips back to the physical "
+                             f"count {node.gpus} (HAMi's split is {expected}; seen {shown}): "
+                             "two device plugins are registering the resource", where,
+                             "disable the operator's device plugin when HAMi manages the GPUs "
+                             "(gpuplane sets `devicePlugin.enabled: false`; remove any "
+                             "override in `gpuplane:gpuOperator.values`)")]
+        return [_finding("FM13", f"node {node.name}: {GPU} is {last}, HAMi should split "
+                         f"{node.gpus} GPU(s) into {expected} (seen {shown})", where,
+                         "set `gpuplane:hami.deviceSplitCount` as intended and "
+                         "`gpuplane:nodes[].gpus` to the node's physical GPU count")]
+    if intent.time_slicing_replicas > 1:
+        what = ("not multiplied: it is the physical count" if last == node.gpus
+                else f"{last}, not the expected")
+        return [_finding("FM10", f"node {node.name}: {GPU} is {what} ({node.gpus} GPU(s) x "
+                         f"{intent.time_slicing_replicas} replicas = {expected}; seen "
+                         f"{shown})", where,
+                         "make the time-slicing config reach the device plugin: "
+                         "`sharing.timeSlicing.resources` from "
+                         "`gpuplane:timeSlicing.replicas`, the ConfigMap named by "
+                         "`gpuplane:timeSlicing.configMap` in `gpuplane:gpuOperator.namespace`, "
+                         "and a device plugin restart after changes")]
+    return [_finding("FM08", f"node {node.name}: {GPU} is {last}, the stack says {node.gpus} "
+                     f"(seen {shown})", where,
+                     "set `gpuplane:nodes[].gpus` to the node's GPU count; if it is right, a "
+                     "GPU has fallen off (check `nvidia-smi` and Xid errors on the node)")]
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def render_failure(title: str, findings: Sequence[Finding],
+                   runs: Sequence[PodRun] = ()) -> str:
+    """The text `pulumi up` shows: each finding with its fix, then the pods' output."""
+    lines = [f"gpuplane check failed: {title}"]
+    for f in findings:
+        lines += [f"[{f.id}] {f.message}", f"    where: {f.where}", f"    fix: {f.fix}"]
+    for run in runs:
+        if not run.log:
+            continue
+        lines.append(f"--- pod {run.name} on {run.node or '?'} ({run.phase}, exit "
+                     f"{run.exit_code}); last lines of its output:")
+        lines.append(log_tail(run.log))
+    return "\n".join(lines)
+
+
+def report_summary(report: dict[str, Any] | None) -> dict[str, Any]:
+    """The few facts of a passing probe worth keeping as outputs."""
+    if not report:
+        return {}
+    devices = report.get("devices") or []
+    return {
+        "driver": report.get("driver_version"),
+        "gpus": [{"name": d.get("name"), "uuid": d.get("uuid"),
+                  "memoryMib": d.get("memory_total_mib"),
+                  "kernelMs": (d.get("kernel") or {}).get("kernel_ms")} for d in devices],
+    }
+
+
+__all__ = [
+    "HAMI_DEFAULT_SPLIT",
+    "AllocatableSeries",
+    "PodRun",
+    "allocatable_findings",
+    "allocatable_of",
+    "allocatable_settled",
+    "classify",
+    "event_texts",
+    "expected_allocatable",
+    "hami_memory_findings",
+    "job_findings",
+    "log_tail",
+    "overlap",
+    "overlap_impossible",
+    "parse_probe_report",
+    "pod_run",
+    "probe_findings",
+    "render_failure",
+    "report_summary",
+    "run_findings",
+    "sharing_summary",
+    "timeslicing_findings",
+    "uuids",
+    "vectoradd_findings",
+]

@@ -1,0 +1,1371 @@
+#!/bin/sh
+# gpuplane node agent: change a node's containerd configuration without ever leaving
+# containerd worse than it was found.
+#
+#   apply    write the planned files (the plan follows this script on stdin, or
+#            --payload FILE), check the merged config with the node's own
+#            `containerd config dump`, restart containerd only when the effective config
+#            changed, wait until the CRI answers; on any failure put every file back,
+#            restart again if it had restarted, and exit non-zero.
+#   status   one JSON object: effective runtimes, default runtime, sha256 of the
+#            effective config, drift from what was applied.
+#   restore  put back the originals gpuplane replaced (byte-exact; files it created are
+#            removed), restart only if the effective config changed, check that runc
+#            serves and that nvidia is not left as the default runtime.
+#
+# Plain POSIX sh plus coreutils or busybox (sha256sum, awk, sed, mktemp, readlink). Runs
+# as root. Every path may be placed under a stand-in root (--root DIR) and the restart,
+# readiness and containerd commands can be replaced, so tests drive it against real
+# containerd daemons. State, backups and the lock live in <root>/var/lib/gpuplane.
+#
+# Exit codes: 0 done; 1 failed and the node was restored; 2 refused before changing
+# anything (bad plan, wrong node, broken current config); 3 failed and the node could
+# not be fully restored (a person has to look).
+
+GP_AGENT_VERSION=1
+GP_PROG=gpuplane-agent
+GP_NL='
+'
+GP_TAB='	'
+
+gp_usage() {
+	cat <<'EOF_USAGE'
+usage: sh agent.sh MODE [options]          (apply reads its plan from stdin or --payload)
+modes: apply | status | restore | help
+  --root DIR            directory standing in for / (tests, chroots)
+  --containerd PATH     containerd binary used for `config dump` (default: the plan's)
+  --ctr PATH            ctr binary for the default readiness check
+  --address SOCKET      socket the readiness check dials (default: the plan's, under --root)
+  --restart-cmd CMD     command that restarts containerd (default: the plan's)
+  --ready-cmd CMD       command that succeeds once the CRI serves (default: crictl info,
+                        else the cri plugin's status in `ctr plugins ls`)
+  --ready-timeout SEC   how long to wait for the CRI after a restart (default 120)
+  --lock-timeout SEC    how long to wait for another run of the agent (default 600)
+  --plan-id ID          restore only if ID is the plan applied last (replacement-safe delete)
+  --payload FILE        apply: read the plan from FILE instead of stdin
+EOF_USAGE
+}
+
+gp_say() { printf '%s: %s\n' "$GP_PROG" "$*" >&2; }
+
+# ---------------------------------------------------------------------------------------
+# Exit handling: the stage dir goes, the lock is released; an interrupted transaction is
+# rolled back when a signal arrives (SIGKILL cannot be caught: the journal covers that).
+
+gp_on_exit() {
+	[ -n "${GP_STAGE:-}" ] && rm -rf "$GP_STAGE"
+	gp_unlock
+	[ -n "${GP_STATE:-}" ] && rmdir "$GP_STATE" 2>/dev/null
+	:
+}
+
+gp_on_signal() {
+	trap '' INT TERM HUP
+	if [ "${GP_TXN_OPEN:-0}" = 1 ]; then
+		gp_say "interrupted by SIG$1: restoring the files changed so far"
+		gp_rollback
+		gp_finish_fail "interrupted by SIG$1"
+	fi
+	exit 130
+}
+
+# gp_fail CODE MESSAGE: end the run. With an open transaction the node is restored first
+# and the message says so.
+gp_fail() {
+	gp_fail_code=$1
+	shift
+	if [ "${GP_TXN_OPEN:-0}" = 1 ]; then
+		gp_say "$*"
+		gp_rollback
+		gp_finish_fail "$*"
+	fi
+	gp_say "$*"
+	gp_json_result false "$*" "${gp_fail_restored:-}"
+	exit "$gp_fail_code"
+}
+
+gp_finish_fail() {
+	if [ "$GP_ROLLBACK_OK" = 1 ]; then
+		gp_say "the node was restored to its previous files${GP_ROLLBACK_NOTE}"
+		gp_json_result false "$1" true
+		exit 1
+	fi
+	gp_say "RESTORE INCOMPLETE: $GP_ROLLBACK_ERR; backups are in $GP_TXN"
+	gp_json_result false "$1; restore incomplete: $GP_ROLLBACK_ERR" false
+	exit 3
+}
+
+# ---------------------------------------------------------------------------------------
+# Arguments and payload
+
+gp_begin() {
+	GP_MODE=${1:-help}
+	[ $# -gt 0 ] && shift
+	GP_ROOT=
+	GP_OPT_CONTAINERD=
+	GP_OPT_CTR=
+	GP_OPT_ADDRESS=
+	GP_OPT_RESTART=
+	GP_OPT_READY=
+	GP_READY_TIMEOUT=120
+	GP_LOCK_TIMEOUT=600
+	GP_OPT_PLAN_ID=
+	GP_PAYLOAD=
+	while [ $# -gt 0 ]; do
+		gp_opt=$1
+		case $gp_opt in
+		--*=*)
+			gp_val=${gp_opt#*=}
+			gp_opt=${gp_opt%%=*}
+			shift
+			;;
+		--*)
+			if [ $# -lt 2 ]; then
+				gp_say "option $gp_opt needs a value"
+				exit 2
+			fi
+			gp_val=$2
+			shift 2
+			;;
+		*)
+			gp_say "unexpected argument '$gp_opt'"
+			gp_usage >&2
+			exit 2
+			;;
+		esac
+		case $gp_opt in
+		--root) GP_ROOT=$gp_val ;;
+		--containerd) GP_OPT_CONTAINERD=$gp_val ;;
+		--ctr) GP_OPT_CTR=$gp_val ;;
+		--address) GP_OPT_ADDRESS=$gp_val ;;
+		--restart-cmd) GP_OPT_RESTART=$gp_val ;;
+		--ready-cmd) GP_OPT_READY=$gp_val ;;
+		--ready-timeout) GP_READY_TIMEOUT=$gp_val ;;
+		--lock-timeout) GP_LOCK_TIMEOUT=$gp_val ;;
+		--plan-id) GP_OPT_PLAN_ID=$gp_val ;;
+		--payload) GP_PAYLOAD=$gp_val ;;
+		*)
+			gp_say "unknown option $gp_opt"
+			gp_usage >&2
+			exit 2
+			;;
+		esac
+	done
+	for gp_n in "$GP_READY_TIMEOUT" "$GP_LOCK_TIMEOUT"; do
+		case $gp_n in
+		'' | *[!0-9]*)
+			gp_say "timeouts are whole seconds, got '$gp_n'"
+			exit 2
+			;;
+		esac
+	done
+	case $GP_ROOT in
+	'' | /) GP_ROOT= ;;
+	/*) GP_ROOT=${GP_ROOT%/} ;;
+	*)
+		gp_say "--root must be an absolute path, got '$GP_ROOT'"
+		exit 2
+		;;
+	esac
+	if [ -n "$GP_ROOT" ] && [ ! -d "$GP_ROOT" ]; then
+		gp_say "--root $GP_ROOT is not a directory"
+		exit 2
+	fi
+	GP_STATE=$GP_ROOT/var/lib/gpuplane
+	GP_TXN=$GP_STATE/backup/txn
+	GP_ORIG=$GP_STATE/backup/originals
+	GP_MANIFEST=$GP_STATE/manifest
+	GP_STATEFILE=$GP_STATE/state
+	GP_LOCK=$GP_STATE/lock
+	GP_LOCKED=0
+	GP_TXN_OPEN=0
+	GP_RESTARTED=0
+	GP_ROLLBACK_OK=1
+	GP_ROLLBACK_NOTE=
+	GP_ROLLBACK_ERR=
+	GP_HAVE_PLAN=0
+	GP_NFILES=0
+	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
+	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION=''
+	gp_now_ms
+	GP_T0=$GP_MS
+	GP_T_RESTART=
+	GP_T_READY=
+	trap gp_on_exit EXIT
+	trap 'gp_on_signal INT' INT
+	trap 'gp_on_signal TERM' TERM
+	trap 'gp_on_signal HUP' HUP
+	GP_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/gpuplane-agent.XXXXXX") || {
+		gp_say "cannot create a temporary directory in ${TMPDIR:-/tmp}"
+		exit 2
+	}
+	: >"$GP_STAGE/files"
+}
+
+# gp_plan KEY VALUE: one setting of the plan (written by components/agent.py).
+gp_plan() {
+	case $2 in
+	*"$GP_NL"* | *"$GP_TAB"*)
+		gp_say "payload: value of '$1' contains a tab or newline"
+		exit 2
+		;;
+	esac
+	case $1 in
+	id) P_ID=$2 ;;
+	distro) P_DISTRO=$2 ;;
+	containerd_version) P_VERSION=$2 ;;
+	config) P_CONFIG=$2 ;;
+	template) P_TEMPLATE=$2 ;;
+	socket) P_SOCKET=$2 ;;
+	containerd) P_CONTAINERD=$2 ;;
+	restart) P_RESTART=$2 ;;
+	edit) P_EDITS=$P_EDITS$2$GP_NL ;;
+	runtime) P_RUNTIMES=$P_RUNTIMES$2$GP_NL ;;
+	default) P_DEFAULT=$2 ;;
+	nvidia) P_NVIDIA=$2 ;;
+	*)
+		gp_say "payload: unknown plan key '$1' (agent and payload from different versions?)"
+		exit 2
+		;;
+	esac
+	GP_HAVE_PLAN=1
+}
+
+# gp_file PATH SHA256 FINAL_NEWLINE <<'DELIMITER': one planned file, verbatim.
+gp_file() {
+	gp_check_path "$1" || exit 2
+	GP_NFILES=$((GP_NFILES + 1))
+	gp_f=$GP_STAGE/f$GP_NFILES
+	if [ "$3" = 1 ]; then
+		cat >"$gp_f"
+	else
+		awk 'NR > 1 { printf "\n" } { printf "%s", $0 }' >"$gp_f"
+	fi
+	printf '%s\t%s\t%s\n' "$1" "$2" "$gp_f" >>"$GP_STAGE/files"
+}
+
+gp_check_path() {
+	case $1 in
+	/*) ;;
+	*)
+		gp_say "payload: '$1' is not an absolute path"
+		return 1
+		;;
+	esac
+	case $1 in
+	*"$GP_NL"* | *"$GP_TAB"* | */../* | */.. | */./* | */. | *//* | */)
+		gp_say "payload: refusing the path '$1' (.., //, tab, newline or trailing /)"
+		return 1
+		;;
+	esac
+	return 0
+}
+
+gp_end() {
+	case $GP_MODE in
+	apply) gp_apply ;;
+	status) gp_status ;;
+	restore) gp_restore ;;
+	help | -h | --help) gp_usage ;;
+	*)
+		gp_say "unknown mode '$GP_MODE'"
+		gp_usage >&2
+		exit 2
+		;;
+	esac
+}
+
+# ---------------------------------------------------------------------------------------
+# Small helpers
+
+# GP_MS: milliseconds of uptime (10 ms resolution, no fork).
+gp_now_ms() {
+	read -r gp_up _ </proc/uptime
+	gp_s=${gp_up%.*}
+	gp_c=${gp_up#*.}
+	gp_c=${gp_c#0}
+	GP_MS=$((gp_s * 1000 + gp_c * 10))
+}
+
+gp_sleep() { sleep 0.1 2>/dev/null || sleep 1; }
+
+# gp_sha FILE: sha256 of FILE, "-" when it does not exist.
+gp_sha() {
+	if [ -f "$1" ] || [ -L "$1" ]; then
+		gp_sha_out=$(sha256sum <"$1") || return 1
+		printf '%s\n' "${gp_sha_out%% *}"
+	else
+		printf '%s\n' -
+	fi
+}
+
+# gp_js STRING: STRING as a JSON string.
+gp_js() {
+	case $1 in
+	*[\"\\]*) printf '%s' "$1" | awk "$GP_AWK_JSTR"' { printf "%s", jstr($0) }' ;;
+	*) printf '"%s"' "$1" ;;
+	esac
+}
+
+GP_AWK_JSTR='
+function jstr(s,   i, c, o) {
+	o = ""
+	for (i = 1; i <= length(s); i++) {
+		c = substr(s, i, 1)
+		if (c == "\\" || c == "\"") o = o "\\" c
+		else if (c == "\t") o = o "\\t"
+		else if (c == "\n") o = o "\\n"
+		else if (c == "\r") o = o "\\r"
+		else o = o c
+	}
+	return "\"" o "\""
+}'
+
+# The effective CRI runtimes from a `containerd config dump` (1.x: version 2 dump,
+# "io.containerd.grpc.v1.cri"; 2.x: version 3, "io.containerd.cri.v1.runtime").
+# Prints: "default<TAB>name", "cdi<TAB>bool" and one
+# "runtime<TAB>name<TAB>runtime_type<TAB>BinaryName<TAB>SystemdCgroup" per runtime.
+GP_AWK_FACTS='
+function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
+function unq(s,   q, o, i, c) {
+	s = trim(s)
+	q = substr(s, 1, 1)
+	if (length(s) >= 2 && q == "\047" && substr(s, length(s), 1) == q)
+		return substr(s, 2, length(s) - 2)
+	if (length(s) >= 2 && q == "\"" && substr(s, length(s), 1) == q) {
+		s = substr(s, 2, length(s) - 2)
+		o = ""
+		for (i = 1; i <= length(s); i++) {
+			c = substr(s, i, 1)
+			if (c == "\\" && i < length(s)) {
+				i++
+				c = substr(s, i, 1)
+				if (c == "n") c = "\n"
+				else if (c == "t") c = "\t"
+			}
+			o = o c
+		}
+		return o
+	}
+	return s
+}
+function splitkey(s, parts,   n, i, c, cur, q) {
+	n = 0; cur = ""; q = ""
+	for (i = 1; i <= length(s); i++) {
+		c = substr(s, i, 1)
+		if (q != "") {
+			cur = cur c
+			if (c == q) q = ""
+			else if (c == "\\" && q == "\"") { i++; cur = cur substr(s, i, 1) }
+			continue
+		}
+		if (c == "\"" || c == "\047") { q = c; cur = cur c; continue }
+		if (c == ".") { parts[++n] = unq(cur); cur = ""; continue }
+		cur = cur c
+	}
+	parts[++n] = unq(cur)
+	return n
+}
+function runtime(name) {
+	if (!(name in seen)) { seen[name] = 1; names[++nrt] = name }
+}
+/^[ \t]*\[\[/ { sect = ""; next }
+/^[ \t]*\[/ {
+	h = trim($0)
+	h = substr(h, 2, length(h) - 2)
+	n = splitkey(h, p)
+	sect = ""
+	if (n >= 2 && p[1] == "plugins" && \
+	    (p[2] == "io.containerd.grpc.v1.cri" || p[2] == "io.containerd.cri.v1.runtime")) {
+		if (n == 2) sect = "cri"
+		else if (n == 3 && p[3] == "containerd") sect = "ctd"
+		else if (n >= 5 && p[3] == "containerd" && p[4] == "runtimes") {
+			name = p[5]
+			runtime(name)
+			if (n == 5) sect = "rt"
+			else if (n == 6 && p[6] == "options") sect = "opt"
+		}
+	}
+	next
+}
+/=/ {
+	if (sect == "") next
+	k = $0; sub(/=.*/, "", k); k = unq(k)
+	v = $0; sub(/^[^=]*=/, "", v); v = trim(v)
+	if (sect == "cri" && k == "enable_cdi") cdi = v
+	else if (sect == "ctd" && k == "default_runtime_name") def = unq(v)
+	else if (sect == "rt" && k == "runtime_type") rtype[name] = unq(v)
+	else if (sect == "opt" && k == "BinaryName") rbin[name] = unq(v)
+	else if (sect == "opt" && k == "SystemdCgroup") rsys[name] = v
+}
+END {
+	printf "default\t%s\n", def
+	if (cdi != "") printf "cdi\t%s\n", cdi
+	for (i = 1; i <= nrt; i++) {
+		n = names[i]
+		printf "runtime\t%s\t%s\t%s\t%s\n", n, rtype[n], rbin[n], rsys[n]
+	}
+}'
+
+# ---------------------------------------------------------------------------------------
+# containerd: config dump, facts, checks
+
+# gp_dump CONFIG(node path) NAME: dump into $GP_STAGE/NAME.{toml,err,facts,sha}.
+# Runs from the root as systemd does (1.6 resolves relative glob imports against it).
+gp_dump() {
+	gp_d_out=$GP_STAGE/$2
+	if ! (cd "${GP_ROOT:-/}" && exec "$GP_CONTAINERD" --config "$GP_ROOT$1" config dump) \
+		>"$gp_d_out.toml" 2>"$gp_d_out.err" </dev/null; then
+		GP_DUMP_ERR=$(grep -v '^time=' "$gp_d_out.err" | tail -n 3 | tr '\n' ' ')
+		[ -n "$GP_DUMP_ERR" ] || GP_DUMP_ERR=$(tail -n 3 "$gp_d_out.err" | tr '\n' ' ')
+		return 1
+	fi
+	awk "$GP_AWK_FACTS" "$gp_d_out.toml" >"$gp_d_out.facts"
+	# `imports` lists file names (1.x) or globs (2.x), not settings: leave it out.
+	gp_d_sha=$(sed '/^imports[ 	]*=/d' "$gp_d_out.toml" | sha256sum)
+	printf '%s\n' "${gp_d_sha%% *}" >"$gp_d_out.sha"
+	return 0
+}
+
+gp_default_of() { awk -F '\t' '$1 == "default" { print $2 }' "$GP_STAGE/$1.facts"; }
+gp_runtimes_of() { awk -F '\t' '$1 == "runtime" { printf "%s ", $2 }' "$GP_STAGE/$1.facts"; }
+gp_has_runtime() {
+	awk -F '\t' -v n="$2" '$1 == "runtime" && $2 == n { f = 1 } END { exit !f }' \
+		"$GP_STAGE/$1.facts"
+}
+
+# gp_check NAME WANT_DEFAULT: does the dump NAME keep what the plan promises?
+gp_check() {
+	gp_ck_def=$(gp_default_of "$1")
+	gp_ck_all=$(gp_runtimes_of "$1")
+	gp_ck_names="runc$GP_NL$P_RUNTIMES"
+	gp_ck_ifs=$IFS
+	IFS=$GP_NL
+	for gp_ck_rt in $gp_ck_names; do
+		[ -n "$gp_ck_rt" ] || continue
+		if ! gp_has_runtime "$1" "$gp_ck_rt"; then
+			IFS=$gp_ck_ifs
+			GP_CHECK_ERR="the merged config has no runtime '$gp_ck_rt' (runtimes: ${gp_ck_all:-none}); on containerd 1.x a later file replaces the whole CRI table (FM02)"
+			return 1
+		fi
+	done
+	IFS=$gp_ck_ifs
+	if [ -z "$gp_ck_def" ] || ! gp_has_runtime "$1" "$gp_ck_def"; then
+		gp_ck_set=$(gp_setters "$gp_ck_def")
+		GP_CHECK_ERR="the default runtime '$gp_ck_def' is not among the runtimes (${gp_ck_all:-none})${gp_ck_set:+, default set in $gp_ck_set}: the CRI plugin would not load (FM09)"
+		return 1
+	fi
+	if [ -n "$2" ] && [ "$gp_ck_def" != "$2" ]; then
+		GP_CHECK_ERR="the default runtime is '$gp_ck_def', the plan expects '$2'"
+		return 1
+	fi
+	return 0
+}
+
+# gp_setters NAME: the files next to the config that set default_runtime_name = NAME.
+gp_setters() {
+	grep -l -s -e "default_runtime_name *= *[\"']${1}[\"']" "$GP_ROOT$P_CONFIG" \
+		"$GP_ROOT$(dirname "$P_CONFIG")"/*/*.toml 2>/dev/null | sed "s|^$GP_ROOT||" |
+		tr '\n' ' ' | sed 's/ $//'
+}
+
+# The config the distribution will generate from the template, when it can be previewed
+# (a template without Go template actions is the config itself).
+# Sets GP_PREVIEW to a node path, or empty when only a restart can tell.
+gp_preview_path() {
+	GP_PREVIEW=
+	if [ -z "$P_TEMPLATE" ]; then
+		GP_PREVIEW=$P_CONFIG
+		return 0
+	fi
+	[ -f "$GP_ROOT$P_TEMPLATE" ] || return 0
+	grep -q '{{' "$GP_ROOT$P_TEMPLATE" && return 0
+	gp_pv=$(dirname "$P_CONFIG")/.$(basename "$P_CONFIG").gpuplane-preview
+	cp "$GP_ROOT$P_TEMPLATE" "$GP_ROOT$gp_pv" || return 1
+	GP_PREVIEW=$gp_pv
+	GP_PREVIEW_TMP=$GP_ROOT$gp_pv
+	return 0
+}
+
+gp_preview_done() {
+	[ -n "${GP_PREVIEW_TMP:-}" ] && rm -f "$GP_PREVIEW_TMP"
+	GP_PREVIEW_TMP=
+}
+
+gp_containerd_version() {
+	"$GP_CONTAINERD" --version </dev/null 2>/dev/null | awk '{
+		for (i = 1; i <= NF; i++) if ($i ~ /^v?[0-9]+\.[0-9]+/) {
+			v = $i; sub(/^v/, "", v); split(v, p, "."); print p[1] "." p[2]; exit
+		}
+	}'
+}
+
+# ---------------------------------------------------------------------------------------
+# Restart and readiness
+
+gp_restart() {
+	gp_say "restarting containerd: $GP_RESTART"
+	gp_now_ms
+	gp_rs_t0=$GP_MS
+	GP_RESTARTED=1
+	if ! sh -c "$GP_RESTART" </dev/null >"$GP_STAGE/restart.out" 2>&1; then
+		GP_RESTART_ERR="'$GP_RESTART' failed: $(tail -n 3 "$GP_STAGE/restart.out" | tr '\n' ' ')"
+		return 1
+	fi
+	gp_now_ms
+	GP_T_RESTART=$((GP_MS - gp_rs_t0))
+	if ! gp_wait_ready; then
+		GP_RESTART_ERR="the CRI did not answer within ${GP_READY_TIMEOUT}s after the restart ($GP_READY_ERR)"
+		return 1
+	fi
+	gp_now_ms
+	GP_T_READY=$((GP_MS - gp_rs_t0))
+	return 0
+}
+
+gp_ready_once() {
+	if [ -n "$GP_OPT_READY" ]; then
+		sh -c "$GP_OPT_READY" </dev/null >"$GP_STAGE/ready.out" 2>&1 && return 0
+		GP_READY_ERR="'$GP_OPT_READY' failed: $(tail -n 2 "$GP_STAGE/ready.out" | tr '\n' ' ')"
+		return 1
+	fi
+	gp_sock=${GP_OPT_ADDRESS:-$GP_ROOT$P_SOCKET}
+	if [ ! -S "$gp_sock" ]; then
+		GP_READY_ERR="no socket at $gp_sock"
+		return 1
+	fi
+	if [ -z "$GP_OPT_CTR" ] && command -v crictl >/dev/null 2>&1; then
+		crictl --runtime-endpoint "unix://$gp_sock" --timeout 2s info \
+			</dev/null >"$GP_STAGE/ready.out" 2>&1 && return 0
+		GP_READY_ERR="crictl info: $(tail -n 2 "$GP_STAGE/ready.out" | tr '\n' ' ')"
+		return 1
+	fi
+	gp_ctr=$GP_OPT_CTR
+	if [ -z "$gp_ctr" ]; then
+		gp_ctr=$(dirname "$GP_CONTAINERD")/ctr
+		[ -x "$gp_ctr" ] || gp_ctr=$(command -v ctr 2>/dev/null)
+	fi
+	if [ -z "$gp_ctr" ]; then
+		GP_READY_ERR="neither crictl nor ctr found: pass --ready-cmd"
+		return 1
+	fi
+	# The daemon serving is not enough: the CRI plugin must have loaded (it does not when
+	# the default runtime is missing, and the kubelet then sees a dead runtime).
+	gp_cri=$("$gp_ctr" --address "$gp_sock" --connect-timeout 2s plugins ls \
+		</dev/null 2>"$GP_STAGE/ready.out" |
+		awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }')
+	[ "$gp_cri" = ok ] && return 0
+	GP_READY_ERR="cri plugin status '${gp_cri:-absent}' $(tail -n 1 "$GP_STAGE/ready.out")"
+	return 1
+}
+
+gp_wait_ready() {
+	gp_now_ms
+	gp_wr_end=$((GP_MS + GP_READY_TIMEOUT * 1000))
+	while :; do
+		gp_ready_once && return 0
+		gp_now_ms
+		[ "$GP_MS" -ge "$gp_wr_end" ] && return 1
+		gp_sleep
+	done
+}
+
+# ---------------------------------------------------------------------------------------
+# The lock: a symlink whose target names its owner ("pid:starttime"), created atomically.
+# An owner that is gone (or whose pid was reused) is stale and its lock is broken.
+
+gp_starttime() {
+	gp_st_line=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	gp_st_rest=${gp_st_line##*) }
+	# shellcheck disable=SC2086
+	set -- $gp_st_rest
+	shift 19
+	printf '%s\n' "$1"
+}
+
+gp_owner_alive() {
+	gp_oa_pid=${1%%:*}
+	gp_oa_start=${1#*:}
+	[ -d "/proc/$gp_oa_pid" ] || return 1
+	[ "$(gp_starttime "$gp_oa_pid")" = "$gp_oa_start" ]
+}
+
+gp_lock() {
+	if ! mkdir -p "$GP_STATE" || ! chmod 700 "$GP_STATE"; then
+		gp_say "cannot create $GP_STATE"
+		exit 2
+	fi
+	GP_ME="$$:$(gp_starttime $$)"
+	gp_now_ms
+	gp_lk_end=$((GP_MS + GP_LOCK_TIMEOUT * 1000))
+	gp_lk_said=0
+	while :; do
+		if ln -s "$GP_ME" "$GP_LOCK" 2>/dev/null; then
+			GP_LOCKED=1
+			return 0
+		fi
+		gp_lk_owner=$(readlink "$GP_LOCK" 2>/dev/null) || continue
+		if ! gp_owner_alive "$gp_lk_owner"; then
+			# Break it under a second lock, re-checking the owner: two waiters must not
+			# both break, the second removing the first one's fresh lock.
+			if ln -s "$GP_ME" "$GP_LOCK.break" 2>/dev/null; then
+				if [ "$(readlink "$GP_LOCK" 2>/dev/null)" = "$gp_lk_owner" ]; then
+					rm -f "$GP_LOCK"
+					gp_say "removed the stale lock of pid ${gp_lk_owner%%:*} (no longer running)"
+				fi
+				rm -f "$GP_LOCK.break"
+			else
+				gp_lk_breaker=$(readlink "$GP_LOCK.break" 2>/dev/null) &&
+					! gp_owner_alive "$gp_lk_breaker" && rm -f "$GP_LOCK.break"
+			fi
+			continue
+		fi
+		if [ "$gp_lk_said" = 0 ]; then
+			gp_say "waiting for another gpuplane agent run (pid ${gp_lk_owner%%:*}) to finish"
+			gp_lk_said=1
+		fi
+		gp_now_ms
+		if [ "$GP_MS" -ge "$gp_lk_end" ]; then
+			gp_say "another gpuplane agent run (pid ${gp_lk_owner%%:*}) still holds $GP_LOCK after ${GP_LOCK_TIMEOUT}s; nothing changed"
+			exit 2
+		fi
+		gp_sleep
+	done
+}
+
+gp_unlock() {
+	if [ "${GP_LOCKED:-0}" = 1 ] && [ "$(readlink "$GP_LOCK" 2>/dev/null)" = "$GP_ME" ]; then
+		rm -f "$GP_LOCK"
+	fi
+	GP_LOCKED=0
+}
+
+# ---------------------------------------------------------------------------------------
+# Files: byte-exact backups and atomic replacement
+
+# gp_save NODEPATH DIR: keep the file's bytes, mode and owner under DIR, or record that it
+# did not exist.
+gp_save() {
+	gp_sv_dst=$2$1
+	mkdir -p "$(dirname "$gp_sv_dst")" || return 1
+	rm -f "$gp_sv_dst" "$gp_sv_dst.gpuplane-absent"
+	if [ -e "$GP_ROOT$1" ]; then
+		cp -p "$GP_ROOT$1" "$gp_sv_dst"
+	else
+		: >"$gp_sv_dst.gpuplane-absent"
+	fi
+}
+
+# gp_saved_sha NODEPATH DIR: sha of a saved copy ("-" when it recorded absence).
+gp_saved_sha() {
+	if [ -e "$2$1.gpuplane-absent" ]; then printf '%s\n' -; else gp_sha "$2$1"; fi
+}
+
+# gp_put SRC NODEPATH [keep]: replace the file with SRC's bytes through a temp file in the
+# same directory and a rename. "keep" takes mode, owner and times from SRC (a backup);
+# otherwise an existing file keeps its own and a new one gets 0644.
+gp_put() {
+	gp_pt_dst=$GP_ROOT$2
+	gp_pt_tmp=$(dirname "$gp_pt_dst")/.$(basename "$gp_pt_dst").gpuplane-tmp
+	rm -f "$gp_pt_tmp"
+	if [ "${3:-}" = keep ]; then
+		cp -p "$1" "$gp_pt_tmp" || return 1
+	elif [ -e "$gp_pt_dst" ]; then
+		cp -p "$gp_pt_dst" "$gp_pt_tmp" && cat "$1" >"$gp_pt_tmp" || return 1
+	else
+		cat "$1" >"$gp_pt_tmp" && chmod 644 "$gp_pt_tmp" || return 1
+	fi
+	mv -f "$gp_pt_tmp" "$gp_pt_dst"
+}
+
+# gp_put_saved NODEPATH DIR: bring back what gp_save kept.
+gp_put_saved() {
+	if [ -e "$2$1.gpuplane-absent" ]; then
+		rm -f "$GP_ROOT$1"
+	else
+		gp_put "$2$1" "$1" keep
+	fi
+}
+
+# gp_mkparents NODEPATH LIST: create missing parent directories, recording each in LIST.
+gp_mkparents() {
+	gp_mp_dir=$(dirname "$1")
+	gp_mp_new=
+	while [ ! -d "$GP_ROOT$gp_mp_dir" ]; do
+		gp_mp_new=$gp_mp_dir$GP_NL$gp_mp_new
+		gp_mp_dir=$(dirname "$gp_mp_dir")
+	done
+	gp_mp_ifs=$IFS
+	IFS=$GP_NL
+	for gp_mp_d in $gp_mp_new; do
+		IFS=$gp_mp_ifs
+		mkdir "$GP_ROOT$gp_mp_d" && chmod 755 "$GP_ROOT$gp_mp_d" || return 1
+		printf '%s\n' "$gp_mp_d" >>"$2"
+	done
+	IFS=$gp_mp_ifs
+	return 0
+}
+
+# gp_rmdirs LIST: remove the recorded directories if empty, deepest first.
+gp_rmdirs() {
+	[ -f "$1" ] || return 0
+	sort -r "$1" | while IFS= read -r gp_rd; do
+		[ -n "$gp_rd" ] && rmdir "$GP_ROOT$gp_rd" 2>/dev/null
+	done
+	return 0
+}
+
+gp_write_atomic() { # FILE: replace FILE with stdin
+	cat >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+}
+
+gp_sync() { sync; }
+
+# ---------------------------------------------------------------------------------------
+# The transaction journal: backup/txn holds every touched file as it was before this run
+# (and the phase reached). Its presence means "a run may have left the node half-changed".
+
+# gp_txn_begin LIST: LIST holds node paths, one per line.
+gp_txn_begin() {
+	rm -rf "$GP_TXN.new"
+	mkdir -p "$GP_TXN.new/files" || return 1
+	while IFS= read -r gp_tb; do
+		[ -n "$gp_tb" ] || continue
+		gp_save "$gp_tb" "$GP_TXN.new/files" || return 1
+		printf '%s\n' "$gp_tb" >>"$GP_TXN.new/list"
+	done <"$1"
+	: >"$GP_TXN.new/dirs"
+	echo write >"$GP_TXN.new/phase"
+	gp_sync
+	mv "$GP_TXN.new" "$GP_TXN" || return 1
+	GP_TXN_OPEN=1
+}
+
+gp_txn_phase() { printf '%s\n' "$1" | gp_write_atomic "$GP_TXN/phase"; }
+
+gp_txn_commit() {
+	rm -rf "$GP_TXN"
+	GP_TXN_OPEN=0
+}
+
+# Put every file of the journal back; restart again if containerd may have restarted.
+gp_rollback() {
+	GP_ROLLBACK_OK=1
+	GP_ROLLBACK_ERR=
+	GP_ROLLBACK_NOTE=
+	gp_preview_done
+	[ -d "$GP_TXN" ] || return 0
+	gp_rb_phase=$(cat "$GP_TXN/phase" 2>/dev/null)
+	while IFS= read -r gp_rb; do
+		[ -n "$gp_rb" ] || continue
+		if ! gp_put_saved "$gp_rb" "$GP_TXN/files"; then
+			GP_ROLLBACK_OK=0
+			GP_ROLLBACK_ERR="could not put back $gp_rb"
+		fi
+	done <"$GP_TXN/list"
+	gp_rmdirs "$GP_TXN/dirs"
+	gp_sync
+	if [ "$GP_RESTARTED" = 1 ] || [ "$gp_rb_phase" = restart ]; then
+		gp_say "restarting containerd again on the restored files"
+		if gp_restart; then
+			GP_ROLLBACK_NOTE=", and containerd was restarted on them and serves"
+		else
+			GP_ROLLBACK_OK=0
+			GP_ROLLBACK_ERR="files restored, but containerd did not come back on them: $GP_RESTART_ERR"
+		fi
+	fi
+	if [ "$GP_ROLLBACK_OK" = 1 ]; then
+		rm -rf "$GP_TXN"
+		GP_TXN_OPEN=0
+		# A first run that did not complete leaves nothing behind: the files are the
+		# originals again, so there is nothing to restore later.
+		[ -z "$S_ID" ] && gp_clean_state
+	fi
+}
+
+# A journal left by a run that was killed: undo what it did before anything else.
+gp_recover() {
+	rm -rf "$GP_TXN.new"
+	[ -d "$GP_TXN" ] || return 0
+	gp_say "an earlier run stopped half-way (phase $(cat "$GP_TXN/phase" 2>/dev/null)): restoring the files it had changed"
+	GP_TXN_OPEN=1
+	gp_rollback
+	if [ "$GP_ROLLBACK_OK" != 1 ]; then
+		gp_say "RESTORE INCOMPLETE: $GP_ROLLBACK_ERR; backups are in $GP_TXN"
+		gp_json_result false "recovery of an interrupted run failed: $GP_ROLLBACK_ERR" false
+		exit 3
+	fi
+	GP_RESTARTED=0
+}
+
+# ---------------------------------------------------------------------------------------
+# State: the plan last applied (key=value), and the manifest of managed files
+# ("file<TAB>path<TAB>sha written" and "dir<TAB>path" for directories gpuplane created).
+
+gp_load_state() {
+	[ -f "$GP_STATEFILE" ] || return 1
+	while IFS= read -r gp_ls; do
+		gp_lk=${gp_ls%%=*}
+		gp_lv=${gp_ls#*=}
+		case $gp_lk in
+		id) S_ID=$gp_lv ;;
+		distro) S_DISTRO=$gp_lv ;;
+		containerd_version) S_VERSION=$gp_lv ;;
+		config) S_CONFIG=$gp_lv ;;
+		template) S_TEMPLATE=$gp_lv ;;
+		socket) S_SOCKET=$gp_lv ;;
+		containerd) S_CONTAINERD=$gp_lv ;;
+		restart) S_RESTART=$gp_lv ;;
+		default) S_DEFAULT=$gp_lv ;;
+		nvidia) S_NVIDIA=$gp_lv ;;
+		original_default) S_ORIGINAL_DEFAULT=$gp_lv ;;
+		config_sha256) S_CONFIG_SHA=$gp_lv ;;
+		esac
+	done <"$GP_STATEFILE"
+	return 0
+}
+
+gp_state_reset() {
+	S_ID='' S_DISTRO='' S_VERSION='' S_CONFIG='' S_TEMPLATE='' S_SOCKET='' S_CONTAINERD='' S_RESTART=''
+	S_DEFAULT='' S_NVIDIA='' S_ORIGINAL_DEFAULT='' S_CONFIG_SHA=''
+}
+
+# Use the state as the plan (restore and status run without a payload).
+gp_plan_from_state() {
+	P_ID=$S_ID P_DISTRO=$S_DISTRO P_VERSION=$S_VERSION P_CONFIG=$S_CONFIG
+	P_TEMPLATE=$S_TEMPLATE P_SOCKET=$S_SOCKET P_CONTAINERD=$S_CONTAINERD
+	P_RESTART=$S_RESTART P_DEFAULT=$S_DEFAULT P_NVIDIA=$S_NVIDIA
+}
+
+gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
+	printf 'agent_version=%s\nid=%s\ndistro=%s\ncontainerd_version=%s\nconfig=%s\n' \
+		"$GP_AGENT_VERSION" "$P_ID" "$P_DISTRO" "$P_VERSION" "$P_CONFIG"
+	printf 'template=%s\nsocket=%s\ncontainerd=%s\nrestart=%s\ndefault=%s\nnvidia=%s\n' \
+		"$P_TEMPLATE" "$P_SOCKET" "$P_CONTAINERD" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
+	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
+}
+
+gp_manifest_files() { [ -f "$GP_MANIFEST" ] && awk -F '\t' '$1 == "file" { print $2 }' "$GP_MANIFEST"; }
+
+gp_install_self() {
+	if command -v gp_self >/dev/null 2>&1; then
+		gp_self >"$GP_STAGE/agent.sh" || return 1
+	else
+		return 0
+	fi
+	if [ "$(gp_sha "$GP_STAGE/agent.sh")" != "$(gp_sha "$GP_STATE/agent.sh")" ]; then
+		gp_write_atomic "$GP_STATE/agent.sh" <"$GP_STAGE/agent.sh" && chmod 700 "$GP_STATE/agent.sh"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------
+# Where the node's containerd really lives, and which one the kubelet uses
+
+gp_detect() {
+	case $P_DISTRO in
+	k8s-snap)
+		gp_lockfile=$GP_ROOT/var/snap/k8s/common/lock/.containerd-base-dir
+		gp_real=/etc/containerd/config.toml
+		gp_base=
+		if [ -f "$gp_lockfile" ]; then
+			gp_base=$(tr -d '\n\r' <"$gp_lockfile")
+			gp_base=${gp_base%/}
+			[ -n "$gp_base" ] && gp_real=$gp_base/k8s-containerd/etc/containerd/config.toml
+		elif [ ! -f "$GP_ROOT$gp_real" ] &&
+			[ -f "$GP_ROOT/var/snap/k8s/common/etc/containerd/config.toml" ]; then
+			gp_real=/var/snap/k8s/common/etc/containerd/config.toml
+		fi
+		if [ "$gp_real" != "$P_CONFIG" ]; then
+			if [ -n "$gp_base" ]; then
+				gp_fix="set \`gpuplane:cluster.containerdBaseDir: $gp_base\`"
+				gp_from="the snap's containerd base dir is $gp_base (from $gp_lockfile)"
+			else
+				gp_fix="leave \`gpuplane:cluster.containerdBaseDir\` unset"
+				gp_from="the snap uses the default containerd base dir (no custom base dir in $gp_lockfile)"
+			fi
+			gp_fail 2 "refused: $gp_from, so its containerd reads $gp_real, but the plan is for $P_CONFIG (FM01/FM17); $gp_fix; nothing changed"
+		fi
+		;;
+	esac
+	if [ ! -f "$GP_ROOT$P_CONFIG" ] && [ -n "$P_TEMPLATE" ]; then
+		gp_fail 2 "refused: $P_CONFIG does not exist: $P_DISTRO generates it when it starts, so it is not running or not installed here (check \`gpuplane:cluster.distro\`); nothing changed"
+	fi
+}
+
+# Print "source<TAB>endpoint" for every kubelet container runtime endpoint found: running
+# processes first; the usual flag and config files when no kubelet runs.
+gp_kubelet_endpoints() {
+	grep -l -e '--container-runtime-endpoint' "$GP_ROOT"/proc/[0-9]*/cmdline 2>/dev/null |
+		while IFS= read -r gp_ke; do
+			tr '\000' '\n' <"$gp_ke" 2>/dev/null | awk -v src="$gp_ke" '
+				NR == 1 { n = split($0, a, "/"); exe = a[n]
+					if (exe !~ /kubelet|kubelite|^k3s|^rke2/) exit }
+				want { print src "\t" $0; want = 0; next }
+				/^--container-runtime-endpoint=/ { v = $0; sub(/^[^=]*=/, "", v); print src "\t" v }
+				$0 == "--container-runtime-endpoint" { want = 1 }'
+		done >"$GP_STAGE/endpoints"
+	if [ -s "$GP_STAGE/endpoints" ]; then
+		cat "$GP_STAGE/endpoints"
+		return 0
+	fi
+	if [ -f "$GP_ROOT/var/lib/kubelet/config.yaml" ]; then
+		sed -n 's/^containerRuntimeEndpoint:[ 	]*["'\'']\{0,1\}\([^"'\'' 	]*\).*/\1/p' \
+			"$GP_ROOT/var/lib/kubelet/config.yaml" | sed "s|^|/var/lib/kubelet/config.yaml$GP_TAB|"
+	fi
+	for gp_kf in /var/lib/kubelet/kubeadm-flags.env /etc/default/kubelet /etc/sysconfig/kubelet \
+		/var/snap/k8s/common/args/kubelet /var/snap/microk8s/current/args/kubelet; do
+		[ -f "$GP_ROOT$gp_kf" ] || continue
+		sed -n 's/.*--container-runtime-endpoint[= ]["'\'']\{0,1\}\([^"'\'' 	]*\).*/\1/p' \
+			"$GP_ROOT$gp_kf" | sed -e 's|\${SNAP_COMMON}|/var/snap/microk8s/common|' \
+			-e 's|\${SNAP_DATA}|/var/snap/microk8s/current|' -e "s|^|$gp_kf$GP_TAB|"
+	done
+}
+
+gp_norm_socket() {
+	gp_ns=${1#unix://}
+	case $gp_ns in
+	/var/run/*) gp_ns=/run/${gp_ns#/var/run/} ;;
+	esac
+	printf '%s\n' "$gp_ns"
+}
+
+# FM17: refuse to configure a containerd the kubelet does not talk to.
+gp_check_kubelet() {
+	gp_kubelet_endpoints >"$GP_STAGE/kubelet"
+	if [ ! -s "$GP_STAGE/kubelet" ]; then
+		gp_say "no kubelet found (process or config): cannot check which containerd it uses"
+		return 0
+	fi
+	gp_want=$(gp_norm_socket "$P_SOCKET")
+	gp_seen=
+	while IFS="$GP_TAB" read -r gp_src gp_ep; do
+		[ "$(gp_norm_socket "$gp_ep")" = "$gp_want" ] && return 0
+		gp_seen="$gp_seen $gp_ep (${gp_src#"$GP_ROOT"})"
+	done <"$GP_STAGE/kubelet"
+	gp_fail 2 "refused: the kubelet talks to containerd at$gp_seen, but the plan configures the containerd serving $P_SOCKET, a different daemon (FM17); set \`gpuplane:cluster.distro\` (and for k8s-snap \`gpuplane:cluster.containerdBaseDir\`) to match this node; nothing changed"
+}
+
+# ---------------------------------------------------------------------------------------
+# Results
+
+gp_runtimes_json() { # NAME: "default_runtime", "cdi" and "runtimes" members
+	awk -F '\t' "$GP_AWK_JSTR"'
+		$1 == "default" { def = $2 }
+		$1 == "cdi" { cdi = $2 }
+		$1 == "runtime" {
+			rt = rt sep jstr($2) ": {\"runtime_type\": " jstr($3) ", \"binary_name\": " jstr($4) \
+				", \"systemd_cgroup\": " ($5 == "true" ? "true" : "false") "}"
+			sep = ", "
+		}
+		END {
+			printf "\"default_runtime\": %s, \"cdi\": %s, \"runtimes\": {%s}", jstr(def), \
+				(cdi == "true" || cdi == "false" ? cdi : "null"), rt
+		}' "$GP_STAGE/$1.facts"
+}
+
+gp_json_list() { # FILE of lines -> JSON array
+	if [ -s "$1" ]; then
+		awk "$GP_AWK_JSTR"' { printf "%s%s", sep, jstr($0); sep = ", " }' "$1"
+	fi
+}
+
+# gp_json_result OK ERROR RESTORED: the one JSON object apply and restore print.
+gp_json_result() {
+	gp_now_ms
+	{
+		printf '{"mode": %s, "ok": %s' "$(gp_js "$GP_MODE")" "$1"
+		[ -n "$2" ] && printf ', "error": %s' "$(gp_js "$2")"
+		[ -n "$3" ] && printf ', "restored": %s' "$3"
+		printf ', "changed": %s, "restarted": %s' "${GP_CHANGED:-false}" \
+			"$([ "$GP_RESTARTED" = 1 ] && echo true || echo false)"
+		printf ', "written": [%s]' "$(gp_json_list "$GP_STAGE/written" 2>/dev/null)"
+		printf ', "plan_id": %s, "distro": %s, "config": %s' "$(gp_js "$P_ID")" \
+			"$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
+		if [ -n "${GP_FINAL:-}" ] && [ -f "$GP_STAGE/$GP_FINAL.facts" ]; then
+			printf ', %s, "config_sha256": %s' "$(gp_runtimes_json "$GP_FINAL")" \
+				"$(gp_js "$(cat "$GP_STAGE/$GP_FINAL.sha")")"
+		fi
+		printf ', "timings_ms": {"total": %s' "$((GP_MS - GP_T0))"
+		[ -n "$GP_T_RESTART" ] && printf ', "restart": %s' "$GP_T_RESTART"
+		[ -n "$GP_T_READY" ] && printf ', "cri_ready": %s' "$GP_T_READY"
+		printf '}}\n'
+	} 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------------------
+# Common set-up for every mode that changes files
+
+gp_tools() {
+	for gp_tool in sha256sum awk sed cp mv mktemp readlink; do
+		command -v "$gp_tool" >/dev/null 2>&1 || {
+			gp_say "'$gp_tool' is missing on this node; nothing changed"
+			exit 2
+		}
+	done
+}
+
+gp_select_restart() { GP_RESTART=${GP_OPT_RESTART:-${P_RESTART:-$S_RESTART}}; }
+
+gp_select_containerd() {
+	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
+	if [ -z "$GP_CONTAINERD" ] || [ ! -x "$GP_CONTAINERD" ]; then
+		gp_c=$(command -v containerd 2>/dev/null)
+		if [ -z "$GP_OPT_CONTAINERD" ] && [ -n "$gp_c" ]; then
+			gp_say "note: $P_CONTAINERD not found, using $gp_c to check the config"
+			GP_CONTAINERD=$gp_c
+		else
+			gp_fail 2 "refused: containerd binary '${GP_CONTAINERD}' not found: the merged config cannot be checked (pass --containerd); nothing changed"
+		fi
+	fi
+}
+
+# Verify the staged payload: every file arrived whole.
+gp_verify_payload() {
+	if [ "$GP_HAVE_PLAN" != 1 ] || [ -z "$P_CONFIG" ] || [ -z "$P_ID" ]; then
+		gp_say "apply needs a plan: pipe the program from components.agent.apply_stdin to 'sh -s -- apply', or pass --payload FILE"
+		exit 2
+	fi
+	while IFS="$GP_TAB" read -r gp_vp_path gp_vp_sha gp_vp_file; do
+		gp_vp_got=$(gp_sha "$gp_vp_file")
+		if [ "$gp_vp_got" != "$gp_vp_sha" ]; then
+			gp_fail 2 "payload: $gp_vp_path arrived damaged (sha256 $gp_vp_got, expected $gp_vp_sha); nothing changed"
+		fi
+		gp_vp_ok=0
+		gp_vp_ifs=$IFS
+		IFS=$GP_NL
+		for gp_vp_edit in $P_EDITS; do
+			case $gp_vp_edit in
+			*/) case $gp_vp_path in "$gp_vp_edit"*) gp_vp_ok=1 ;; esac ;;
+			*) [ "$gp_vp_path" = "$gp_vp_edit" ] && gp_vp_ok=1 ;;
+			esac
+		done
+		IFS=$gp_vp_ifs
+		if [ "$gp_vp_ok" != 1 ]; then
+			gp_fail 2 "payload: $gp_vp_path is outside the files $P_DISTRO lets gpuplane edit ($(printf '%s' "$P_EDITS" | tr '\n' ' ')); nothing changed"
+		fi
+		if [ -L "$GP_ROOT$gp_vp_path" ]; then
+			gp_fail 2 "refused: $gp_vp_path is a symbolic link; gpuplane replaces regular files only; nothing changed"
+		fi
+	done <"$GP_STAGE/files"
+}
+
+# ---------------------------------------------------------------------------------------
+# apply
+
+gp_apply() {
+	gp_tools
+	gp_verify_payload
+	gp_lock
+	gp_state_reset
+	gp_load_state
+	gp_select_restart
+	gp_recover
+	gp_select_containerd
+	gp_detect
+	gp_check_kubelet
+	gp_have=$(gp_containerd_version)
+	if [ -n "$P_VERSION" ] && [ -n "$gp_have" ] && [ "$gp_have" != "$P_VERSION" ]; then
+		gp_fail 2 "refused: this node runs containerd $gp_have but the plan was made for $P_VERSION, whose merge rules differ; set \`gpuplane:cluster.containerdVersion: \"$gp_have\"\`; nothing changed"
+	fi
+
+	# What the node runs now.
+	GP_FINAL=before
+	if ! gp_dump "$P_CONFIG" before; then
+		GP_FINAL=
+		gp_fail 2 "refused: the node's current containerd config does not load ($GP_DUMP_ERR); gpuplane does not build on a broken config; nothing changed"
+	fi
+	gp_before_def=$(gp_default_of before)
+	gp_before_sha=$(cat "$GP_STAGE/before.sha")
+
+	# Which files differ: planned ones, and managed ones the plan no longer has.
+	: >"$GP_STAGE/touch"
+	: >"$GP_STAGE/written"
+	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
+		[ "$(gp_sha "$GP_ROOT$gp_ap_path")" = "$gp_ap_sha" ] ||
+			printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
+	done <"$GP_STAGE/files"
+	gp_manifest_files >"$GP_STAGE/managed" 2>/dev/null
+	: >"$GP_STAGE/dropped"
+	while IFS= read -r gp_ap_path; do
+		[ -n "$gp_ap_path" ] || continue
+		awk -F '\t' -v p="$gp_ap_path" '$1 == p { f = 1 } END { exit !f }' "$GP_STAGE/files" &&
+			continue
+		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/dropped"
+		[ "$(gp_saved_sha "$gp_ap_path" "$GP_ORIG")" = "$(gp_sha "$GP_ROOT$gp_ap_path")" ] ||
+			printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
+	done <"$GP_STAGE/managed"
+
+	if [ ! -s "$GP_STAGE/touch" ]; then
+		# Nothing to write. Still check what the node runs keeps the plan's promises.
+		GP_CHANGED=false
+		if ! gp_check before "$P_DEFAULT"; then
+			gp_fail 1 "the files are as planned, but the effective config does not keep the plan: $GP_CHECK_ERR; another writer may have changed the node (FM05)"
+		fi
+		gp_commit_state "$gp_before_sha" "$gp_before_def"
+		gp_say "nothing to change: the node already has the planned files"
+		gp_json_result true "" ""
+		exit 0
+	fi
+	GP_CHANGED=true
+	gp_install_self || gp_fail 2 "cannot install the agent in $GP_STATE; nothing changed"
+
+	# Originals first (kept until restore), then the journal, then the writes.
+	mkdir -p "$GP_ORIG" || gp_fail 2 "cannot create $GP_ORIG; nothing changed"
+	[ -f "$GP_MANIFEST" ] || : >"$GP_MANIFEST"
+	while IFS= read -r gp_ap_path; do
+		awk -F '\t' -v p="$gp_ap_path" '$1 == "file" && $2 == p { f = 1 } END { exit !f }' \
+			"$GP_MANIFEST" && continue
+		gp_save "$gp_ap_path" "$GP_ORIG" || gp_fail 2 "cannot back up $gp_ap_path; nothing changed"
+		printf 'file\t%s\t-\n' "$gp_ap_path" >>"$GP_MANIFEST"
+	done <"$GP_STAGE/touch"
+	gp_sync
+	gp_txn_begin "$GP_STAGE/touch" || gp_fail 2 "cannot write the journal under $GP_TXN; nothing changed"
+
+	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
+		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
+		gp_mkparents "$gp_ap_path" "$GP_TXN/dirs" || gp_fail 1 "cannot create the directory of $gp_ap_path"
+		gp_put "$gp_ap_file" "$gp_ap_path" || gp_fail 1 "cannot write $gp_ap_path"
+		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
+	done <"$GP_STAGE/files"
+	while IFS= read -r gp_ap_path; do
+		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
+		gp_put_saved "$gp_ap_path" "$GP_ORIG" || gp_fail 1 "cannot put back the original of $gp_ap_path"
+		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
+	done <"$GP_STAGE/dropped"
+	gp_sync
+
+	# Check the new config with the node's own containerd before anything restarts.
+	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	gp_want_def=${P_DEFAULT:-$gp_before_def}
+	gp_need_restart=1
+	if [ -n "$GP_PREVIEW" ]; then
+		if ! gp_dump "$GP_PREVIEW" after; then
+			gp_fail 1 "containerd refuses the new config ($GP_DUMP_ERR); nothing was restarted"
+		fi
+		gp_preview_done
+		gp_check after "$gp_want_def" ||
+			gp_fail 1 "the new config would break containerd: $GP_CHECK_ERR; nothing was restarted"
+		GP_FINAL=after
+		[ "$(cat "$GP_STAGE/after.sha")" = "$gp_before_sha" ] && gp_need_restart=0
+	fi
+
+	if [ "$gp_need_restart" = 1 ]; then
+		gp_txn_phase restart
+		gp_restart || gp_fail 1 "containerd did not come back on the new config: $GP_RESTART_ERR"
+		# What the daemon read (for template distros: the config it regenerated).
+		gp_dump "$P_CONFIG" final ||
+			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
+		gp_check final "$gp_want_def" ||
+			gp_fail 1 "after the restart the effective config is wrong: $GP_CHECK_ERR"
+		GP_FINAL=final
+	else
+		gp_say "the effective config did not change: containerd is not restarted"
+	fi
+
+	# Commit: record what was written, forget files the plan dropped.
+	gp_commit_manifest
+	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def"
+	gp_txn_commit
+	gp_json_result true "" ""
+	exit 0
+}
+
+gp_commit_manifest() {
+	{
+		while IFS="$GP_TAB" read -r gp_cm_path gp_cm_sha _; do
+			printf 'file\t%s\t%s\n' "$gp_cm_path" "$gp_cm_sha"
+		done <"$GP_STAGE/files"
+		awk -F '\t' '$1 == "dir"' "$GP_MANIFEST" 2>/dev/null
+		awk '{ print "dir\t" $0 }' "$GP_TXN/dirs" 2>/dev/null
+	} >"$GP_STAGE/manifest.new"
+	while IFS= read -r gp_cm_path; do
+		[ -n "$gp_cm_path" ] || continue
+		rm -f "$GP_ORIG$gp_cm_path" "$GP_ORIG$gp_cm_path.gpuplane-absent"
+	done <"$GP_STAGE/dropped"
+	gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new"
+}
+
+# gp_commit_state CONFIG_SHA DEFAULT_BEFORE: remember the plan; the default runtime the
+# node had before gpuplane's first change is kept from the first run.
+gp_commit_state() {
+	gp_cs_orig=${S_ORIGINAL_DEFAULT:-$2}
+	if [ ! -s "$GP_MANIFEST" ]; then
+		gp_clean_state # gpuplane manages nothing here: no state to keep
+		return 0
+	fi
+	gp_install_self || return 1
+	gp_state_text "$1" "$gp_cs_orig" >"$GP_STAGE/state.new"
+	if [ "$(gp_sha "$GP_STAGE/state.new")" != "$(gp_sha "$GP_STATEFILE")" ]; then
+		gp_write_atomic "$GP_STATEFILE" <"$GP_STAGE/state.new"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------
+# restore
+
+gp_restore() {
+	gp_tools
+	if [ ! -d "$GP_STATE" ]; then
+		gp_say "nothing to restore: gpuplane has not changed this node's containerd"
+		gp_json_result true "" ""
+		exit 0
+	fi
+	gp_lock
+	gp_state_reset
+	gp_load_state && gp_plan_from_state
+	gp_select_restart
+	gp_recover
+	if [ -z "$S_ID" ] || [ ! -s "$GP_MANIFEST" ]; then
+		gp_say "nothing to restore: gpuplane has not changed this node's containerd"
+		gp_clean_state
+		gp_json_result true "" ""
+		exit 0
+	fi
+	if [ -n "$GP_OPT_PLAN_ID" ] && [ "$GP_OPT_PLAN_ID" != "$S_ID" ]; then
+		gp_say "not restoring: plan $GP_OPT_PLAN_ID was replaced by plan $S_ID on this node"
+		gp_plan_from_state
+		gp_json_result true "" ""
+		exit 0
+	fi
+	gp_plan_from_state
+	gp_select_containerd
+
+	: >"$GP_STAGE/written"
+	gp_before_ok=1
+	gp_dump "$P_CONFIG" before || gp_before_ok=0
+	: >"$GP_STAGE/touch"
+	gp_manifest_files >"$GP_STAGE/managed"
+	while IFS= read -r gp_rs_path; do
+		[ -n "$gp_rs_path" ] || continue
+		[ "$(gp_saved_sha "$gp_rs_path" "$GP_ORIG")" = "$(gp_sha "$GP_ROOT$gp_rs_path")" ] ||
+			printf '%s\n' "$gp_rs_path" >>"$GP_STAGE/touch"
+	done <"$GP_STAGE/managed"
+	GP_CHANGED=false
+	gp_need_restart=0
+	if [ -s "$GP_STAGE/touch" ]; then
+		GP_CHANGED=true
+		gp_txn_begin "$GP_STAGE/touch" || gp_fail 2 "cannot write the journal under $GP_TXN; nothing changed"
+		while IFS= read -r gp_rs_path; do
+			gp_put_saved "$gp_rs_path" "$GP_ORIG" || gp_fail 1 "cannot put back $gp_rs_path"
+			printf '%s\n' "$gp_rs_path" >>"$GP_STAGE/written"
+		done <"$GP_STAGE/touch"
+		awk -F '\t' '$1 == "dir" { print $2 }' "$GP_MANIFEST" >"$GP_STAGE/dirs"
+		gp_rmdirs "$GP_STAGE/dirs"
+		gp_sync
+		gp_need_restart=1
+	fi
+
+	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	if [ -n "$GP_PREVIEW" ]; then
+		gp_dump "$GP_PREVIEW" after ||
+			gp_fail 1 "containerd refuses the original config ($GP_DUMP_ERR); gpuplane's files were kept"
+		gp_preview_done
+		GP_FINAL=after
+		gp_check_restored after ||
+			gp_fail 1 "the original config would not serve: $GP_CHECK_ERR; gpuplane's files were kept"
+		[ "$gp_before_ok" = 1 ] &&
+			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
+	fi
+	if [ "$gp_need_restart" = 1 ]; then
+		gp_txn_phase restart
+		gp_restart || gp_fail 1 "containerd did not come back on the original config: $GP_RESTART_ERR"
+		gp_dump "$P_CONFIG" final ||
+			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
+		gp_check_restored final ||
+			gp_fail 1 "after the restart the original config does not serve: $GP_CHECK_ERR"
+		GP_FINAL=final
+	fi
+	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
+	gp_txn_commit
+
+	# FM09: the default runtime must not stay nvidia unless the node had it so before.
+	if [ -n "${GP_FINAL:-}" ] && [ -n "$P_NVIDIA" ] &&
+		[ "$(gp_default_of "$GP_FINAL")" = "$P_NVIDIA" ] &&
+		[ "$S_ORIGINAL_DEFAULT" != "$P_NVIDIA" ]; then
+		gp_setters=$(gp_setters "$P_NVIDIA")
+		gp_fail 1 "gpuplane's files are restored, but '$P_NVIDIA' is still containerd's default runtime, set by a file gpuplane does not manage (${gp_setters:-not found}) (FM09): remove that file (e.g. uninstall the GPU Operator's toolkit) and run 'sh /var/lib/gpuplane/agent.sh restore' again"
+	fi
+	gp_clean_state
+	gp_say "restored the original containerd files"
+	gp_json_result true "" ""
+	exit 0
+}
+
+gp_check_restored() {
+	gp_cr_save=$P_RUNTIMES
+	P_RUNTIMES=
+	gp_check "$1" ""
+	gp_cr_rc=$?
+	P_RUNTIMES=$gp_cr_save
+	return $gp_cr_rc
+}
+
+gp_clean_state() {
+	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_STATEFILE" "$GP_STATE/agent.sh"
+}
+
+# ---------------------------------------------------------------------------------------
+# status
+
+gp_status() {
+	gp_state_reset
+	gp_have_state=0
+	if gp_load_state; then
+		gp_have_state=1
+		[ "$GP_HAVE_PLAN" = 1 ] || gp_plan_from_state
+	fi
+	if [ "$GP_HAVE_PLAN" != 1 ] && [ "$gp_have_state" != 1 ]; then
+		printf '{"mode": "status", "ok": false, "applied": false, "error": "gpuplane has not applied a plan here"}\n'
+		exit 2
+	fi
+	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
+	[ -x "$GP_CONTAINERD" ] || GP_CONTAINERD=$(command -v containerd 2>/dev/null)
+	: >"$GP_STAGE/drifted"
+	if [ "$gp_have_state" = 1 ] && [ -f "$GP_MANIFEST" ]; then
+		awk -F '\t' '$1 == "file" { print $2 "\t" $3 }' "$GP_MANIFEST" |
+			while IFS="$GP_TAB" read -r gp_st_path gp_st_sha; do
+				[ "$(gp_sha "$GP_ROOT$gp_st_path")" = "$gp_st_sha" ] ||
+					printf '%s\n' "$gp_st_path" >>"$GP_STAGE/drifted"
+			done
+	fi
+	{
+		printf '{"mode": "status", "applied": %s, "plan_id": %s, "distro": %s, "config": %s' \
+			"$([ "$gp_have_state" = 1 ] && echo true || echo false)" "$(gp_js "$P_ID")" \
+			"$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
+		if [ -n "$GP_CONTAINERD" ] && gp_dump "$P_CONFIG" now; then
+			gp_st_sha=$(cat "$GP_STAGE/now.sha")
+			gp_st_drift=false
+			[ "$gp_have_state" = 1 ] && [ "$gp_st_sha" != "$S_CONFIG_SHA" ] && gp_st_drift=true
+			[ -s "$GP_STAGE/drifted" ] && gp_st_drift=true
+			printf ', "ok": true, %s, "config_sha256": %s' "$(gp_runtimes_json now)" "$(gp_js "$gp_st_sha")"
+			printf ', "applied_config_sha256": %s, "drift": %s' "$(gp_js "$S_CONFIG_SHA")" "$gp_st_drift"
+			printf ', "drifted_files": [%s]}\n' "$(gp_json_list "$GP_STAGE/drifted")"
+			gp_st_rc=0
+		else
+			printf ', "ok": false, "error": %s}\n' "$(gp_js "containerd cannot load $P_CONFIG: ${GP_DUMP_ERR:-no containerd binary}")"
+			gp_st_rc=1
+		fi
+	}
+	exit $gp_st_rc
+}
+
+# ---------------------------------------------------------------------------------------
+
+gp_main() {
+	gp_begin "$@"
+	if [ -n "$GP_PAYLOAD" ]; then
+		[ -f "$GP_PAYLOAD" ] || {
+			gp_say "--payload $GP_PAYLOAD: no such file"
+			exit 2
+		}
+		# shellcheck disable=SC1090
+		. "$GP_PAYLOAD"
+	fi
+	gp_end
+}
+
+if [ "${GP_EMBEDDED:-0}" != 1 ]; then
+	GP_SELF_PATH=$0
+	gp_self() { cat -- "$GP_SELF_PATH"; }
+	gp_main "$@"
+fi

@@ -1,0 +1,150 @@
+"""Resources as the engine presents them → rulebook calls → findings, each tied to the
+URN of the resource it is about. Shared by every policy of the pack and the offline plan,
+so a rule runs once per stack however many policies report it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.containerd.versions import ContainerdVersion
+from components.distros import profile
+from components.findings import Finding
+from components.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+COMMAND = "command:remote:Command"
+WORKLOADS: dict[str, tuple[str, str]] = {
+    "kubernetes:core/v1:Pod": ("v1", "Pod"),
+    "kubernetes:core/v1:ReplicationController": ("v1", "ReplicationController"),
+    "kubernetes:batch/v1:Job": ("batch/v1", "Job"),
+    "kubernetes:batch/v1:CronJob": ("batch/v1", "CronJob"),
+    "kubernetes:apps/v1:Deployment": ("apps/v1", "Deployment"),
+    "kubernetes:apps/v1:StatefulSet": ("apps/v1", "StatefulSet"),
+    "kubernetes:apps/v1:DaemonSet": ("apps/v1", "DaemonSet"),
+    "kubernetes:apps/v1:ReplicaSet": ("apps/v1", "ReplicaSet"),
+}
+
+
+@dataclass(frozen=True)
+class View:
+    """One resource: what both a PolicyResource and an offline registration provide."""
+
+    type: str
+    name: str
+    urn: str
+    props: Mapping[str, Any]
+    dependencies: tuple[str, ...] = ()   # URNs
+
+
+@dataclass
+class Located:
+    finding: Finding
+    urn: str | None
+
+
+@dataclass
+class StackFindings:
+    items: list[Located] = field(default_factory=list)
+
+    def add(self, findings: Iterable[Finding], urn: str | None) -> None:
+        self.items.extend(Located(f, urn) for f in findings)
+
+
+def intent_of(views: Iterable[View]) -> ClusterIntent | None:
+    """The stack's intent from its `gpuplane-intent` ConfigMap, if it has one."""
+    for v in views:
+        meta = v.props.get("metadata") or {}
+        if v.type == CONFIGMAP and meta.get("name") == INTENT_CONFIGMAP:
+            text = (v.props.get("data") or {}).get(INTENT_KEY)
+            if isinstance(text, str):
+                return ClusterIntent.from_json(text)
+    return None
+
+
+def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
+    """Cluster facts from the pack config, for workload stacks without gpuplane's intent."""
+    cfg = dict(config or {})
+    gpus = int(cfg.get("maxGpusPerNode", 0) or 0)
+    from components.intent import NodeIntent
+
+    return ClusterIntent(
+        nvidia_default=bool(cfg.get("nvidiaDefault", False)),
+        runtime_class=str(cfg.get("runtimeClass", "nvidia")),
+        device_plugin=cfg.get("devicePlugin", "gpu-operator"),
+        cdi=bool(cfg.get("cdi", False)),
+        kubernetes_version=str(cfg.get("kubernetesVersion", ClusterIntent.kubernetes_version)),
+        nodes=(NodeIntent("any", gpus),) if gpus else (),
+    )
+
+
+def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
+    from components.rules.workloads import check_workload
+
+    api_version, kind = WORKLOADS[view.type]
+    obj = {**view.props, "apiVersion": api_version, "kind": kind}
+    meta = obj.get("metadata") or {}
+    where = f"{kind} {meta.get('namespace', 'default')}/{meta.get('name', view.name)}"
+    return check_workload(obj, intent, where)
+
+
+def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
+    """Every rule over one stack's resources."""
+    out = StackFindings()
+    intent = intent_of(views)
+    for v in views:
+        if v.type in WORKLOADS:
+            out.add(workload_findings(v, intent or fallback), v.urn)
+    if intent is None:
+        return out   # not a gpuplane stack: only workload rules apply
+    for v in views:
+        if v.type == RELEASE:
+            _release(v, intent, out)
+        elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
+            _time_slicing(v, intent, out)
+    from components.config import chart_at_least
+    from components.policy.nodes import node_findings
+
+    operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
+    version = str(operator[0].props.get("version") or "") if operator else ""
+    node_findings([v for v in views if v.type == COMMAND], intent, out,
+                  toolkit_dropin=not version or chart_at_least(version, (25, 10)))
+    return out
+
+
+def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
+    chart = v.props.get("chart")
+    values = v.props.get("values") or {}
+    version = v.props.get("version")
+    where = f"Release {v.props.get('name', v.name)}"
+    if chart == "gpu-operator":
+        from components.rules.operator import check_operator_values
+
+        out.add(check_operator_values(values, intent, chart_version=version, where=where),
+                v.urn)
+    elif chart == "hami":
+        from components.rules.hami import check_hami_values
+
+        out.add(check_hami_values(values, intent, chart_version=version, where=where), v.urn)
+
+
+def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
+    from components.rules.timeslicing import check_time_slicing
+
+    meta = v.props.get("metadata") or {}
+    if meta.get("name") != intent.time_slicing_configmap:
+        return
+    where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
+    out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
+
+
+def intent_profile(intent: ClusterIntent) -> tuple[Any, ContainerdVersion]:
+    return (profile(intent.distro, intent.containerd_base_dir),
+            ContainerdVersion.parse(intent.containerd_version))
+
+
+
+__all__ = ["COMMAND", "RELEASE", "WORKLOADS", "Located", "StackFindings", "View",
+           "intent_from_config", "intent_of", "stack_findings", "workload_findings"]

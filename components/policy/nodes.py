@@ -1,0 +1,73 @@
+"""Rules over the node commands: the files each node gets, merged with the distro's real
+config under that containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order
+in which nodes restart (FM06, FM09). The files are read back from the command's `stdin`,
+exactly what would be sent to the node."""
+
+from __future__ import annotations
+
+from components.intent import ClusterIntent
+from components.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
+from components.policy.collect import StackFindings, View, intent_profile
+
+
+def _files(view: View) -> dict[str, str] | None:
+    from components.agent import payload_files
+
+    stdin = view.props.get("stdin")
+    return payload_files(stdin) if isinstance(stdin, str) else None
+
+
+def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
+                  toolkit_dropin: bool) -> None:
+    from components.rules.nodefiles import check_node_files
+    from components.rules.rollout import RolloutStep, check_rollout
+
+    profile, version = intent_profile(intent)
+    options = PlanOptions(
+        toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
+        cdi=intent.cdi, toolkit_dropin=toolkit_dropin, runtime_name=intent.runtime_class,
+        kubelet_cgroup_driver=intent.kubelet_cgroup_driver)
+    node_of = {v.urn: v.name.removeprefix("containerd-") for v in commands}
+    judged: dict[str, NodeContainerdPlan] = {}
+    steps: list[RolloutStep] = []
+    depth: dict[str, int] = {}
+    for view in _in_dependency_order(commands):
+        files = _files(view)
+        if files is None:
+            continue
+        key = repr(sorted(files.items()))
+        if key not in judged:
+            judged[key] = plan = assess(profile, version, options, files)
+            out.add(plan.findings + check_node_files(
+                profile, files, where=f"Command {view.name}", version=version), view.urn)
+        plan = judged[key]
+        depth[view.urn] = 1 + max((depth[d] for d in view.dependencies if d in depth),
+                                  default=-1)
+        steps.append(RolloutStep(
+            node=node_of[view.urn], batch=depth[view.urn],
+            after=frozenset(node_of[d] for d in view.dependencies if d in node_of),
+            restarts=plan.restarts,
+            restores_on_delete="restore" in str(view.props.get("delete") or ""),
+            sets_nvidia_default=plan.written.default_runtime == intent.runtime_class))
+    if steps:
+        out.add(check_rollout(steps, intent, where="node rollout (gpuplane:rollout)"), None)
+
+
+def _in_dependency_order(commands: list[View]) -> list[View]:
+    """Commands so that each comes after the commands it depends on."""
+    urns = {v.urn for v in commands}
+    done: set[str] = set()
+    ordered: list[View] = []
+    pending = sorted(commands, key=lambda v: v.name)
+    while pending:
+        ready = [v for v in pending if all(d in done for d in v.dependencies if d in urns)]
+        if not ready:          # a cycle cannot come from the engine; keep the rest as is
+            ready = pending
+        for v in ready:
+            done.add(v.urn)
+            ordered.append(v)
+        pending = [v for v in pending if v.urn not in done]
+    return ordered
+
+
+__all__ = ["node_findings"]

@@ -1,0 +1,49 @@
+"""FM04: files written on a template distribution that the distribution regenerates or
+never renders.
+
+RKE2, K3s and MicroK8s render their containerd config from a template at every start;
+the generated file is overwritten, and the template that counts depends on the containerd
+line (RKE2/K3s read config-v3.toml.tmpl with containerd 2.x, config.toml.tmpl with 1.x).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+
+from components.containerd.versions import ContainerdVersion
+from components.distros import DistroProfile, EditMode
+from components.findings import Finding
+from components.rules._shared import at, finding
+
+_STACK_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdVersion"
+
+
+def check_node_files(profile: DistroProfile, written: Iterable[str], *, where: str,
+                     version: ContainerdVersion) -> list[Finding]:
+    """FM04 for each path in `written` (node paths something means to change)."""
+    if profile.edit_mode is not EditMode.TEMPLATE:
+        return []
+    target = profile.edit_path(version)
+    templates = {p for p in (profile.template_path, profile.template_v3_path) if p}
+    out = []
+    for path in dict.fromkeys(written):
+        norm = posixpath.normpath(path)
+        if norm == profile.config_path:
+            problem = (f"{path} is the config {profile.title} generates from {target} at "
+                       "every start: the change is lost at the next restart")
+        elif norm in templates and norm != target:
+            problem = (f"{path} is not the template {profile.title} renders with containerd "
+                       f"{version} (that is {target}): the change never reaches containerd")
+        else:
+            continue
+        out.append(finding(
+            "FM04", f"{problem}.",
+            at(where, path, _STACK_KEYS),
+            f"Change {target} instead: gpuplane picks it from `gpuplane:cluster.distro: "
+            f"{profile.name}` and `gpuplane:cluster.containerdVersion: \"{version}\"` (set "
+            "them to what the nodes run); without gpuplane point the toolkit there with "
+            f"toolkit.env CONTAINERD_CONFIG={target} and "
+            f"RUNTIME_CONFIG_SOURCE=file={profile.config_path}.",
+        ))
+    return out

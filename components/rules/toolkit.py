@@ -1,0 +1,337 @@
+"""The GPU Operator's toolkit container against the stack's intent: whether it runs (FM05,
+FM01), its image flavour against the nodes' glibc (FM15), the containerd its env points at
+(FM17, FM04 when that is a generated file) and whether it makes nvidia the default runtime
+(FM11/FM13, FM09).
+
+How the operator and the toolkit read `toolkit.env` (operator v25.10, toolkit 1.17-1.20):
+the host config path is CONTAINERD_CONFIG, else RUNTIME_CONFIG; the socket is
+CONTAINERD_SOCKET only (the operator overwrites RUNTIME_SOCKET); the drop-in is
+RUNTIME_DROP_IN_CONFIG (toolkit >= 1.18, chart >= v25.10); the config source is
+RUNTIME_CONFIG_SOURCE, default `command,file`; set-as-default is
+NVIDIA_RUNTIME_SET_AS_DEFAULT before CONTAINERD_SET_AS_DEFAULT, default true, and CDI mode
+sets the former to false unless toolkit.env sets it. Up to chart v25.3 the default toolkit
+image is an ubuntu20.04 flavour.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from typing import Any
+
+from components.containerd.versions import ContainerdVersion
+from components.distros import DistroProfile, EditMode, profile
+from components.findings import Finding, Severity
+from components.rules._shared import finding, lookup, present
+from components.rules._shared import version_tuple as vt
+from components.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
+from components.rules.nodefiles import check_node_files
+from components.rules.opvalues import OperatorValues, containerd_version
+from components.rules.pinning import split_ref
+
+CHART_DROPIN_FROM = (25, 10, 0)          # its toolkit (1.18) writes a drop-in
+TOOLKIT_DROPIN_FROM = (1, 18, 0)
+# Charts whose default toolkit image is an ubuntu20.04 flavour (v23.9.0 ... v25.3.x).
+CHART_UBUNTU2004 = ((23, 9, 0), (25, 10, 0))
+
+DEFAULT_CONFIG = "/etc/containerd/config.toml"
+DEFAULT_SOCKET = "/run/containerd/containerd.sock"
+DEFAULT_DROP_IN = "/etc/containerd/conf.d/99-nvidia.toml"
+DEFAULT_SOURCE = "command,file"
+# toolkit.env names the operator takes each host path from, first set wins.
+ENV_NAMES = {
+    "CONTAINERD_CONFIG": ("CONTAINERD_CONFIG", "RUNTIME_CONFIG"),
+    "CONTAINERD_SOCKET": ("CONTAINERD_SOCKET",),
+    "RUNTIME_DROP_IN_CONFIG": ("RUNTIME_DROP_IN_CONFIG",),
+}
+ENV_DEFAULTS = {"CONTAINERD_CONFIG": DEFAULT_CONFIG, "CONTAINERD_SOCKET": DEFAULT_SOCKET,
+                "RUNTIME_DROP_IN_CONFIG": DEFAULT_DROP_IN}
+_BOOL = {"1": True, "t": True, "true": True, "0": False, "f": False, "false": False}
+_PATH_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdBaseDir"
+
+
+def check_toolkit(ctx: OperatorValues) -> list[Finding]:
+    """Every toolkit rule over one operator release's values."""
+    return (_toolkit_switch(ctx) + _toolkit_flavour(ctx) + _toolkit_env(ctx)
+            + _nvidia_default(ctx))
+
+
+# ---------------------------------------------------------------- toolkit on/off
+
+def _toolkit_switch(ctx: OperatorValues) -> list[Finding]:
+    where = ctx.at("toolkit.enabled", "gpuplane:gpuOperator.toolkit")
+    mode = ctx.intent.toolkit
+    if ctx.toolkit_on and mode != "operator":
+        shown = "true" if present(ctx.values, "toolkit.enabled") \
+            else "not set (chart default: true)"
+        return [finding(
+            "FM05",
+            f"toolkit.enabled is {shown} while gpuplane:gpuOperator.toolkit is {mode}: the "
+            "operator's toolkit rewrites the containerd config that gpuplane manages on the "
+            "nodes, and the two writers undo each other.",
+            where,
+            f"Keep `gpuplane:gpuOperator.toolkit: {mode}` and remove toolkit.enabled from "
+            "`gpuplane:gpuOperator.values` (gpuplane renders it false), or set "
+            "`gpuplane:gpuOperator.toolkit: operator`; raw Helm: --set toolkit.enabled=false.")]
+    if not ctx.toolkit_on and mode == "operator":
+        return [finding(
+            "FM01",
+            "toolkit.enabled is false while gpuplane:gpuOperator.toolkit is operator: nothing "
+            "writes the nvidia runtime, so GPU pods fail with `no runtime for \"nvidia\" is "
+            "configured`.",
+            where,
+            "Drop toolkit.enabled from `gpuplane:gpuOperator.values`, or set "
+            "`gpuplane:gpuOperator.toolkit: host` to have gpuplane configure the host's "
+            "toolkit; raw Helm: --set toolkit.enabled=true.")]
+    return []
+
+
+# ---------------------------------------------------------------- FM15 flavour
+
+def _toolkit_tag(ctx: OperatorValues) -> tuple[str, str] | None:
+    """(shown, tag) of the toolkit image the release runs."""
+    version = lookup(ctx.values, "toolkit.version")
+    if version not in (None, ""):
+        return f"toolkit.version {version}", str(version)
+    image = lookup(ctx.values, "toolkit.image")
+    if isinstance(image, str) and not lookup(ctx.values, "toolkit.repository"):
+        tag = split_ref(image)[1]
+        if tag:
+            return f"toolkit.image {image}", tag
+    low, high = CHART_UBUNTU2004
+    if ctx.chart is not None and low <= ctx.chart < high:
+        chart = ".".join(map(str, ctx.chart))
+        return f"the default toolkit image of chart v{chart}", "-ubuntu20.04"
+    return None
+
+
+def _toolkit_flavour(ctx: OperatorValues) -> list[Finding]:
+    if not ctx.toolkit_on:
+        return []
+    found = _toolkit_tag(ctx)
+    flavour = flavour_of(found[1]) if found else None
+    need = glibc_of(flavour) if flavour else None
+    if not found or not need:
+        return []
+    by_os: dict[str, list[str]] = {}
+    lowest = need
+    for node in ctx.intent.gpu_nodes:
+        have = glibc_of(node.os)
+        if have is not None and have < need:
+            by_os.setdefault(node.os, []).append(node.name)
+            lowest = min(lowest, have)
+    if not by_os:
+        return []
+    nodes = "; ".join(f"{', '.join(n)} run{'s' if len(n) == 1 else ''} {os} "
+                      f"(glibc {fmt(glibc_of(os) or need)})" for os, n in sorted(by_os.items()))
+    fits = flavours_for(lowest)
+    choice = (f"a flavour built on glibc <= {fmt(lowest)} (known: "
+              f"{', '.join('-' + f for f in fits)})") if fits else \
+        f"a flavour built on glibc <= {fmt(lowest)}"
+    return [finding(
+        "FM15",
+        f"{found[0]} is the {flavour} flavour (glibc {fmt(need)}), but {nodes}: the binaries "
+        "the toolkit copies onto the host fail with `GLIBC_... not found` and every operator "
+        "pod stays in Init.",
+        ctx.at("toolkit.version", "gpuplane:gpuOperator.toolkitImage"),
+        f"Set `gpuplane:gpuOperator.toolkitImage.tag` to {choice}, or install the toolkit on "
+        "the hosts with `gpuplane:gpuOperator.toolkit: host`; raw Helm: toolkit.version=<that "
+        "tag> (or toolkit.enabled=false).")]
+
+
+# ---------------------------------------------------------------- FM17 env
+
+def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
+    """toolkit.env as {name: value}; value None for valueFrom. The second item says why
+    the list is malformed, if it is."""
+    raw = lookup(values, "toolkit.env", [])
+    if not isinstance(raw, list):
+        return {}, f"toolkit.env is {type(raw).__name__}, not a list of {{name, value}}"
+    env: dict[str, str | None] = {}
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            return env, f"toolkit.env[{i}] is not a {{name, value}} entry: {entry!r}"
+        value = entry.get("value")
+        env[entry["name"]] = None if value is None and "valueFrom" in entry else \
+            ("" if value is None else str(value))
+    return env, None
+
+
+def _writes_dropin(ctx: OperatorValues) -> bool:
+    tag = lookup(ctx.values, "toolkit.version")
+    version = vt(tag)
+    if version is not None:
+        return version >= TOOLKIT_DROPIN_FROM
+    return ctx.chart is None or ctx.chart >= CHART_DROPIN_FROM
+
+
+def _first(env: Mapping[str, str | None], names: tuple[str, ...]) -> tuple[str | None, str]:
+    """(value, env name) of the first name set; (None, "") when none is."""
+    for name in names:
+        if env.get(name):
+            return env[name], name
+    return None, ""
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def _source_reads(source: str, prof: DistroProfile, version: ContainerdVersion,
+                  config: str) -> bool:
+    """Whether the toolkit's config source yields the kubelet's containerd config.
+
+    `command` runs `containerd config dump` without --config: the default path, through
+    whatever containerd is on the host's PATH (Docker's, on a two-daemon host).
+    """
+    good = {_norm(prof.config_path), _norm(prof.edit_path(version))}
+    for src in (s.strip() for s in source.split(",")):
+        if src == "command":
+            return _norm(prof.config_path) == DEFAULT_CONFIG
+        if src.startswith("file="):
+            return _norm(src[5:]) in good
+        if src == "file":
+            return _norm(config) in good
+    return False
+
+
+def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
+    intent = ctx.intent
+    if not ctx.toolkit_on or intent.toolkit != "operator":
+        return []
+    env, malformed = _env(ctx.values)
+    where = ctx.at("toolkit.env", _PATH_KEYS)
+    if malformed:
+        return [finding(
+            "FM17", f"{malformed}: the operator cannot tell the toolkit which containerd to "
+            "configure.", where,
+            "Let gpuplane render toolkit.env from `gpuplane:cluster.distro` (and "
+            "`containerdBaseDir`); by hand write a list of {name: ..., value: ...} entries.")]
+    # Imported here: components.planner imports this package for its containerd rules.
+    from components.planner import PlanOptions, ToolkitMode, toolkit_env_for
+
+    prof = profile(intent.distro, intent.containerd_base_dir)
+    version = containerd_version(intent)
+    cdi_on, _ = ctx.cdi
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, nvidia_default=intent.nvidia_default,
+                          cdi=cdi_on, runtime_name=intent.runtime_class,
+                          toolkit_dropin=_writes_dropin(ctx))
+    expected = {e["name"]: e["value"] for e in toolkit_env_for(prof, version, options)}
+    out: list[Finding] = []
+    wrong: list[str] = []
+    fixes: list[str] = []
+    config = ENV_DEFAULTS["CONTAINERD_CONFIG"]
+    for key, names in ENV_NAMES.items():
+        if key not in expected:
+            continue
+        value, name = _first(env, names)
+        effective = value or ENV_DEFAULTS[key]
+        if key == "CONTAINERD_CONFIG":
+            config = effective
+            if prof.edit_mode is EditMode.TEMPLATE and value:
+                fm04 = check_node_files(prof, [effective], where=ctx.at(
+                    f"toolkit.env {name}", None), version=version)
+                if fm04:
+                    out += fm04
+                    continue
+        if value is None and any(n in env and env[n] is None for n in names):
+            continue  # set through valueFrom: not knowable here
+        if _norm(effective) == _norm(expected[key]):
+            continue
+        shown = f"{name} is {value}" if value else \
+            f"{key} is not set (toolkit default {ENV_DEFAULTS[key]})"
+        if key == "CONTAINERD_SOCKET" and not value and env.get("RUNTIME_SOCKET"):
+            shown += " and the operator overwrites RUNTIME_SOCKET"
+        wrong.append(f"{shown}, but the kubelet's containerd uses {expected[key]}")
+        fixes.append(f"- {{name: {key}, value: {expected[key]}}}")
+    source = env.get("RUNTIME_CONFIG_SOURCE") or DEFAULT_SOURCE
+    source_only = False
+    if "RUNTIME_CONFIG_SOURCE" in expected and not _source_reads(source, prof, version, config):
+        source_only = not wrong
+        state = f"RUNTIME_CONFIG_SOURCE is {source}" if env.get("RUNTIME_CONFIG_SOURCE") \
+            else f"RUNTIME_CONFIG_SOURCE is not set (toolkit default {DEFAULT_SOURCE})"
+        wrong.append(f"{state}, which does not read {prof.config_path} (`command` dumps "
+                     f"{DEFAULT_CONFIG} through whatever containerd is on the host's PATH)")
+        fixes.append(f"- {{name: RUNTIME_CONFIG_SOURCE, value: "
+                     f"{expected['RUNTIME_CONFIG_SOURCE']}}}")
+    if not wrong:
+        return out
+    base = f", containerd base dir {intent.containerd_base_dir}" \
+        if intent.containerd_base_dir else ""
+    out.append(finding(
+        "FM17",
+        f"toolkit.env points the toolkit at another containerd than the kubelet's "
+        f"({prof.title}{base}): {'; '.join(wrong)}. The toolkit configures a daemon the "
+        "kubelet does not use, and GPU pods fail with `no runtime for \"nvidia\" is "
+        "configured`.",
+        where,
+        f"Set `gpuplane:cluster.distro: {prof.name}`"
+        + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
+           if intent.containerd_base_dir else "")
+        + " to what the nodes run and remove these names from toolkit.env in "
+        "`gpuplane:gpuOperator.values` (gpuplane renders them); raw Helm toolkit.env:\n"
+        + "\n".join(fixes),
+        severity=Severity.WARNING if source_only else None))
+    return out
+
+
+def _sets_default(env: Mapping[str, str | None], cdi_on: bool) -> tuple[bool | None, str]:
+    for name in ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"):
+        if name == "CONTAINERD_SET_AS_DEFAULT" and cdi_on:
+            return False, "CDI mode makes the operator set NVIDIA_RUNTIME_SET_AS_DEFAULT=false"
+        raw = env.get(name)
+        if raw:
+            value = _BOOL.get(raw.strip().lower())
+            if value is None:
+                return None, f"{name}={raw!r} is not a boolean the toolkit accepts"
+            return value, f"toolkit.env sets {name}={raw}"
+    return True, "no toolkit.env entry sets it and the toolkit defaults to true"
+
+
+def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
+    if not ctx.toolkit_on or ctx.intent.toolkit != "operator":
+        return []
+    env, malformed = _env(ctx.values)
+    if malformed:
+        return []
+    cdi_on, _ = ctx.cdi
+    sets, why = _sets_default(env, cdi_on)
+    want = ctx.intent.nvidia_default
+    where = ctx.at("toolkit.env", "gpuplane:runtime.nvidiaDefault")
+    if sets is None:
+        return [finding(
+            "FM01",
+            f"toolkit.env: {why}; the toolkit exits at start and no nvidia runtime is "
+            "configured, so GPU pods fail with `no runtime for \"nvidia\" is configured`.",
+            where,
+            "Let gpuplane render toolkit.env from `gpuplane:runtime.nvidiaDefault`; raw Helm: "
+            "use true or false as the value.")]
+    if want and not sets:
+        rule = "FM13" if ctx.hami else "FM11"
+        return [finding(
+            rule,
+            f"gpuplane:runtime.nvidiaDefault is {str(want).lower()} but the toolkit will "
+            f"not make nvidia containerd's default runtime: {why}. GPU pods without "
+            "runtimeClassName (HAMi's device plugin among them) see no GPU.",
+            where,
+            "Set `gpuplane:runtime.nvidiaDefault: false` and give GPU pods "
+            "`runtimeClassName` (HAMi: devicePlugin.runtimeClassName), or keep it true with "
+            "`gpuplane:gpuOperator.cdi: false`; raw Helm: toolkit.env "
+            "NVIDIA_RUNTIME_SET_AS_DEFAULT=true.")]
+    if sets and not want:
+        return [finding(
+            "FM09",
+            f"gpuplane:runtime.nvidiaDefault is false but the toolkit will make nvidia "
+            f"containerd's default runtime: {why}. Every pod then runs through the nvidia "
+            "runtime, and removing the toolkit without restoring the config leaves "
+            "`default_runtime_name = \"nvidia\"` behind.",
+            where,
+            "Let gpuplane render toolkit.env (it sets CONTAINERD_SET_AS_DEFAULT from "
+            "`gpuplane:runtime.nvidiaDefault`), or set `gpuplane:runtime.nvidiaDefault: true` "
+            "if that is what you want; raw Helm: toolkit.env CONTAINERD_SET_AS_DEFAULT=false.",
+            severity=Severity.WARNING)]
+    return []
+
+
+
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_DROP_IN", "DEFAULT_SOCKET", "ENV_NAMES", "check_toolkit"]

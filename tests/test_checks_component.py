@@ -1,0 +1,207 @@
+"""`GpuChecks` under Pulumi mocks (preview=False): which resources it registers, with which
+inputs, under which parent and after what."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+from pulumi.runtime.mocks import MockMonitor
+
+from components.checks.component import SKIP_AWAIT, TYPE, GpuChecks, GpuChecksArgs
+from components.checks.manifests import job_manifest, plan_checks
+from components.checks.provider import check_job_from
+from components.checks.settings import ChecksSettings
+from components.intent import ClusterIntent, NodeIntent
+
+SUFFIX = "-1a2b3c4d"
+NODES = (NodeIntent("gpu-a1", 2), NodeIntent("gpu-b1", 1), NodeIntent("cpu-1", 0))
+
+
+class Recorder(pulumi.runtime.Mocks):
+    """Echo inputs as state; Kubernetes objects get an auto-name like the provider's."""
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, dict[str, Any]] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        state = dict(args.inputs)
+        if args.typ.startswith("kubernetes:"):
+            state["metadata"] = {**(state.get("metadata") or {}), "name": args.name + SUFFIX}
+        self.inputs[args.name] = args.inputs
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
+        return {}
+
+
+class RecordingMonitor(MockMonitor):
+    """Keeps what mocks do not show: each registration's type, parent and dependencies."""
+
+    def __init__(self, mocks: Recorder) -> None:
+        super().__init__(mocks)
+        self.registered: dict[str, dict[str, Any]] = {}
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type == "pulumi:pulumi:Stack":
+            return response
+        self.registered[request.name] = {"type": request.type, "parent": request.parent,
+                                         "deps": set(request.dependencies),
+                                         "urn": response.urn}
+        return response
+
+
+@pytest.fixture
+def world() -> tuple[Recorder, RecordingMonitor]:
+    mocks = Recorder()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    return mocks, monitor
+
+
+def ints(value: Any) -> Any:
+    """Numbers cross the mock boundary as floats."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [ints(v) for v in value]
+    return value
+
+
+def build(intent: ClusterIntent, settings: ChecksSettings | None = None):
+    deploy = k8s.core.v1.ConfigMap("gpuplane-intent", metadata={"namespace": "gpu-operator"},
+                                   data={"intent.json": intent.to_json()})
+    checks = GpuChecks("checks", GpuChecksArgs(intent=intent,
+                                               settings=settings or ChecksSettings(),
+                                               depends_on=[deploy]))
+    return deploy, checks
+
+
+def settled(checks: GpuChecks) -> pulumi.Output:
+    """Resolves once every child has been registered."""
+    outs = [c.passed for c in checks.checks.values()] + [j.id for j in checks.jobs.values()]
+    if checks.allocatable is not None:
+        outs.append(checks.allocatable.id)
+    return pulumi.Output.all(*outs)
+
+
+@pulumi.runtime.test
+def test_registers_configmap_jobs_and_verdicts(world) -> None:
+    mocks, monitor = world
+    intent = ClusterIntent(nodes=NODES)
+    _, checks = build(intent)
+
+    def verify(_: Any) -> None:
+        reg = monitor.registered
+        assert reg["checks"]["type"] == TYPE
+        children = {n: r for n, r in reg.items() if n not in ("checks", "gpuplane-intent")}
+        assert {n: r["type"] for n, r in children.items()} == {
+            "checks-probe": "kubernetes:core/v1:ConfigMap",
+            "checks-allocatable": "pulumi-python:dynamic/gpuplane:GpuAllocatableCheck",
+            "checks-probe-gpu-a1": "kubernetes:batch/v1:Job",
+            "checks-probe-gpu-b1": "kubernetes:batch/v1:Job",
+            "checks-probe-gpu-a1-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
+            "checks-probe-gpu-b1-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
+        }
+        deploy_urn, parent_urn = reg["gpuplane-intent"]["urn"], reg["checks"]["urn"]
+        for name, r in children.items():
+            assert r["parent"] == parent_urn, name
+            assert deploy_urn in r["deps"], name          # after the rest of the deployment
+        for node in ("gpu-a1", "gpu-b1"):
+            job, check = f"checks-probe-{node}", f"checks-probe-{node}-check"
+            assert reg["checks-probe"]["urn"] in reg[job]["deps"]
+            assert reg[job]["urn"] in reg[check]["deps"]
+
+        cm = mocks.inputs["checks-probe"]
+        assert set(cm["data"]) == {"cuda_probe.py"}
+        assert cm["metadata"]["namespace"] == "gpu-operator"
+        for check in plan_checks(intent, ChecksSettings()):
+            job = mocks.inputs[f"checks-{check.key}"]
+            want = job_manifest(check, intent, ChecksSettings(), namespace="gpu-operator",
+                                configmap="checks-probe" + SUFFIX, annotations=SKIP_AWAIT,
+                                fingerprint_value=job["spec"]["template"]["metadata"]
+                                ["annotations"]["gpuplane.dev/checks-fingerprint"])
+            assert ints(job["spec"]) == want["spec"]
+            assert job["metadata"] == want["metadata"]
+            verdict = mocks.inputs[f"checks-{check.key}-check"]
+            assert verdict["jobName"] == f"checks-{check.key}{SUFFIX}"
+            assert check_job_from(verdict["check"]) == check      # survives the engine
+            assert verdict["intent"] == intent.to_json()
+            assert verdict["namespace"] == "gpu-operator"
+            assert verdict["timeoutSeconds"] == 600
+            assert "__provider" in verdict
+        assert mocks.inputs["checks-allocatable"]["hamiSplitCount"] == 10
+
+    return settled(checks).apply(verify)
+
+
+@pulumi.runtime.test
+def test_timeslicing_proof_runs_after_allocatable_and_its_node_check(world) -> None:
+    mocks, monitor = world
+    intent = ClusterIntent(nodes=NODES, time_slicing_replicas=4)
+    _, checks = build(intent)
+
+    def verify(_: Any) -> None:
+        reg = monitor.registered
+        deps = reg["checks-timeslicing"]["deps"]
+        assert reg["checks-allocatable"]["urn"] in deps
+        assert reg["checks-probe-gpu-b1-check"]["urn"] in deps      # gpu-b1 has fewest GPUs
+        assert reg["checks-probe-gpu-a1-check"]["urn"] not in deps
+        spec = ints(mocks.inputs["checks-timeslicing"]["spec"])
+        assert spec["parallelism"] == spec["completions"] == 4
+        assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-b1"}
+        assert ints(mocks.inputs["checks-timeslicing-check"]["check"])["kind"] == "timeslicing"
+
+    return settled(checks).apply(verify)
+
+
+@pulumi.runtime.test
+def test_hami_with_vectoradd_adds_the_memory_proof(world) -> None:
+    mocks, monitor = world
+    intent = ClusterIntent(nodes=NODES, device_plugin="hami")
+    _, checks = build(intent, ChecksSettings(sample="vectoradd", hami_gpumem=512))
+
+    def verify(_: Any) -> None:
+        node_job = ints(mocks.inputs["checks-probe-gpu-a1"]["spec"])
+        pod = node_job["template"]["spec"]
+        assert pod["containers"][0]["image"].startswith("nvcr.io/nvidia/k8s/cuda-sample:")
+        assert "volumes" not in pod
+        hami = ints(mocks.inputs["checks-hami"]["spec"])["template"]["spec"]
+        assert hami["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "512"
+        assert hami["volumes"][0]["configMap"]["name"] == "checks-probe" + SUFFIX
+        assert monitor.registered["checks-probe"]["urn"] in monitor.registered[
+            "checks-hami"]["deps"]
+        assert monitor.registered["checks-probe"]["urn"] not in monitor.registered[
+            "checks-probe-gpu-a1"]["deps"]
+
+    return settled(checks).apply(verify)
+
+
+@pulumi.runtime.test
+def test_vectoradd_only_needs_no_configmap(world) -> None:
+    _, monitor = world
+    _, checks = build(ClusterIntent(nodes=NODES), ChecksSettings(sample="vectoradd"))
+
+    def verify(_: Any) -> None:
+        assert checks.configmap is None and "checks-probe" not in monitor.registered
+        assert set(checks.jobs) == {"probe-gpu-a1", "probe-gpu-b1"}
+
+    return settled(checks).apply(verify)
+
+
+@pulumi.runtime.test
+def test_disabled_checks_register_nothing_but_the_component(world) -> None:
+    _, monitor = world
+    _, checks = build(ClusterIntent(nodes=NODES), ChecksSettings(enabled=False))
+
+    def verify(_: Any) -> None:
+        assert set(monitor.registered) == {"gpuplane-intent", "checks"}
+        assert checks.jobs == {} and checks.allocatable is None
+
+    return checks.urn.apply(verify)

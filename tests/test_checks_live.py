@@ -1,0 +1,265 @@
+"""The dynamic providers' create/update/diff against a fake kubernetes client that replays
+recorded API objects (as the real client's model classes), with a fake clock."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import textwrap
+
+import checkdata as cd
+import pytest
+from pulumi.dynamic import Config, ConfigureRequest
+from pulumi.dynamic.dynamic import serialize_provider
+
+from components.checks.live import CheckFailed, KubeCluster, Waiter, job_finished
+from components.checks.manifests import CheckJob, plan_checks
+from components.checks.provider import (
+    AllocatableCheckProvider,
+    ProbeJobCheckProvider,
+    check_job_from,
+    wait_budget,
+)
+from components.checks.settings import ChecksSettings
+from components.intent import ClusterIntent, NodeIntent
+
+JOB = "checks-probe-gpu-a1-1a2b3c4d"
+INTENT = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),))
+NODE_CHECK = plan_checks(INTENT, ChecksSettings())[0]
+
+
+def provider(cls, fake: cd.FakeKube, clock: cd.FakeClock):
+    p = cls()
+    p.cluster_factory = lambda kubeconfig, context: KubeCluster(fake, fake, cd._API)
+    p.clock, p.sleep, p.poll_seconds = clock, clock.sleep, 5.0
+    return p
+
+
+def job_props(check: CheckJob = NODE_CHECK, intent: ClusterIntent = INTENT,
+              job_name: str = JOB, timeout: float = 600.0) -> dict:
+    # What the engine hands back: numbers as floats, plus the serialized provider.
+    data = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in check.to_dict().items()}
+    return {"__provider": "opaque", "checkName": "checks-probe-gpu-a1-check", "check": data,
+            "intent": intent.to_json(), "namespace": "gpu-operator", "jobName": job_name,
+            "timeoutSeconds": timeout}
+
+
+def test_create_passes_after_the_pod_completes() -> None:
+    fake = cd.FakeKube(
+        jobs={JOB: [cd.job(condition=None), cd.job(condition=None), cd.job()]},
+        pods={JOB: [[cd.pod("p1", phase="Pending", unschedulable=None, node="gpu-a1",
+                            exit_code=None, started=None, finished=None)],
+                    [cd.pod("p1", phase="Running")],
+                    [cd.pod("p1")]]},
+        logs={"p1": cd.probe_log()})
+    clock = cd.FakeClock()
+    result = provider(ProbeJobCheckProvider, fake, clock).create(job_props())
+    assert result.outs["passed"] is True
+    assert result.outs["result"]["summary"]["gpus"][0]["uuid"] == cd.UUID_A
+    assert result.outs["jobName"] == JOB and "__provider" not in result.outs
+    assert result.id.startswith("checks-probe-gpu-a1-check-")
+    assert clock.sleeps == [5.0, 5.0]                     # polled until Complete
+    assert "log p1/probe" in fake.calls
+
+
+def test_create_fails_with_finding_fix_and_pod_output() -> None:
+    code, log = cd.real_no_driver_log()
+    fake = cd.FakeKube(
+        jobs={JOB: [cd.job(condition="Failed", reason="BackoffLimitExceeded")]},
+        pods={JOB: [[cd.pod("p1", phase="Failed", exit_code=code)]]},
+        logs={"p1": log})
+    with pytest.raises(CheckFailed) as err:
+        provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    text = str(err.value)
+    assert text.startswith("gpuplane check failed: node check probe-gpu-a1 on node gpu-a1")
+    assert "[FM01]" in text and "gpuplane:cluster.distro" in text
+    assert "libcuda.so.1 not found" in text and "Test FAILED" in text
+    assert [f.id for f in err.value.findings] == ["FM01"]
+
+
+def test_pending_pod_times_out_with_the_scheduler_reason() -> None:
+    msg = "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) had untolerated " \
+          "taint {node-role.kubernetes.io/control-plane: }."
+    fake = cd.FakeKube(
+        jobs={JOB: [cd.job(condition=None)]},
+        pods={JOB: [[cd.pod("p1", phase="Pending", unschedulable=msg)]]},
+        events=[cd.event("p1", "FailedScheduling", msg)])
+    clock = cd.FakeClock()
+    with pytest.raises(CheckFailed) as err:
+        provider(ProbeJobCheckProvider, fake, clock).create(job_props(timeout=100.0))
+    text = str(err.value)
+    assert "gave up after 90s" in text                      # before the Job's deadline
+    assert "[FM01]" in text and "Insufficient nvidia.com/gpu" in text
+    assert sum(clock.sleeps) == pytest.approx(90.0)
+
+
+def test_job_rejected_before_any_pod() -> None:
+    fake = cd.FakeKube(
+        jobs={JOB: [cd.job(condition="Failed")]}, pods={JOB: [[]]},
+        events=[cd.event(JOB, "FailedCreate", 'Error creating: pods "x" is forbidden: pod '
+                         'rejected: RuntimeClass "nvidia" not found', kind="Job")])
+    with pytest.raises(CheckFailed, match=r"\[FM11\].*RuntimeClass \"nvidia\" not found"):
+        provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+
+
+def ts_pod(i: int, start: int, end: int | None) -> dict:
+    if end is None:
+        return cd.pod(f"ts-{i}", phase="Running", started=f"2026-01-10T12:00:{start:02d}Z")
+    return cd.pod(f"ts-{i}", started=f"2026-01-10T12:00:{start:02d}Z",
+                  finished=f"2026-01-10T12:00:{end:02d}Z")
+
+
+TS_INTENT = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),), time_slicing_replicas=3)
+TS_CHECK = next(j for j in plan_checks(TS_INTENT, ChecksSettings()) if j.kind == "timeslicing")
+
+
+def test_timeslicing_check_passes_when_all_replicas_overlap() -> None:
+    name = "checks-timeslicing-1a2b3c4d"
+    fake = cd.FakeKube(
+        jobs={name: [cd.job(name, condition=None), cd.job(name)]},
+        pods={name: [[ts_pod(0, 0, None), ts_pod(1, 1, None), ts_pod(2, 2, None)],
+                     [ts_pod(0, 0, 31), ts_pod(1, 1, 32), ts_pod(2, 2, 33)]]},
+        logs={f"ts-{i}": cd.probe_log() for i in range(3)})
+    result = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(
+        job_props(TS_CHECK, TS_INTENT, name))
+    assert result.outs["result"]["sharing"] == {cd.UUID_A: 3}
+
+
+def test_timeslicing_check_stops_early_when_pods_run_one_by_one() -> None:
+    name = "checks-timeslicing-1a2b3c4d"
+    pending = cd.pod("ts-2", phase="Pending", unschedulable="0/1 nodes are available: 1 "
+                     "Insufficient nvidia.com/gpu.")
+    fake = cd.FakeKube(
+        jobs={name: [cd.job(name, condition=None)]},
+        pods={name: [[ts_pod(0, 0, 31), ts_pod(1, 32, None), pending]]},
+        logs={"ts-0": cd.probe_log(), "ts-1": cd.probe_log()})
+    clock = cd.FakeClock()
+    with pytest.raises(CheckFailed) as err:
+        provider(ProbeJobCheckProvider, fake, clock).create(job_props(TS_CHECK, TS_INTENT, name))
+    assert clock.sleeps == []                       # no point waiting for the deadline
+    assert [f.id for f in err.value.findings] == ["FM10"]
+    assert "only 1 of 3 time-sliced pods" in str(err.value)
+
+
+def node_props(intent: ClusterIntent, split: float | None = None) -> dict:
+    props = {"__provider": "opaque", "checkName": "checks-allocatable",
+             "intent": intent.to_json(), "timeoutSeconds": 60.0}
+    if split is not None:
+        props["hamiSplitCount"] = split
+    return props
+
+
+def test_allocatable_waits_until_multiplied_and_stable() -> None:
+    intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 2), NodeIntent("gpu-b1", 1)),
+                           time_slicing_replicas=4)
+    fake = cd.FakeKube(nodes={
+        "gpu-a1": [cd.node("gpu-a1", 2), cd.node("gpu-a1", 8)],
+        "gpu-b1": [cd.node("gpu-b1", None), cd.node("gpu-b1", 4)]})
+    clock = cd.FakeClock()
+    result = provider(AllocatableCheckProvider, fake, clock).create(node_props(intent))
+    assert result.outs["result"]["allocatable"] == {"gpu-a1": 8, "gpu-b1": 4}
+    assert len(clock.sleeps) == 3                   # 4 reads: 1 early + 3 settled
+
+
+def test_allocatable_not_multiplied_fails_fm10_after_the_timeout() -> None:
+    intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 2),), time_slicing_replicas=4)
+    fake = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 2)]})
+    clock = cd.FakeClock()
+    with pytest.raises(CheckFailed) as err:
+        provider(AllocatableCheckProvider, fake, clock).create(node_props(intent))
+    assert [f.id for f in err.value.findings] == ["FM10"]
+    assert sum(clock.sleeps) == pytest.approx(60.0)
+
+
+def test_allocatable_hami_flip_and_split() -> None:
+    intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),), device_plugin="hami")
+    flip = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 4), cd.node("gpu-a1", 1)]})
+    with pytest.raises(CheckFailed) as err:
+        provider(AllocatableCheckProvider, flip, cd.FakeClock()).create(node_props(intent, 4.0))
+    assert [f.id for f in err.value.findings] == ["FM12"]
+    good = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 4)]})
+    out = provider(AllocatableCheckProvider, good, cd.FakeClock()).create(
+        node_props(intent, 4.0))
+    assert out.outs["passed"] is True
+
+
+def test_allocatable_missing_node() -> None:
+    fake = cd.FakeKube(nodes={})
+    with pytest.raises(CheckFailed, match="not in the cluster"):
+        provider(AllocatableCheckProvider, fake, cd.FakeClock()).create(node_props(INTENT))
+
+
+def test_diff_and_update_rerun_the_check() -> None:
+    fake = cd.FakeKube(jobs={"new": [cd.job("new")]}, pods={"new": [[cd.pod("p2")]]},
+                       logs={"p2": cd.probe_log()})
+    p = provider(ProbeJobCheckProvider, fake, cd.FakeClock())
+    old = {**job_props(), "passed": True, "result": {"passed": True}}
+    assert p.diff("id", old, {**job_props(), "__provider": "other"}).changes is False
+    assert p.diff("id", old, job_props(job_name="new")).changes is True
+    updated = p.update("id", old, job_props(job_name="new"))
+    assert updated.outs["passed"] is True and updated.outs["jobName"] == "new"
+    assert "log p2/probe" in fake.calls
+
+
+def test_state_numbers_come_back_as_ints() -> None:
+    check = check_job_from(job_props()["check"])
+    assert check == NODE_CHECK and isinstance(check.gpus, int)
+
+
+def test_wait_budget_leaves_room_before_the_job_deadline() -> None:
+    assert wait_budget(600) == 585 and wait_budget(100) == 90 and wait_budget(1) == 1
+
+
+def test_waiter_never_sleeps_past_the_deadline() -> None:
+    clock = cd.FakeClock()
+    w = Waiter(timeout=7, poll=5, clock=clock, sleep=clock.sleep)
+    w.wait()
+    w.wait()
+    assert clock.sleeps == [5, 2] and w.expired()
+
+
+def test_job_finished() -> None:
+    assert job_finished(cd.job(condition="Complete"))
+    assert job_finished(cd.job(condition="Failed"))
+    assert not job_finished(cd.job(condition=None)) and not job_finished(None)
+
+
+def test_connect_with_kubeconfig_text_needs_no_server() -> None:
+    kubeconfig = textwrap.dedent("""\
+        apiVersion: v1
+        kind: Config
+        clusters: [{name: c, cluster: {server: "https://10.0.0.1:6443",
+                    insecure-skip-tls-verify: true}}]
+        users: [{name: u, user: {token: abc}}]
+        contexts: [{name: x, context: {cluster: c, user: u}}]
+        current-context: x
+        """)
+    cluster = KubeCluster.connect(kubeconfig)
+    assert cluster.api_client.configuration.host == "https://10.0.0.1:6443"
+
+
+def test_configure_reads_the_kubernetes_provider_config() -> None:
+    seen = []
+    p = ProbeJobCheckProvider()
+    p.cluster_factory = lambda kubeconfig, context: seen.append((kubeconfig, context))
+    p.configure(ConfigureRequest(Config({"kubernetes:kubeconfig": "/k/config",
+                                         "kubernetes:context": "gpu"}, "gpuplane")))
+    p._cluster({})
+    p._cluster({"kubeconfig": "apiVersion: v1\n"})
+    assert seen == [("/k/config", "gpu"), ("apiVersion: v1\n", "gpu")]
+
+
+def test_provider_pickles_by_reference_and_loads_in_a_fresh_process() -> None:
+    """What Pulumi stores in the state must load in the dynamic-provider host without the
+    program: the class is pickled by module path, and that import pulls no Pulumi
+    Kubernetes SDK."""
+    blob = serialize_provider(ProbeJobCheckProvider())
+    code = ("import base64, sys, dill\n"
+            f"p = dill.loads(base64.b64decode({blob!r}))\n"
+            "print(type(p).__module__, type(p).__name__, 'pulumi_kubernetes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["components.checks.provider", "ProbeJobCheckProvider", "False"]
+    assert len(base64.b64decode(blob)) < 1000
