@@ -3,6 +3,7 @@ inputs, under which parent and after what."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -132,7 +133,9 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
             verdict = mocks.inputs[f"checks-{check.key}-check"]
             assert verdict["jobName"] == f"checks-{check.key}{SUFFIX}"
             assert check_job_from(verdict["check"]) == check      # survives the engine
-            assert verdict["intent"] == intent.to_json()
+            # Each verdict carries only its own node: the state stays linear in nodes.
+            mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name == check.node))
+            assert verdict["intent"] == mine.to_json()
             assert verdict["namespace"] == "gpu-operator"
             assert verdict["timeoutSeconds"] == 600
             assert "__provider" in verdict

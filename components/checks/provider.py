@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -145,7 +146,10 @@ class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"
                  kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None,
                  provider: ProbeJobCheckProvider | None = None):
-        props = {"checkName": name, "check": check.to_dict(), "intent": intent.to_json(),
+        # Only this check's node: every check carrying the whole fleet would make the
+        # state (and the plan) grow with nodes squared.
+        mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name == check.node))
+        props = {"checkName": name, "check": check.to_dict(), "intent": mine.to_json(),
                  "namespace": namespace, "jobName": job_name,
                  "timeoutSeconds": timeout_seconds, "kubeconfig": kubeconfig,
                  "passed": None, "result": None}

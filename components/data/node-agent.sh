@@ -2,11 +2,11 @@
 # gpuplane node agent: change a node's containerd configuration without ever leaving
 # containerd worse than it was found.
 #
-#   apply    write the planned files (the plan follows this script on stdin, or
-#            --payload FILE), check the merged config with the node's own
-#            `containerd config dump`, restart containerd only when the effective config
-#            changed, wait until the CRI answers; on any failure put every file back,
-#            restart again if it had restarted, and exit non-zero.
+#   apply    write the planned files (the plan follows this script on stdin, in the
+#            program components/agent.py builds), check the merged config with the
+#            node's own `containerd config dump`, restart containerd only when the
+#            effective config changed, wait until the CRI answers; on any failure put
+#            every file back, restart again if it had restarted, and exit non-zero.
 #   status   one JSON object: effective runtimes, default runtime, sha256 of the
 #            effective config, drift from what was applied.
 #   restore  put back the originals gpuplane replaced (byte-exact; files it created are
@@ -30,7 +30,7 @@ GP_TAB='	'
 
 gp_usage() {
 	cat <<'EOF_USAGE'
-usage: sh agent.sh MODE [options]          (apply reads its plan from stdin or --payload)
+usage: sh agent.sh MODE [options]    (apply: the program from apply_stdin, on stdin)
 modes: apply | status | restore | help
   --root DIR            directory standing in for / (tests, chroots)
   --containerd PATH     containerd binary used for `config dump` (default: the plan's)
@@ -42,7 +42,6 @@ modes: apply | status | restore | help
   --ready-timeout SEC   how long to wait for the CRI after a restart (default 120)
   --lock-timeout SEC    how long to wait for another run of the agent (default 600)
   --plan-id ID          restore only if ID is the plan applied last (replacement-safe delete)
-  --payload FILE        apply: read the plan from FILE instead of stdin
 EOF_USAGE
 }
 
@@ -110,7 +109,6 @@ gp_begin() {
 	GP_READY_TIMEOUT=120
 	GP_LOCK_TIMEOUT=600
 	GP_OPT_PLAN_ID=
-	GP_PAYLOAD=
 	while [ $# -gt 0 ]; do
 		gp_opt=$1
 		case $gp_opt in
@@ -143,7 +141,6 @@ gp_begin() {
 		--ready-timeout) GP_READY_TIMEOUT=$gp_val ;;
 		--lock-timeout) GP_LOCK_TIMEOUT=$gp_val ;;
 		--plan-id) GP_OPT_PLAN_ID=$gp_val ;;
-		--payload) GP_PAYLOAD=$gp_val ;;
 		*)
 			gp_say "unknown option $gp_opt"
 			gp_usage >&2
@@ -470,7 +467,7 @@ gp_setters() {
 }
 
 # The config the distribution will generate from the template, when it can be previewed
-# (a template without Go template actions is the config itself).
+# (a template without Go template actions or ${VARIABLES} is the config itself).
 # Sets GP_PREVIEW to a node path, or empty when only a restart can tell.
 gp_preview_path() {
 	GP_PREVIEW=
@@ -479,7 +476,7 @@ gp_preview_path() {
 		return 0
 	fi
 	[ -f "$GP_ROOT$P_TEMPLATE" ] || return 0
-	grep -q '{{' "$GP_ROOT$P_TEMPLATE" && return 0
+	grep -q -e '{{' -e '[$]{' "$GP_ROOT$P_TEMPLATE" && return 0
 	gp_pv=$(dirname "$P_CONFIG")/.$(basename "$P_CONFIG").gpuplane-preview
 	cp "$GP_ROOT$P_TEMPLATE" "$GP_ROOT$gp_pv" || return 1
 	GP_PREVIEW=$gp_pv
@@ -1022,7 +1019,7 @@ gp_select_containerd() {
 # Verify the staged payload: every file arrived whole.
 gp_verify_payload() {
 	if [ "$GP_HAVE_PLAN" != 1 ] || [ -z "$P_CONFIG" ] || [ -z "$P_ID" ]; then
-		gp_say "apply needs a plan: pipe the program from components.agent.apply_stdin to 'sh -s -- apply', or pass --payload FILE"
+		gp_say "apply needs a plan: pipe the program from components.agent.apply_stdin to 'sh -s -- apply'"
 		exit 2
 	fi
 	while IFS="$GP_TAB" read -r gp_vp_path gp_vp_sha gp_vp_file; do
@@ -1101,6 +1098,7 @@ gp_apply() {
 		if ! gp_check before "$P_DEFAULT"; then
 			gp_fail 1 "the files are as planned, but the effective config does not keep the plan: $GP_CHECK_ERR; another writer may have changed the node (FM05)"
 		fi
+		[ -f "$GP_MANIFEST" ] && gp_commit_manifest
 		gp_commit_state "$gp_before_sha" "$gp_before_def"
 		gp_say "nothing to change: the node already has the planned files"
 		gp_json_result true "" ""
@@ -1170,9 +1168,13 @@ gp_apply() {
 	exit 0
 }
 
+# The manifest lists the planned files gpuplane has an original of (a planned file that
+# already had the planned bytes was never changed, so restore leaves it alone).
 gp_commit_manifest() {
 	{
 		while IFS="$GP_TAB" read -r gp_cm_path gp_cm_sha _; do
+			[ -e "$GP_ORIG$gp_cm_path" ] || [ -e "$GP_ORIG$gp_cm_path.gpuplane-absent" ] ||
+				continue
 			printf 'file\t%s\t%s\n' "$gp_cm_path" "$gp_cm_sha"
 		done <"$GP_STAGE/files"
 		awk -F '\t' '$1 == "dir"' "$GP_MANIFEST" 2>/dev/null
@@ -1182,7 +1184,9 @@ gp_commit_manifest() {
 		[ -n "$gp_cm_path" ] || continue
 		rm -f "$GP_ORIG$gp_cm_path" "$GP_ORIG$gp_cm_path.gpuplane-absent"
 	done <"$GP_STAGE/dropped"
-	gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new"
+	if [ "$(gp_sha "$GP_STAGE/manifest.new")" != "$(gp_sha "$GP_MANIFEST")" ]; then
+		gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new"
+	fi
 }
 
 # gp_commit_state CONFIG_SHA DEFAULT_BEFORE: remember the plan; the default runtime the
@@ -1315,7 +1319,8 @@ gp_status() {
 		[ "$GP_HAVE_PLAN" = 1 ] || gp_plan_from_state
 	fi
 	if [ "$GP_HAVE_PLAN" != 1 ] && [ "$gp_have_state" != 1 ]; then
-		printf '{"mode": "status", "ok": false, "applied": false, "error": "gpuplane has not applied a plan here"}\n'
+		printf '{"mode": "status", "ok": false, "applied": false, "interrupted": %s, "error": "gpuplane has not applied a plan here"}\n' \
+			"$([ -d "$GP_TXN" ] && echo true || echo false)"
 		exit 2
 	fi
 	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
@@ -1329,9 +1334,10 @@ gp_status() {
 			done
 	fi
 	{
-		printf '{"mode": "status", "applied": %s, "plan_id": %s, "distro": %s, "config": %s' \
-			"$([ "$gp_have_state" = 1 ] && echo true || echo false)" "$(gp_js "$P_ID")" \
-			"$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
+		printf '{"mode": "status", "applied": %s, "interrupted": %s, "plan_id": %s' \
+			"$([ "$gp_have_state" = 1 ] && echo true || echo false)" \
+			"$([ -d "$GP_TXN" ] && echo true || echo false)" "$(gp_js "$P_ID")"
+		printf ', "distro": %s, "config": %s' "$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
 		if [ -n "$GP_CONTAINERD" ] && gp_dump "$P_CONFIG" now; then
 			gp_st_sha=$(cat "$GP_STAGE/now.sha")
 			gp_st_drift=false
@@ -1353,14 +1359,6 @@ gp_status() {
 
 gp_main() {
 	gp_begin "$@"
-	if [ -n "$GP_PAYLOAD" ]; then
-		[ -f "$GP_PAYLOAD" ] || {
-			gp_say "--payload $GP_PAYLOAD: no such file"
-			exit 2
-		}
-		# shellcheck disable=SC1090
-		. "$GP_PAYLOAD"
-	fi
 	gp_end
 }
 

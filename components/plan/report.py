@@ -8,6 +8,7 @@ import hashlib
 import json
 from typing import Any
 
+from components.agent import agent_source
 from components.config import StackConfig
 from components.findings import Finding, Severity
 from components.plan.engine import Registered
@@ -16,6 +17,7 @@ from components.stack.cluster import GpuCluster
 PLAN_FORMAT = 1
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET_MASK = "[secret]"
+AGENT_MARK = "gp_self() {"
 
 
 def effective_sha(effective: dict[str, Any]) -> str:
@@ -66,7 +68,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
         "resources": [{
             "type": r.type, "name": r.name, "parent": names.get(r.parent),
             "dependsOn": sorted({names.get(d, d) for d in r.dependencies}),
-            "inputs": _masked(r.inputs, r.secret_paths),
+            "inputs": _compact(_masked(r.inputs, r.secret_paths)),
         } for r in resources],
         "helm": helm,
         "batches": cluster.batches if managed else [],
@@ -80,6 +82,18 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "warnings": sum(f.severity is Severity.WARNING for f in findings),
         },
     }
+
+
+def _compact(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The node agent embedded in every node command's stdin, replaced by its digest: the
+    files are shown per node, and a plan of 1000 nodes stays small and diffable."""
+    stdin = inputs.get("stdin")
+    if isinstance(stdin, str) and AGENT_MARK in stdin:
+        source = agent_source()
+        if source in stdin:
+            digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+            inputs = {**inputs, "stdin": stdin.replace(source, f"[node agent {digest}]\n")}
+    return inputs
 
 
 def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ exactly what would be sent to the node."""
 
 from __future__ import annotations
 
+from components.containerd import ConfigError
+from components.findings import Finding, Severity
 from components.intent import ClusterIntent
 from components.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
 from components.policy.collect import StackFindings, View, intent_profile
@@ -37,10 +39,16 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             continue
         key = repr(sorted(files.items()))
         if key not in judged:
-            judged[key] = plan = assess(profile, version, options, files)
+            try:
+                judged[key] = plan = assess(profile, version, options, files)
+            except ConfigError as exc:
+                out.add([unreadable(exc, view.name)], view.urn)
+                continue
             out.add(plan.findings + check_node_files(
                 profile, files, where=f"Command {view.name}", version=version), view.urn)
-        plan = judged[key]
+        plan = judged.get(key)
+        if plan is None:
+            continue
         depth[view.urn] = 1 + max((depth[d] for d in view.dependencies if d in depth),
                                   default=-1)
         steps.append(RolloutStep(
@@ -51,6 +59,15 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             sets_nvidia_default=plan.written.default_runtime == intent.runtime_class))
     if steps:
         out.add(check_rollout(steps, intent, where="node rollout (gpuplane:rollout)"), None)
+
+
+def unreadable(exc: ConfigError, command: str) -> Finding:
+    """A file containerd cannot parse: it would refuse to start after the restart."""
+    return Finding("FM03", Severity.ERROR,
+                   f"containerd cannot read a planned file and would refuse to start: {exc}",
+                   f"Command {command}: {exc.path}",
+                   "Fix the file's TOML (gpuplane renders it from the stack config; a raw "
+                   "edit of the command's stdin is not supported).")
 
 
 def _in_dependency_order(commands: list[View]) -> list[View]:

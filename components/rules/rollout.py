@@ -62,7 +62,7 @@ def _batch_size(batches: dict[int, list[RolloutStep]], intent: ClusterIntent,
             at(where, f"batch {batch}", "gpuplane:rollout.maxUnavailable"),
             f"Split the batch so at most {limit} node(s) restart together (gpuplane batches "
             "by `gpuplane:rollout.maxUnavailable`); by hand restart containerd node by node "
-            "and wait for each to be Ready."))
+            "and wait for each to be Ready.", severity=Severity.ERROR))
     return out
 
 
@@ -82,7 +82,7 @@ def _ordering(batches: dict[int, list[RolloutStep]], where: str) -> list[Finding
                 _step_at(where, step, "gpuplane:rollout"),
                 "Make each step depend on every step of the previous batch (gpuplane does "
                 "this from `gpuplane:rollout`); in Pulumi: dependsOn=[the previous batch's "
-                "commands]."))
+                "commands].", severity=Severity.ERROR))
     return out
 
 

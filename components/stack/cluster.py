@@ -76,7 +76,9 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-containerd", targets=targets,
                 plans={n.name: self.plan for n in cfg.nodes}, batches=self.batches,
                 private_key=private_key, opts=child)
-            before_operator.append(self.rollout)
+            # The last batch waits for every earlier one: depending on it alone keeps the
+            # dependency graph linear in nodes.
+            before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
 
         sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
         time_slicing = None

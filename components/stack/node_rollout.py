@@ -43,6 +43,7 @@ class ContainerdRollout(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
         by_name = {t.name: t for t in targets}
+        agent_plans = {node: agent_plan(plan) for node, plan in plans.items()}
         self.commands = {}
         previous: list[pulumi.Resource] = []
         for batch in batches:
@@ -56,8 +57,10 @@ class ContainerdRollout(pulumi.ComponentResource):
                         private_key=pulumi.Output.secret(private_key)),
                     create=apply_command(target.sudo),
                     update=apply_command(target.sudo),
-                    delete=restore_command(target.sudo),
-                    stdin=apply_stdin(agent_plan(plans[node])),
+                    # With the plan id, a replaced command's delete (which Pulumi runs
+                    # after its successor's create) leaves the successor's files alone.
+                    delete=restore_command(target.sudo, plan_id=agent_plans[node].plan_id),
+                    stdin=apply_stdin(agent_plans[node]),
                     opts=pulumi.ResourceOptions(parent=self, depends_on=previous))
                 self.commands[node] = cmd
                 current.append(cmd)

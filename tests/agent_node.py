@@ -1,0 +1,201 @@
+"""A sandbox node for driving the node agent against a real containerd (tests and
+benchmarks/node_agent.py).
+
+The root directory stands in for `/` and holds a distro's baseline layout; a real
+containerd (tests/oracle.py's Daemon) runs on whatever the root holds. The agent runs
+exactly as Pulumi runs it (the program from `apply_stdin` piped to `sh -s -- apply`) with
+three substitutions: `--root` (the sandbox), `--restart-cmd` (asks this process to stop
+the daemon and start a fresh one on the files now under the root, logging each restart;
+template distros get their config regenerated from the template first, as RKE2 does) and
+`--address` (the sandbox daemon's socket, for the readiness check).
+
+Two substitutions keep the layouts runnable here without changing what the merge sees:
+nvidia's BinaryName points at a wrapper that logs and execs runc, and SystemdCgroup is off
+(no systemd on this machine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from components.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
+from components.containerd import ContainerdVersion
+from components.distros import DistroProfile
+from components.planner import PlanOptions, ToolkitMode, plan_node
+
+import oracle
+from layouts import host_path, rebase_imports
+
+DASH = shutil.which("dash") or "/bin/sh"
+BUSYBOX = shutil.which("busybox")
+NVIDIA_BINARIES = ("/usr/bin/nvidia-container-runtime",
+                   "/usr/local/nvidia/toolkit/nvidia-container-runtime")
+
+
+@dataclasses.dataclass
+class AgentRun:
+    rc: int
+    out: dict[str, Any]
+    err: str
+
+
+class SandboxNode:
+    """A sandbox node: a root holding a distro layout, a real containerd that the
+    injected restart command restarts on whatever the root holds, and a restart log."""
+
+    def __init__(self, tmp: Path, line: str, prof: DistroProfile) -> None:
+        oracle.require_daemon_support(line)
+        self.tmp, self.line, self.profile = tmp, line, prof
+        self.version = ContainerdVersion.parse(line)
+        self.root = tmp / "root"
+        self.workdir = tmp / f"{tmp.name}-d"  # unique: the daemon's cgroup is named after it
+        self.wrapper = oracle.nvidia_wrapper(tmp / "bin")
+        self.restart_log = tmp / "restarts.log"
+        self.daemon: oracle.Daemon | None = None
+        self.restart_delay = 0.0
+        self.starts = 0
+        self._lock = threading.Lock()
+        self._server = self._serve(tmp / "ctl.sock")
+        self.restart_script = tmp / "restart.sh"
+        self.restart_script.write_text(
+            "#!/bin/sh\n"
+            f"echo restart >> '{self.restart_log}'\n"
+            f"exec '{sys.executable}' -c '{_CLIENT}' '{tmp / 'ctl.sock'}'\n")
+        self.containerd = str(oracle.binary(line))
+        for path, text in prof.baseline().items():
+            self.write(path, self.runnable(text))
+        self.builtin = self.runnable(prof.baseline().get(prof.config_path, ""))
+
+    # -- layout --------------------------------------------------------------------
+
+    def runnable(self, text: str) -> str:
+        for binary in NVIDIA_BINARIES:
+            text = text.replace(f'"{binary}"', f'"{self.wrapper}"')
+        text = text.replace("SystemdCgroup = true", "SystemdCgroup = false")
+        return rebase_imports(text, self.root)
+
+    def write(self, node_path: str, text: str) -> None:
+        target = host_path(self.root, node_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    def plan(self, mode: ToolkitMode = ToolkitMode.HOST, **options: Any) -> AgentPlan:
+        """The agent plan for this node's distro, its files made runnable here."""
+        node_plan = plan_node(self.profile, self.version, PlanOptions(toolkit=mode, **options))
+        plan = agent_plan(node_plan)
+        return dataclasses.replace(
+            plan, files={p: self.runnable(t) for p, t in plan.files.items()})
+
+    def snapshot(self) -> dict[str, str]:
+        """sha256 of every file under the root (gpuplane's own state excluded)."""
+        out = {}
+        for path in sorted(self.root.rglob("*")):
+            rel = path.relative_to(self.root).as_posix()
+            if path.is_file() and not rel.startswith(("var/lib/gpuplane", "proc/")):
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return out
+
+    # -- the daemon ----------------------------------------------------------------
+
+    def boot(self) -> oracle.Daemon:
+        assert self._start() == "ok", self.daemon
+        assert self.daemon is not None
+        return self.daemon
+
+    def _start(self) -> str:
+        with self._lock:
+            if self.daemon is not None:
+                self.daemon.stop()
+                self.daemon = None
+            time.sleep(self.restart_delay)
+            if self.profile.rendered_by_distro:  # RKE2/K3s/MicroK8s regenerate at start
+                template = host_path(self.root, self.profile.edit_path(self.version))
+                text = template.read_text() if template.is_file() else self.builtin
+                self.write(self.profile.config_path, text)
+            daemon = oracle.Daemon(self.line, host_path(self.root, self.profile.config_path),
+                                   self.workdir)
+            daemon.start()
+            if not daemon.start_ok:
+                error = daemon.start_error.splitlines()[0]
+                daemon.stop()
+                return f"fail {error}"
+            self.daemon = daemon
+            self.starts += 1
+            return "ok"
+
+    def _serve(self, path: Path) -> socketserver.UnixStreamServer:
+        node = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                self.rfile.readline()
+                try:
+                    reply = node._start()
+                except Exception as exc:  # report to the agent, never kill the server
+                    reply = f"fail {exc!r}"
+                self.wfile.write(reply.encode() + b"\n")
+
+        server = socketserver.UnixStreamServer(str(path), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        return server
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self.daemon is not None:
+            self.daemon.stop()
+
+    @property
+    def restarts(self) -> int:
+        return len(self.restart_log.read_text().splitlines()) if self.restart_log.exists() else 0
+
+    def effective(self) -> dict[str, Any]:
+        """What the running daemon's CRI plugin reports it uses."""
+        assert self.daemon is not None
+        return oracle.effective_from_status(oracle.cri_status(self.daemon))
+
+    # -- the agent -----------------------------------------------------------------
+
+    def args(self, *extra: str, containerd: str | None = None) -> list[str]:
+        return ["--root", str(self.root), "--containerd", containerd or self.containerd,
+                "--ctr", str(oracle.binary(self.line, "ctr")),
+                "--address", str(self.workdir / "c.sock"),
+                "--restart-cmd", f"sh {self.restart_script}",
+                "--ready-timeout", "20", "--lock-timeout", "60", *extra]
+
+    def command(self, mode: str, *extra: str, shell: str = DASH, **kw: Any) -> list[str]:
+        shells = {"busybox": [BUSYBOX or "busybox", "sh"], "bash": ["bash", "--posix"]}
+        sh = shells.get(shell, [shell])
+        if mode == "apply":
+            return [*sh, "-s", "--", "apply", *self.args(*extra, **kw)]
+        return [*sh, str(host_path(self.root, AGENT_PATH)), mode, *self.args(*extra, **kw)]
+
+    def run(self, mode: str, plan: AgentPlan | None = None, *extra: str,
+            env: dict[str, str] | None = None, **kw: Any) -> AgentRun:
+        proc = subprocess.run(self.command(mode, *extra, **kw),
+                              input=apply_stdin(plan) if plan else "", capture_output=True,
+                              text=True, timeout=120, env=env, check=False)
+        return parse_result(proc.returncode, proc.stdout, proc.stderr)
+
+
+_CLIENT = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+           's.sendall(b"restart\\n"); r = s.makefile().readline().strip(); print(r); '
+           'sys.exit(0 if r == "ok" else 1)')
+
+
+def parse_result(rc: int, stdout: str, stderr: str) -> AgentRun:
+    try:
+        out = json.loads(stdout) if stdout.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"agent stdout is not one JSON object: {stdout!r}\n{stderr}") from exc
+    return AgentRun(rc, out, stderr)

@@ -1,0 +1,624 @@
+"""The node agent against real containerd daemons on sandbox roots (tests/agent_node.py):
+no-op and change, refusals before any restart, rollbacks after one, a run killed half-way,
+concurrent runs, restore, distro detection (k8s-snap base dir, FM17), status and drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from components import cli
+from components.agent import (
+    AGENT_PATH,
+    AgentPlan,
+    agent_plan,
+    agent_source,
+    apply_command,
+    apply_stdin,
+    restore_command,
+    status_command,
+)
+from components.containerd import ContainerdVersion
+from components.distros import DistroProfile, EditMode, profile
+from components.planner import PlanOptions, ToolkitMode, plan_node
+
+import oracle
+from agent_node import BUSYBOX, DASH, AgentRun, SandboxNode, parse_result
+from layouts import host_path
+
+
+class _Maker:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.nodes: list[SandboxNode] = []
+
+    def __call__(self, line: str, prof: DistroProfile | None = None) -> SandboxNode:
+        node = SandboxNode(self.tmp, line, prof or profile("kubeadm"))
+        self.nodes.append(node)
+        return node
+
+
+@pytest.fixture
+def make_node(tmp_short: Path) -> Iterator[_Maker]:
+    maker = _Maker(tmp_short)
+    yield maker
+    for node in maker.nodes:
+        node.close()
+
+
+def _busybox_path(tmp: Path) -> Path:
+    bindir = tmp / "busybox-bin"
+    bindir.mkdir(exist_ok=True)
+    applets = subprocess.run([BUSYBOX or "busybox", "--list"], capture_output=True, text=True,
+                             check=True).stdout.split()
+    for applet in applets:
+        (bindir / applet).symlink_to(BUSYBOX or "busybox")
+    return bindir
+
+
+def _sandbox(node: SandboxNode, handler: str) -> None:
+    assert node.daemon is not None
+    result = oracle.run_sandbox(node.daemon, handler)
+    assert result.ok, result.error
+
+
+# ---------------------------------------------------------------------------------------
+# Apply: change, no-op, same plan twice
+
+
+@pytest.mark.parametrize("shell", ["dash", "busybox", "bash"])
+def test_change_restarts_once_and_the_nvidia_handler_runs(containerd_line: str, shell: str,
+                                                          make_node) -> None:
+    env = None
+    if not shutil.which(shell):
+        oracle.unavailable(f"{shell} is not installed")
+    if shell == "busybox":  # busybox's applets and nothing else on PATH
+        env = {**os.environ, "PATH": str(_busybox_path(make_node.tmp))}
+    node = make_node(containerd_line)
+    node.boot()
+    plan = node.plan()
+    first = node.run("apply", plan, shell=shell, env=env)
+    assert first.rc == 0, first.err
+    assert node.restarts == 1
+    assert first.out["restarted"] is True and first.out["ok"] is True
+    assert set(first.out["written"]) == set(plan.files)
+    assert "nvidia" in node.effective()["runtimes"]
+    _sandbox(node, "nvidia")
+    assert oracle.wrapper_calls(node.wrapper), "the sandbox did not go through nvidia"
+    assert first.out["config_sha256"] and first.out["default_runtime"] == "runc"
+    assert host_path(node.root, AGENT_PATH).is_file()
+
+    daemon = node.daemon
+    second = node.run("apply", plan, shell=shell, env=env)
+    assert second.rc == 0, second.err
+    assert node.restarts == 1 and node.daemon is daemon
+    assert second.out["written"] == [] and second.out["changed"] is False
+    assert second.out["config_sha256"] == first.out["config_sha256"]
+
+
+def test_a_change_that_leaves_the_effective_config_alone_does_not_restart(
+        containerd_line: str, make_node) -> None:
+    """Operator mode on kubeadm only adds the drop-in dir to `imports`: nothing merges
+    differently until the toolkit writes its drop-in, so containerd keeps running."""
+    node = make_node(containerd_line)
+    node.boot()
+    before = node.effective()
+    plan = node.plan(ToolkitMode.OPERATOR)
+    assert plan.files, "the plan should add the import"
+    result = node.run("apply", plan)
+    assert result.rc == 0, result.err
+    assert result.out["written"] == [node.profile.config_path]
+    assert result.out["restarted"] is False and node.restarts == 0
+    assert node.effective() == before
+
+
+def test_a_plan_without_files_is_a_no_op(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    snap = node.snapshot()
+    result = node.run("apply", node.plan(ToolkitMode.NONE))
+    assert result.rc == 0, result.err
+    assert (result.out["written"], node.restarts) == ([], 0)
+    assert node.snapshot() == snap
+    assert not (node.root / "var/lib/gpuplane").exists(), "nothing to manage, nothing kept"
+
+
+# ---------------------------------------------------------------------------------------
+# Refusals before any restart: the node stays byte-exact
+
+
+def _refused(node: SandboxNode, plan: AgentPlan, rc: int, *needles: str) -> AgentRun:
+    snap = node.snapshot()
+    daemon = node.daemon
+    result = node.run("apply", plan)
+    assert result.rc == rc, result.err
+    for needle in needles:
+        assert needle in result.err, result.err
+    assert node.restarts == 0 and node.daemon is daemon
+    assert node.snapshot() == snap, "the node's files changed"
+    assert not (node.root / "var/lib/gpuplane").exists(), "a refused run left state behind"
+    assert result.out["ok"] is False and result.out["error"]
+    return result
+
+
+def _with_dropin(plan: AgentPlan, text: str) -> AgentPlan:
+    dropin = next(p for p in plan.files if p.endswith("50-gpuplane.toml"))
+    return dataclasses.replace(plan, files={**plan.files, dropin: text})
+
+
+def test_malformed_toml_is_refused_before_any_restart(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    plan = _with_dropin(node.plan(), 'version = 2\n[plugins."io.containerd.grpc.v1.cri"\n')
+    result = _refused(node, plan, 1, "containerd refuses the new config", "restored")
+    assert "50-gpuplane.toml" in result.out["error"]
+
+
+def test_a_v3_drop_in_on_containerd_1_7_is_refused(make_node) -> None:
+    node = make_node("1.7", profile("k8s-snap"))
+    node.boot()
+    plan = _with_dropin(node.plan(), 'version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n')
+    _refused(node, plan, 1, "unsupported config version", "nothing was restarted")
+
+
+def test_a_drop_in_that_loses_runc_is_refused(make_node) -> None:
+    """FM02: on 1.7 a drop-in holding only nvidia replaces the CRI table: runc is gone."""
+    node = make_node("1.7", profile("k8s-snap"))
+    node.boot()
+    cri = 'plugins."io.containerd.grpc.v1.cri".containerd'
+    only_nvidia = (f'version = 2\n[{cri}]\n  default_runtime_name = "runc"\n'
+                   f'[{cri}.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n')
+    _refused(node, _with_dropin(node.plan(), only_nvidia), 1, "no runtime 'runc'", "FM02")
+
+
+def test_a_file_outside_the_distros_edit_paths_is_refused(make_node) -> None:
+    """FM04: RKE2's generated config.toml is never written, only its template."""
+    node = make_node("1.7", profile("rke2"))
+    node.boot()
+    plan = node.plan()
+    bad = dataclasses.replace(plan, files={node.profile.config_path: "version = 2\n"})
+    _refused(node, bad, 2, "outside the files rke2 lets gpuplane edit")
+
+
+def test_a_plan_for_another_containerd_line_is_refused(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    plan = dataclasses.replace(node.plan(), containerd_version="2.1")
+    _refused(node, plan, 2, "runs containerd 1.7 but the plan was made for 2.1",
+             "gpuplane:cluster.containerdVersion")
+
+
+# ---------------------------------------------------------------------------------------
+# Failures after the restart: rolled back, restarted again, serving the previous config
+
+
+def test_containerd_failing_to_start_is_rolled_back(containerd_line: str, make_node) -> None:
+    node = make_node(containerd_line)
+    node.boot()
+    before = node.effective()
+    snap = node.snapshot()
+    plan = node.plan()
+    dropin = next(p for p in plan.files if p.endswith("50-gpuplane.toml"))
+    # Valid for `config dump`, fatal at start: a required plugin that does not exist.
+    text = 'required_plugins = ["io.containerd.nosuch.v1.gpuplane"]\n' + plan.files[dropin]
+    result = node.run("apply", _with_dropin(plan, text))
+    assert result.rc == 1, result.err
+    assert "did not come back on the new config" in result.err
+    assert "restored" in result.err and "serves" in result.err
+    assert node.restarts == 2, "one restart on the change, one on the restored files"
+    assert node.snapshot() == snap
+    assert node.effective() == before
+    _sandbox(node, "runc")
+
+
+def test_a_readiness_timeout_is_rolled_back(make_node) -> None:
+    node = make_node("2.1")
+    node.boot()
+    snap = node.snapshot()
+    dropin = host_path(node.root, "/etc/containerd/conf.d/50-gpuplane.toml")
+    result = node.run("apply", node.plan(), "--ready-cmd", f"test ! -e {dropin}",
+                      "--ready-timeout", "1")
+    assert result.rc == 1, result.err
+    assert "did not answer within 1s" in result.err and "restored" in result.err
+    assert node.restarts == 2
+    assert node.snapshot() == snap
+    assert "nvidia" not in node.effective()["runtimes"]
+
+
+# ---------------------------------------------------------------------------------------
+# Killed mid-apply, concurrency
+
+
+_KILLER = """#!/bin/sh
+# SIGKILL the agent holding the lock, once, when armed (then carry on as asked).
+if [ -e '{armed}' ] && {when}; then
+    rm -f '{armed}'
+    owner=$(readlink '{lock}')
+    kill -9 "${{owner%%:*}}"
+    sleep 0.2
+fi
+"""
+
+
+@pytest.mark.parametrize("when", ["after-write", "during-restart"])
+def test_a_run_killed_mid_apply_is_undone_and_the_next_run_converges(when: str,
+                                                                     make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    snap = node.snapshot()
+    armed = node.tmp / "armed"
+    armed.touch()
+    lock = host_path(node.root, "/var/lib/gpuplane/lock")
+    count = node.tmp / "dumps"
+    containerd = None
+    if when == "after-write":  # the second `config dump` checks the written files
+        wrapper = node.tmp / "containerd-wrapper"
+        wrapper.write_text(
+            _KILLER.format(armed=armed, lock=lock, when=(
+                f'case "$*" in *"config dump"*) echo x >> \'{count}\' ;; *) false ;; esac && '
+                f'[ "$(wc -l < \'{count}\')" -eq 2 ]'))
+            + f'exec \'{node.containerd}\' "$@"\n')
+        wrapper.chmod(0o755)
+        containerd = str(wrapper)
+    else:
+        script = node.restart_script.read_text()
+        node.restart_script.write_text(
+            _KILLER.format(armed=armed, lock=lock, when="true") + script.split("\n", 1)[1])
+    plan = node.plan()
+    killed = subprocess.run(node.command("apply", containerd=containerd),
+                            input=apply_stdin(plan), capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert killed.returncode == -9, killed.stderr
+    assert not armed.exists()
+    if when == "during-restart":  # the orphaned restart carries on: let it finish
+        deadline = time.monotonic() + 20
+        while node.starts < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert node.starts == 2
+    assert host_path(node.root, "/var/lib/gpuplane/backup/txn").is_dir(), "no journal left"
+    status = subprocess.run([DASH, "-s", "--", "status", *node.args()], input=apply_stdin(plan),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert json.loads(status.stdout)["interrupted"] is True, status.stderr
+
+    rerun = node.run("apply", plan)
+    assert rerun.rc == 0, rerun.err
+    assert "removed the stale lock" in rerun.err
+    assert "stopped half-way" in rerun.err
+    # during-restart: the killed run restarted once, recovery once, the rerun once.
+    assert node.restarts == (1 if when == "after-write" else 3)
+    _sandbox(node, "nvidia")
+
+    restore = node.run("restore")
+    assert restore.rc == 0, restore.err
+    assert node.snapshot() == snap
+
+
+def test_a_run_stopped_by_sigterm_rolls_back_at_once(make_node) -> None:
+    """A cancelled `pulumi up` (or a dropped ssh session: SIGHUP) rolls back itself."""
+    node = make_node("1.7")
+    node.boot()
+    snap = node.snapshot()
+    node.restart_delay = 1.0
+    proc = subprocess.Popen(node.command("apply"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = "", ""
+    try:
+        proc.stdin.write(apply_stdin(node.plan()))  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 20
+        while node.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.terminate()
+        proc.wait(timeout=60)
+        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+    result = parse_result(proc.returncode, out, err)
+    assert result.rc == 1, result.err
+    assert "interrupted by SIGTERM" in result.err and result.out["restored"] is True
+    assert node.restarts == 2 and node.snapshot() == snap
+    assert "nvidia" not in node.effective()["runtimes"]
+
+
+def test_concurrent_runs_wait_for_each_other(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    node.restart_delay = 1.0  # hold the lock long enough for the second run to wait
+    stdin = apply_stdin(node.plan())
+    procs = []
+    for _ in range(2):
+        proc = subprocess.Popen(node.command("apply"), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.stdin.write(stdin)  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+        procs.append(proc)
+        time.sleep(0.05)
+    runs = [parse_result(p.wait(timeout=60), p.stdout.read(), p.stderr.read())  # type: ignore[union-attr]
+            for p in procs]
+    assert [r.rc for r in runs] == [0, 0], [r.err for r in runs]
+    assert sum("waiting for another gpuplane agent run" in r.err for r in runs) == 1
+    assert sorted(r.out["changed"] for r in runs) == [False, True]
+    assert node.restarts == 1
+
+
+# ---------------------------------------------------------------------------------------
+# Restore
+
+
+def test_restore_puts_every_original_back_and_runc_serves(containerd_line: str,
+                                                          make_node) -> None:
+    node = make_node(containerd_line)
+    node.boot()
+    snap = node.snapshot()
+    applied = node.run("apply", node.plan(nvidia_default=True))
+    assert applied.rc == 0, applied.err
+    assert node.effective()["default_runtime"] == "nvidia"
+
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert node.restarts == 2
+    assert node.snapshot() == snap, "originals are not byte-exact"
+    assert not host_path(node.root, "/etc/containerd/conf.d").exists(), "created dir kept"
+    assert node.effective()["default_runtime"] == "runc"
+    assert "nvidia" not in node.effective()["runtimes"]
+    _sandbox(node, "runc")
+    assert not (node.root / "var/lib/gpuplane").exists()
+
+    again = node.run("apply", node.plan(nvidia_default=True))  # and it can be applied again
+    assert again.rc == 0 and node.restarts == 3
+
+
+def test_restore_of_a_replaced_plan_leaves_its_successor_alone(make_node) -> None:
+    """Pulumi deletes a replaced command after creating its successor."""
+    node = make_node("2.1")
+    node.boot()
+    old, new = node.plan(), node.plan(nvidia_default=True)
+    assert node.run("apply", old).rc == 0
+    assert node.run("apply", new).rc == 0
+    assert node.restarts == 2
+    stale = node.run("restore", None, "--plan-id", old.plan_id)
+    assert stale.rc == 0 and "replaced" in stale.err
+    assert node.restarts == 2 and node.effective()["default_runtime"] == "nvidia"
+    assert node.run("restore", None, "--plan-id", new.plan_id).rc == 0
+    assert node.effective()["default_runtime"] == "runc"
+
+
+def test_an_update_puts_back_the_files_its_plan_no_longer_has(make_node) -> None:
+    """Host toolkit, then operator: gpuplane's drop-in goes (its original: absent), the
+    import stays; restore then only changes `imports`, so containerd is not restarted."""
+    node = make_node("1.7")
+    node.boot()
+    snap = node.snapshot()
+    host, operator = node.plan(), node.plan(ToolkitMode.OPERATOR)
+    dropin = next(p for p in host.files if p.endswith("50-gpuplane.toml"))
+    assert node.run("apply", host).rc == 0
+    update = node.run("apply", operator)
+    assert update.rc == 0, update.err
+    assert dropin in update.out["written"] and not host_path(node.root, dropin).exists()
+    assert node.restarts == 2 and "nvidia" not in node.effective()["runtimes"]
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert restored.out["restarted"] is False and node.restarts == 2
+    assert node.snapshot() == snap
+
+
+def test_a_file_that_already_had_the_planned_bytes_is_not_managed(make_node) -> None:
+    node = make_node("2.1")
+    node.boot()
+    plan = node.plan()
+    top = node.profile.config_path
+    node.write(top, plan.files[top])  # someone added the import before gpuplane came
+    snap = node.snapshot()
+    applied = node.run("apply", plan)
+    assert applied.rc == 0 and top not in applied.out["written"]
+    assert node.run("restore").rc == 0
+    assert node.snapshot() == snap
+
+
+@pytest.mark.parametrize("defines_nvidia", [True, False])
+def test_restore_refuses_to_leave_nvidia_default_set_by_another_file(
+        defines_nvidia: bool, make_node) -> None:
+    """FM09: a toolkit drop-in that survives the uninstall keeps nvidia the default.
+
+    When that file also defines nvidia, the originals are restored and the run fails
+    naming the file; when it relies on gpuplane's nvidia runtime, restoring would leave a
+    default that does not exist, so gpuplane's files are kept."""
+    node = make_node("2.1", profile("k8s-snap"))
+    node.boot()
+    assert node.run("apply", node.plan()).rc == 0
+    toolkit = "/etc/containerd/conf.d/99-nvidia.toml"
+    cri = 'plugins."io.containerd.grpc.v1.cri".containerd'
+    text = f'version = 2\n[{cri}]\n  default_runtime_name = "nvidia"\n'
+    if defines_nvidia:
+        text += (f'[{cri}.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n'
+                 f'[{cri}.runtimes.nvidia.options]\n  BinaryName = "{node.wrapper}"\n')
+    node.write(toolkit, text)
+    kept = node.snapshot()
+    result = node.run("restore")
+    assert result.rc == 1 and "FM09" in result.err and toolkit in result.err, result.err
+    dropin = "etc/containerd/conf.d/50-gpuplane.toml"
+    assert (dropin in node.snapshot()) is not defines_nvidia
+    if not defines_nvidia:
+        assert node.snapshot() == kept and "were kept" in result.err
+    host_path(node.root, toolkit).unlink()
+    assert node.run("restore").rc == 0
+    assert dropin not in node.snapshot()
+    assert not (node.root / "var/lib/gpuplane").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# Distro detection
+
+
+def test_k8s_snap_custom_base_dir_comes_from_the_snaps_lock_file(make_node) -> None:
+    base = "/var/lib/k8s-containerd"
+    node = make_node("1.7", profile("k8s-snap", containerd_base_dir=base))
+    node.write("/var/snap/k8s/common/lock/.containerd-base-dir", base + "\n")
+    node.boot()
+    default_plan = dataclasses.replace(node.plan(), config_path="/etc/containerd/config.toml")
+    _refused(node, default_plan, 2, f"containerd base dir is {base}",
+             f"gpuplane:cluster.containerdBaseDir: {base}")
+    result = node.run("apply", node.plan())
+    assert result.rc == 0, result.err
+    assert result.out["config"] == f"{base}/k8s-containerd/etc/containerd/config.toml"
+    assert node.restarts == 1
+    _sandbox(node, "nvidia")
+
+
+def _kubelet(node: SandboxNode, *argv: str) -> None:
+    proc = node.root / "proc" / "4242"
+    proc.mkdir(parents=True, exist_ok=True)
+    (proc / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+def test_a_kubelet_on_another_containerd_is_refused(make_node) -> None:
+    """FM17: Docker's containerd and the kubelet's are different daemons."""
+    node = make_node("1.7")
+    node.boot()
+    _kubelet(node, "/usr/bin/kubelet", "--container-runtime-endpoint",
+             "unix:///run/docker/containerd/containerd.sock")
+    _refused(node, node.plan(), 2, "/run/docker/containerd/containerd.sock", "FM17",
+             "/proc/4242/cmdline")
+    _kubelet(node, "/usr/bin/kubelet",
+             "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock")
+    result = node.run("apply", node.plan())
+    assert result.rc == 0, result.err
+
+
+def test_the_kubelet_config_file_is_read_when_no_kubelet_runs(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    node.write("/var/lib/kubelet/config.yaml", "kind: KubeletConfiguration\n"
+               "containerRuntimeEndpoint: unix:///run/k3s/containerd/containerd.sock\n")
+    _refused(node, node.plan(), 2, "/var/lib/kubelet/config.yaml", "FM17")
+
+
+def test_template_distros_edit_the_template_and_verify_the_regenerated_config(
+        containerd_line: str, make_node) -> None:
+    node = make_node(containerd_line, profile("rke2"))
+    node.boot()
+    snap = node.snapshot()
+    plan = node.plan()
+    assert set(plan.files) == {plan.template_path}
+    result = node.run("apply", plan)
+    assert result.rc == 0, result.err
+    assert node.restarts == 1 and "nvidia" in result.out["runtimes"]
+    _sandbox(node, "nvidia")
+    assert node.run("apply", plan).out["restarted"] is False
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert node.restarts == 2 and node.snapshot() == snap
+    assert "nvidia" not in node.effective()["runtimes"]
+
+
+# ---------------------------------------------------------------------------------------
+# Status and drift (FM05)
+
+
+def test_status_reports_the_effective_runtimes_and_drift(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    applied = node.run("apply", node.plan())
+    status = node.run("status")
+    assert status.rc == 0, status.err
+    assert status.out["config_sha256"] == applied.out["config_sha256"]
+    assert status.out["runtimes"]["nvidia"]["binary_name"] == str(node.wrapper)
+    assert status.out["default_runtime"] == "runc" and status.out["drift"] is False
+    dropin = "/etc/containerd/conf.d/50-gpuplane.toml"
+    node.write(dropin, host_path(node.root, dropin).read_text() + "# edited\n")
+    drifted = node.run("status")
+    assert drifted.out["drift"] is True and drifted.out["drifted_files"] == [dropin]
+
+
+# ---------------------------------------------------------------------------------------
+# The Python side
+
+
+def test_file_contents_arrive_byte_exact(make_node) -> None:
+    node = make_node("1.7")
+    plan = node.plan()
+    dropin = next(p for p in plan.files if p.endswith("50-gpuplane.toml"))
+    tricky = ("# quotes ' \" $HOME $(id) `id` \\ EOF, a CRLF\r\n#\tand no final newline\n"
+              + plan.files[dropin].rstrip("\n"))
+    plan = dataclasses.replace(plan, files={**plan.files, dropin: tricky})
+    stdin = apply_stdin(plan)
+    assert "\n# quotes ' \" $HOME" in stdin, "contents must stay readable in the diff"
+    result = node.run("apply", plan, "--restart-cmd", "true", "--ready-cmd", "true")
+    assert result.rc == 0, result.err
+    assert host_path(node.root, dropin).read_bytes() == plan.files[dropin].encode()
+
+
+def test_agent_plan_refuses_plans_with_errors_and_promises_what_its_files_do() -> None:
+    cdi_on_16 = plan_node(profile("kubeadm"), ContainerdVersion.parse("1.6"),
+                          PlanOptions(toolkit=ToolkitMode.HOST, cdi=True))
+    with pytest.raises(ValueError, match="FM16"):
+        agent_plan(cdi_on_16)
+    version = ContainerdVersion.parse("1.7")
+    host = agent_plan(plan_node(profile("k8s-snap"), version,
+                                PlanOptions(toolkit=ToolkitMode.HOST, nvidia_default=True)))
+    assert host.expected_runtimes == {"runc", "nvidia"} and host.expected_default == "nvidia"
+    assert host.edit_paths == ("/etc/containerd/config.toml", "/etc/containerd/conf.d/")
+    operator = agent_plan(plan_node(profile("k8s-snap"), version,
+                                    PlanOptions(nvidia_default=True)))
+    assert operator.expected_runtimes == {"runc"} and operator.expected_default is None
+    rke2 = profile("rke2")
+    assert rke2.edit_mode is EditMode.TEMPLATE
+    tmpl = agent_plan(plan_node(rke2, ContainerdVersion.parse("2.1"),
+                                PlanOptions(toolkit=ToolkitMode.HOST)))
+    assert tmpl.template_path == tmpl.edit_paths[0] == rke2.template_v3_path
+    assert tmpl.plan_id != host.plan_id and len(tmpl.plan_id) == 16
+
+
+def test_commands() -> None:
+    assert apply_command(False) == "sh -s -- apply"
+    assert apply_command(True) == "sudo -n sh -s -- apply"
+    assert AGENT_PATH in restore_command(True) and "--plan-id abc" in restore_command(False, "abc")
+    if Path(AGENT_PATH).exists():
+        pytest.skip(f"{AGENT_PATH} exists on this machine: not running the node commands")
+    restore = subprocess.run([DASH, "-c", restore_command(False, "abc")], capture_output=True,
+                             text=True, check=False)
+    assert restore.returncode == 0 and "nothing to restore" in restore.stderr
+    status = subprocess.run([DASH, "-c", status_command(False)], capture_output=True,
+                            text=True, check=False)
+    assert json.loads(status.stdout) == {"mode": "status", "applied": False}
+
+
+def test_restore_and_status_on_a_node_gpuplane_never_touched(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    script = tmp_path / "agent.sh"
+    script.write_text(agent_source())
+    for mode, rc in (("restore", 0), ("status", 2)):
+        proc = subprocess.run([DASH, str(script), mode, "--root", str(root)],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == rc, proc.stderr
+        assert json.loads(proc.stdout)["mode"] == mode
+    assert not (root / "var").exists()
+
+
+def test_cli_prints_the_agent(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["node-agent"]) == 0
+    assert capsys.readouterr().out == agent_source()
+
+
+def test_the_script_parses_in_posix_shells() -> None:
+    script = str(Path(cli.__file__).parent / "data" / "node-agent.sh")
+    shells = [[DASH]] + ([[BUSYBOX, "sh"]] if BUSYBOX else [])
+    for shell in shells:
+        proc = subprocess.run([*shell, "-n", script], capture_output=True, text=True,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr
+    checker = shutil.which("shellcheck")  # stricter, where installed
+    if checker:
+        proc = subprocess.run([checker, "-s", "sh", "-e", "SC2016", script],
+                              capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stdout
