@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -149,13 +150,18 @@ def _plan(argv: list[str]) -> int:
     parser.add_argument("--base", type=Path, metavar="PLAN.json",
                         help="a previous JSON plan: show file and values diffs and the nodes "
                              "that will be disrupted, in order")
+    parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
+                        help="policy config JSON, as `pulumi preview --policy-pack-config`")
     ns = parser.parse_args(argv)
+    loaded: dict[str, Any] = {}
+    for option, path in (("--base", ns.base), ("--policy-pack-config", ns.policy_pack_config)):
+        try:
+            loaded[option] = json.loads(path.read_text(encoding="utf-8")) if path else None
+        except (OSError, ValueError) as exc:
+            return _input_error(f"{option} {path}: {exc}")
+    base = loaded["--base"]
     try:
-        base = json.loads(ns.base.read_text(encoding="utf-8")) if ns.base else None
-    except (OSError, ValueError) as exc:
-        return _input_error(f"--base {ns.base}: {exc}")
-    try:
-        plan = plan_stack(ns.stack, ns.stacks_dir)
+        plan = plan_stack(ns.stack, ns.stacks_dir, loaded["--policy-pack-config"])
     except (StackFileError, StackConfigError) as exc:
         return _input_error(f"stack {ns.stack!r}: invalid config\n{exc}")
     if base is not None:

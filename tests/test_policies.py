@@ -230,3 +230,18 @@ def test_broken_stack_fails_gpuplane_plan(capsys: pytest.CaptureFixture[str],
     ids = {f["id"] for f in plan["findings"] if f["severity"] == "error"}
     assert "FM16" in ids
     assert all(f["fix"] for f in plan["findings"])
+
+
+def test_example_policy_config_is_honoured(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from components.cli import main
+
+    config = REPO / "policies" / "policy-config.example.json"
+    names = {p.name for p in build_policies()}
+    assert set(json.loads(config.read_text())) <= names
+    broken = edit(registered("rke2-lab"), "gpu-gpu-operator", "values.toolkit.version", "latest")
+    assert [f.severity for f in run_policies(broken, json.loads(config.read_text()))] == [
+        "warning"]   # FM18 downgraded to advisory by the example
+    assert main(["plan", "--stack", "rke2-lab", "--policy-pack-config", str(config)]) == 0
+    capsys.readouterr()

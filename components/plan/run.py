@@ -6,20 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from components.config import NAMESPACE
-from components.findings import Finding
-from components.plan.engine import Registered, run_program
+from components.plan.engine import run_program
+from components.plan.policies import run_policies
 from components.plan.report import build_report
 from components.plan.stackfile import load_stack_file
 
 
-def evaluate_policies(resources: list[Registered]) -> list[Finding]:
-    """Run the policy pack's policies over the registered resources, as the engine would."""
-    from components.plan.policies import run_policies
-
-    return run_policies(resources)
-
-
-def plan_stack(name: str, stacks_dir: Path) -> dict[str, Any]:
+def plan_stack(name: str, stacks_dir: Path,
+               pack_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan report of one stack. Raises StackFileError / StackConfigError on bad input."""
     from components import program
 
@@ -28,7 +22,7 @@ def plan_stack(name: str, stacks_dir: Path) -> dict[str, Any]:
     cluster, resources = run_program(program.run, project=NAMESPACE, stack=name,
                                      config=stack.pulumi_config(),
                                      secret_keys=stack.secret_keys)
-    findings = evaluate_policies(resources)
+    findings = run_policies(resources, pack_config)
     # The planner's own findings cover a plan the components refused to roll out.
     seen = {(f.id, f.message) for f in findings}
     findings += [f for f in cluster.plan.findings if (f.id, f.message) not in seen]

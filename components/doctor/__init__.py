@@ -1,0 +1,31 @@
+"""`gpuplane doctor`: diagnose a live GPU cluster or a saved snapshot with the rulebook.
+
+collect (client → Snapshot) → snapshot (save/load a directory of JSON files) → inspect
+(a short-lived pod per GPU node runs the packaged inspection program) → analyse (the
+rules plus symptom → cause mapping) → report (text and stable JSON).
+"""
+
+from components.doctor.analyse import DoctorReport, analyse
+from components.doctor.client import ApiError, ClusterClient, CollectError, KubeClient
+from components.doctor.collect import collect
+from components.doctor.diagnosis import Diagnosis, Evidence
+from components.doctor.report import render_report, report_to_json
+from components.doctor.snapshot import Snapshot, SnapshotError, load, save
+
+__all__ = [
+    "ApiError",
+    "ClusterClient",
+    "CollectError",
+    "Diagnosis",
+    "DoctorReport",
+    "Evidence",
+    "KubeClient",
+    "Snapshot",
+    "SnapshotError",
+    "analyse",
+    "collect",
+    "load",
+    "render_report",
+    "report_to_json",
+    "save",
+]

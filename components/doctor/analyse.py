@@ -1,0 +1,176 @@
+"""The diagnosis of a snapshot: the rulebook's findings, tied to what the cluster shows.
+
+Order of work: the intent (the stack's record or inferred) → every rule over what was
+collected (operator and HAMi values, HAMi's nodes, the time-slicing ConfigMap, GPU
+workloads, each inspected node's containerd) → symptoms from nodes, components, pods and
+events → `combine`, which files each symptom as evidence under the cause that explains it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.config import chart_at_least
+from components.doctor import health
+from components.doctor.cluster import ClusterView, name, namespace
+from components.doctor.diagnosis import Diagnosis, Symptom, causes, combine
+from components.doctor.infer import IntentError, IntentSource, infer, intent_of
+from components.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
+from components.doctor.snapshot import Snapshot
+from components.doctor.symptoms import pod_symptoms
+from components.findings import Finding, Severity
+from components.intent import ClusterIntent
+from components.rules.hami import check_hami_nodes, check_hami_values
+from components.rules.operator import check_operator_values
+from components.rules.timeslicing import check_time_slicing
+from components.rules.workloads import check_workload
+
+
+@dataclass
+class DoctorReport:
+    """Everything `gpuplane doctor` prints."""
+
+    diagnoses: list[Diagnosis]
+    intent: ClusterIntent
+    intent_source: str
+    inferred: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    snapshot: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(d.finding.severity is Severity.ERROR for d in self.diagnoses)
+
+
+def analyse(snapshot: Snapshot) -> DoctorReport:
+    view = ClusterView(snapshot)
+    notes = list(snapshot.notes)
+    try:
+        source = intent_of(view, snapshot.inspections)
+    except IntentError as exc:
+        notes.append(f"{exc}; inferring the intent instead")
+        source = infer(view, snapshot.inspections)
+    intent = source.intent
+    diagnoses: list[Diagnosis] = []
+    symptoms: list[Symptom] = []
+
+    operator = view.operator_values()
+    if operator is not None:
+        values, where, chart = operator
+        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
+                                                  where=where), "operator")
+        diagnoses += _time_slicing(view, intent)
+    elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
+        notes.append("no GPU Operator release or ClusterPolicy found: its values were not "
+                     "checked")
+    hami_values: dict[str, Any] | None = None
+    release = view.release("hami")
+    if release is not None:
+        hami_values = release.values
+        diagnoses += causes(check_hami_values(hami_values, intent,
+                                              chart_version=release.chart_version,
+                                              where=release.where), "hami")
+    diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
+                        "hami")
+    diagnoses += _workloads(view, intent)
+    diagnoses += health.runtimeclass(view, intent)
+
+    node_facts: dict[str, dict[str, Any]] = {}
+    for node_name, inspection in sorted(snapshot.inspections.items()):
+        result = analyse_node(inspection, _node_context(view, intent, node_name, operator))
+        diagnoses += result.diagnoses
+        symptoms += result.symptoms
+        notes += result.notes
+        node_facts[node_name] = result.facts
+
+    found, more = health.operator_health(view, intent)
+    symptoms += found
+    notes += more
+    symptoms += health.node_readiness(view)
+    symptoms += health.allocatable(view, intent, hami_values)
+    hami_diag, found, more = health.hami_health(view, intent, source.source != "inferred",
+                                               hami_values)
+    diagnoses += hami_diag
+    symptoms += found
+    notes += more
+    found, more = pod_symptoms(view, intent)
+    symptoms += found
+    notes += more
+
+    return DoctorReport(
+        diagnoses=combine(diagnoses, symptoms),
+        intent=intent,
+        intent_source=source.source,
+        inferred=source.inferred,
+        notes=list(dict.fromkeys(notes)),
+        nodes=node_facts,
+        snapshot={"collectedAt": snapshot.collected_at, "source": snapshot.source,
+                  "serverVersion": snapshot.version.get("gitVersion"),
+                  "gpuNodes": [name(n) for n in view.gpu_nodes(n.name for n in intent.nodes)],
+                  "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections)},
+    )
+
+
+def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
+                  operator: tuple[dict[str, Any], str, str | None] | None) -> NodeContext:
+    node = view.node(node_name) or {}
+    runtime = ((node.get("status") or {}).get("nodeInfo") or {}).get("containerRuntimeVersion")
+    target = None
+    live = view.live_toolkit_env()
+    if intent.toolkit == "operator" and live is not None and operator is not None:
+        env, source = live
+        chart = operator[2]
+        dropin = chart is None or chart_at_least(chart, (25, 10)) or any(
+            isinstance(e, dict) and e.get("name") == "RUNTIME_DROP_IN_CONFIG" for e in env)
+        target = ToolkitTarget.from_env(env, dropin=dropin, source=source)
+    return NodeContext(node_name, intent, runtime, target)
+
+
+def _time_slicing(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
+    """FM10 over the ConfigMap the device plugin is told to read."""
+    if intent.time_slicing_replicas <= 0 or intent.device_plugin != "gpu-operator":
+        return []
+    ns = view.operator_namespace() or intent.operator_namespace
+    cm = view.configmap(ns, intent.time_slicing_configmap)
+    where = f"ConfigMap {ns}/{intent.time_slicing_configmap}"
+    if cm is None:
+        return [Diagnosis(Finding(
+            "FM10", Severity.ERROR,
+            f"the time-slicing ConfigMap {intent.time_slicing_configmap} does not exist in "
+            f"{ns}: the device plugin has no sharing config and nvidia.com/gpu stays at the "
+            "physical count.",
+            where,
+            "Let gpuplane create it from `gpuplane:timeSlicing` (configMap, profile, "
+            f"replicas) in `gpuplane:gpuOperator.namespace`; raw: create ConfigMap "
+            f"{intent.time_slicing_configmap} in {ns} and point devicePlugin.config.name at "
+            "it."), "operator")]
+    return causes(check_time_slicing(cm.get("data") or {}, intent, where=where), "operator")
+
+
+def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
+    """FM11/FM14 per GPU pod; pods of one controller are checked once (the first). The
+    spec is checked as submitted: spec.nodeName of a live pod is the scheduler's binding
+    (a pod that set it itself would have been refused by HAMi's webhook)."""
+    out: list[Diagnosis] = []
+    seen: set[str] = set()
+    for pod in view.gpu_pods:
+        owner = next((o for o in (pod.get("metadata") or {}).get("ownerReferences") or []
+                      if o.get("controller")), None)
+        key = f"{namespace(pod)}/{owner['kind']}/{owner['name']}" if owner else \
+            f"{namespace(pod)}/Pod/{name(pod)}"
+        if key in seen:
+            continue
+        seen.add(key)
+        where = f"Pod {namespace(pod)}/{name(pod)}"
+        if owner:
+            where += f" (of {owner['kind']} {owner['name']})"
+        # A running pod's spec.nodeName is the scheduler's binding, not the user's pin.
+        spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+        findings = check_workload({**pod, "kind": "Pod", "spec": spec}, intent, where)
+        out += causes(findings, f"pod:{namespace(pod)}/{name(pod)}")
+    return out
+
+
+__all__ = ["DoctorReport", "IntentSource", "analyse"]

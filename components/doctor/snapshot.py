@@ -1,0 +1,170 @@
+"""A cluster snapshot: what `gpuplane doctor` collected, as plain JSON files in a directory.
+
+Users attach the directory to a ticket (`gpuplane doctor --save DIR`) and anyone can
+re-run the diagnosis offline (`gpuplane doctor --from DIR`). Every list file holds the
+shape the Kubernetes API returns for a list (`{"apiVersion", "kind", "items": [...]}`), so
+`kubectl get -o json` output can be dropped in by hand; `helm-releases.json` and
+`logs.json` are gpuplane's own small shapes, documented in the README.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+FORMAT = "gpuplane-doctor-snapshot"
+FORMAT_VERSION = 1
+META_FILE = "snapshot.json"
+VERSION_FILE = "version.json"
+INSPECTION_FILE = "inspection.json"
+
+# file name -> (attribute, kind of the list object)
+LISTS: dict[str, tuple[str, str]] = {
+    "nodes.json": ("nodes", "NodeList"),
+    "namespaces.json": ("namespaces", "NamespaceList"),
+    "pods.json": ("pods", "PodList"),
+    "events.json": ("events", "EventList"),
+    "daemonsets.json": ("daemonsets", "DaemonSetList"),
+    "deployments.json": ("deployments", "DeploymentList"),
+    "runtimeclasses.json": ("runtimeclasses", "RuntimeClassList"),
+    "configmaps.json": ("configmaps", "ConfigMapList"),
+    "mutatingwebhookconfigurations.json": ("webhooks", "MutatingWebhookConfigurationList"),
+    "clusterpolicies.json": ("clusterpolicies", "ClusterPolicyList"),
+    "helm-releases.json": ("helm_releases", "HelmReleaseList"),
+    "logs.json": ("logs", "PodLogList"),
+}
+_API_VERSION = {
+    "NodeList": "v1", "NamespaceList": "v1", "PodList": "v1", "EventList": "v1",
+    "ConfigMapList": "v1",
+    "DaemonSetList": "apps/v1", "DeploymentList": "apps/v1",
+    "RuntimeClassList": "node.k8s.io/v1",
+    "MutatingWebhookConfigurationList": "admissionregistration.k8s.io/v1",
+    "ClusterPolicyList": "nvidia.com/v1",
+    "HelmReleaseList": "gpuplane.dev/v1", "PodLogList": "gpuplane.dev/v1",
+}
+_NODE_DIR = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+class SnapshotError(Exception):
+    """A snapshot directory that cannot be read; the message names the file and the fix."""
+
+
+@dataclass
+class Snapshot:
+    """Everything the analysis reads; lists hold API objects as plain dicts."""
+
+    version: dict[str, Any] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    deployments: list[dict[str, Any]] = field(default_factory=list)
+    runtimeclasses: list[dict[str, Any]] = field(default_factory=list)
+    configmaps: list[dict[str, Any]] = field(default_factory=list)
+    webhooks: list[dict[str, Any]] = field(default_factory=list)
+    clusterpolicies: list[dict[str, Any]] = field(default_factory=list)
+    helm_releases: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    inspections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    collected_at: str = ""
+    source: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)   # what could not be collected, and why
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "formatVersion": FORMAT_VERSION,
+            "collectedAt": self.collected_at or now(),
+            "source": self.source,
+            "notes": self.notes,
+            "files": sorted([META_FILE, VERSION_FILE, *LISTS,
+                             *(f"nodes/{n}/{INSPECTION_FILE}" for n in self.inspections)]),
+        }
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def save(snapshot: Snapshot, directory: Path | str) -> Path:
+    """Write the snapshot as JSON files (sorted keys, so two snapshots diff well)."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    _write(root / META_FILE, snapshot.meta())
+    _write(root / VERSION_FILE, snapshot.version)
+    for name, (attr, kind) in LISTS.items():
+        _write(root / name, {"apiVersion": _API_VERSION[kind], "kind": kind,
+                             "items": getattr(snapshot, attr)})
+    for node, inspection in snapshot.inspections.items():
+        if not _NODE_DIR.match(node):
+            raise SnapshotError(f"node name {node!r} cannot be a directory name")
+        _write(root / "nodes" / node / INSPECTION_FILE, inspection)
+    return root
+
+
+def load(directory: Path | str) -> Snapshot:
+    """Read a snapshot directory. Missing list files are empty lists (a hand-made snapshot
+    may hold only `nodes.json` and `pods.json`); a wrong format or bad JSON is an error."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise SnapshotError(f"{root}: not a directory; pass the folder `gpuplane doctor "
+                            "--save DIR` wrote")
+    meta = _read(root / META_FILE, required=False) or {}
+    if meta:
+        if meta.get("format") != FORMAT:
+            raise SnapshotError(f"{root / META_FILE}: `format` is {meta.get('format')!r}, "
+                                f"expected {FORMAT!r}")
+        if meta.get("formatVersion") != FORMAT_VERSION:
+            raise SnapshotError(
+                f"{root / META_FILE}: formatVersion {meta.get('formatVersion')!r} is not "
+                f"supported (this gpuplane reads {FORMAT_VERSION}); use the gpuplane version "
+                "that wrote it")
+    snap = Snapshot(collected_at=str(meta.get("collectedAt", "")),
+                    source=dict(meta.get("source") or {}),
+                    notes=[str(n) for n in meta.get("notes") or []])
+    snap.version = _read(root / VERSION_FILE, required=False) or {}
+    for name, (attr, _kind) in LISTS.items():
+        data = _read(root / name, required=False)
+        if data is None:
+            continue
+        items = data.get("items") if isinstance(data, dict) else None
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise SnapshotError(f"{root / name}: expected a list object "
+                                '{"kind": ..., "items": [objects]} as `kubectl get -o json` '
+                                "prints it")
+        setattr(snap, attr, items)
+    nodes_dir = root / "nodes"
+    if nodes_dir.is_dir():
+        for sub in sorted(nodes_dir.iterdir()):
+            data = _read(sub / INSPECTION_FILE, required=False)
+            if data is not None:
+                if not isinstance(data, dict):
+                    raise SnapshotError(f"{sub / INSPECTION_FILE}: expected a JSON object")
+                snap.inspections[sub.name] = data
+    return snap
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _read(path: Path, *, required: bool) -> Any:
+    if not path.is_file():
+        if required:
+            raise SnapshotError(f"{path}: missing")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from exc
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "LISTS", "Snapshot", "SnapshotError", "load", "save"]
