@@ -33,6 +33,8 @@ lint: venv
 
 bench: venv containerd
 	$(BIN)/python benchmarks/containerd_model.py
+	$(BIN)/python benchmarks/plan_scale.py
+	$(BIN)/python benchmarks/node_agent.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
