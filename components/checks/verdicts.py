@@ -20,6 +20,14 @@ from components.checks.manifests import CONTAINER, GPU, CheckJob
 from components.findings import Finding, Severity
 from components.intent import ClusterIntent, NodeIntent
 from components.probe.cuda_probe import PROBE_NAME
+from components.rules.messages import (
+    CDI_UNRESOLVABLE,
+    GLIBC_MISSING,
+    INSUFFICIENT_GPUS,
+    INSUFFICIENT_SHARES,
+    NO_RUNTIME,
+    NO_RUNTIMECLASS,
+)
 from components.rules.timeslicing import expected_allocatable as timeslicing_allocatable
 
 HAMI_SCHEDULER = "hami-scheduler"
@@ -171,28 +179,27 @@ class _Cause:
 
 
 _CAUSES = (
-    _Cause(re.compile(r'no runtime for "?[\w.-]+"? is configured|RuntimeHandler .* not '
-                      r"supported", re.I), "FM01",
+    _Cause(NO_RUNTIME, "FM01",
            "containerd on the node has no `{rc}` runtime: the toolkit wrote a file this "
            "containerd does not read. Run `gpuplane containerd check` on the node; set "
            "`gpuplane:cluster.distro` (and `gpuplane:cluster.containerdBaseDir` for "
            "k8s-snap) to match it"),
-    _Cause(re.compile(r'RuntimeClass "?[\w.-]+"? not found', re.I), "FM11",
+    _Cause(NO_RUNTIMECLASS, "FM11",
            "create the RuntimeClass: set `gpuplane:runtime.createRuntimeClass: true` (or "
            "`auto` with the operator's `operator.runtimeClass` equal to "
            "`gpuplane:runtime.name`)"),
-    _Cause(re.compile(r"unresolvable CDI devices", re.I), "cdi",
+    _Cause(CDI_UNRESOLVABLE, "cdi",
            "CDI devices were requested that containerd cannot resolve: set "
            "`gpuplane:gpuOperator.cdi: false`, or use containerd >= 1.7 with CDI enabled"),
-    _Cause(re.compile(r"GLIBC_[0-9.]+' not found|GLIBC_[0-9.]+ not found", re.I), "FM15",
+    _Cause(GLIBC_MISSING, "FM15",
            "the toolkit image does not fit the node OS: set `gpuplane:nodes[].os` to the "
            "node's OS or `gpuplane:gpuOperator.toolkitImage` to a matching flavour"),
-    _Cause(re.compile(r"Insufficient nvidia\.com/gpu(mem|cores)", re.I), "hami-sched",
+    _Cause(INSUFFICIENT_SHARES, "hami-sched",
            "the pod reached the default scheduler, not hami-scheduler: HAMi's webhook did "
            "not mutate it; set `gpuplane:hami.webhookFailurePolicy: Fail`, check "
            "`gpuplane:hami.namespace` and that hami-scheduler is running; or lower "
            "`gpuplane:checks.hamiGpuMem` below a card's memory"),
-    _Cause(re.compile(r"Insufficient nvidia\.com/gpu\b", re.I), "device-plugin", ""),
+    _Cause(INSUFFICIENT_GPUS, "device-plugin", ""),
     _Cause(re.compile(r"didn't match Pod's node affinity/selector", re.I), "device-plugin",
            "no node has `kubernetes.io/hostname={node}`: each `gpuplane:nodes[].name` "
            "must be the Kubernetes node name"),

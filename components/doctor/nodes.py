@@ -25,13 +25,13 @@ from components.findings import Finding, Severity
 from components.intent import ClusterIntent
 from components.nodecheck import VersionUnknown, check_node_config, parse_version_output
 from components.rules.glibc import flavours_for
+from components.rules.messages import GLIBC_MISSING, NO_RUNTIME
 from components.rules.nodefiles import check_node_files
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SOCKET = "/run/containerd/containerd.sock"
 DEFAULT_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 # Runtime errors that mean "the kubelet's containerd has no such runtime handler".
-NO_RUNTIME = 'no runtime for "'
 CRI_DOWN = "unknown service runtime.v1.RuntimeService"
 
 
@@ -288,7 +288,7 @@ def _probe_symptoms(inspection: dict[str, Any], node: str, intent: ClusterIntent
         return []
     error = str(probe.get("error", ""))
     evidence = Evidence(source, f"RunPodSandbox failed: {error}")
-    if NO_RUNTIME in error:
+    if NO_RUNTIME.search(error):
         fallback = Finding(
             "FM01", Severity.ERROR,
             f"the kubelet's containerd on node {node} has no {intent.runtime_class} runtime: "
@@ -298,7 +298,7 @@ def _probe_symptoms(inspection: dict[str, Any], node: str, intent: ClusterIntent
                         fallback)]
     if CRI_DOWN in error:
         return [Symptom(("FM02", "FM03", "FM09", "FM01"), scopes, evidence, serious=True)]
-    if "GLIBC_" in error:
+    if GLIBC_MISSING.search(error):
         return [Symptom(("FM15",), ("operator", scopes[0]), evidence, serious=True)]
     return [Symptom(node_ids or ("FM01",), scopes, evidence, serious=True)]
 

@@ -23,13 +23,11 @@ from components.doctor.cluster import ClusterView, gpu_count, name, namespace, r
 from components.doctor.diagnosis import Evidence, Symptom
 from components.findings import Finding, Severity
 from components.intent import ClusterIntent
+from components.rules.messages import CDI_UNRESOLVABLE as CDI
+from components.rules.messages import GLIBC_MISSING as GLIBC
+from components.rules.messages import INSUFFICIENT, NO_RUNTIME, NO_RUNTIMECLASS
+from components.rules.messages import NODE_NOT_READY as NOT_READY
 
-NO_RUNTIME = re.compile(r'no runtime for "(?P<handler>[^"]+)" is configured')
-INSUFFICIENT = re.compile(r"Insufficient (?P<resource>nvidia\.com/[\w.-]+)")
-CDI = re.compile(r"unresolvable CDI devices")
-GLIBC = re.compile(r"GLIBC_\d+\.\d+'? not found|version `GLIBC_\d+\.\d+' not found")
-NO_RUNTIMECLASS = re.compile(r'RuntimeClass "(?P<name>[^"]+)" not found')
-NOT_READY = re.compile(r"node\.kubernetes\.io/(not-ready|unreachable)")
 # What breaks a GPU node's runtime badly enough for the node to go NotReady.
 NODE_DOWN_IDS = ("FM02", "FM03", "FM09", "FM01", "FM15", "FM17")
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
@@ -91,7 +89,7 @@ def classify(event: dict[str, Any], view: ClusterView, intent: ClusterIntent,
     evidence = event_evidence(event)
     node_scope = f"node:{node}" if node else pod_scope
     if match := NO_RUNTIME.search(message):
-        handler = match["handler"]
+        handler = match["handler"] or "nvidia"
         fallback = Finding(
             "FM01", Severity.ERROR,
             f"the containerd that {'node ' + node if node else 'the node'}'s kubelet uses "
