@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from components.distros import EditMode
@@ -29,9 +30,18 @@ _SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+@cache
 def agent_source() -> str:
-    """The agent script, as packaged."""
+    """The agent script, as packaged (read once: every node's stdin embeds it)."""
     return _SCRIPT.read_text(encoding="utf-8")
+
+
+@cache
+def _agent_function() -> str:
+    """The agent as the shell function `gp_self` that prints it (same for every node)."""
+    source = agent_source()
+    delim = _delimiter("GPUPLANE_AGENT", source)
+    return "\n".join(["gp_self() {", f"cat <<'{delim}'", source + delim, "}"])
 
 
 @dataclass(frozen=True)
@@ -138,18 +148,14 @@ def apply_stdin(plan: AgentPlan) -> str:
     planned file follows verbatim in a quoted heredoc with its sha256, which the agent
     verifies before it touches anything.
     """
-    source = agent_source()
     q = shlex.quote
     out = [
         "#!/bin/sh",
         f"# gpuplane node agent: apply plan {plan.plan_id} ({plan.distro}, containerd "
         f"{plan.containerd_version}, {plan.config_path}).",
         "# Run as `sh -s -- apply [options]` with this text on stdin.",
-        "gp_self() {",
-    ]
-    delim = _delimiter("GPUPLANE_AGENT", source)
-    out += [f"cat <<'{delim}'", source + delim, "}"]
-    out += ["GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"']
+        _agent_function(),
+        "GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"']
     settings: list[tuple[str, str | None]] = [
         ("id", plan.plan_id),
         ("distro", plan.distro),
@@ -183,7 +189,7 @@ def payload_files(stdin: str) -> dict[str, str] | None:
     if "\ngp_end\n" not in stdin:
         return None
     files: dict[str, str] = {}
-    lines = iter(stdin.split("\n"))
+    lines = iter(_after_agent(stdin).split("\n"))
     for line in lines:
         if not line.startswith("gp_file "):
             continue
@@ -200,6 +206,19 @@ def payload_files(stdin: str) -> dict[str, str] | None:
             raise ValueError(f"agent payload: {path} does not match its sha256")
         files[path] = content
     return files
+
+
+_AGENT_HEREDOC = re.compile(r"^cat <<'(GPUPLANE_AGENT_\w+)'$", re.MULTILINE)
+
+
+def _after_agent(stdin: str) -> str:
+    """The plan part of a stdin program: what follows the embedded agent's heredoc (which
+    is most of the text and holds no files)."""
+    head = _AGENT_HEREDOC.search(stdin, 0, 4096)
+    if head is None:
+        return stdin
+    end = stdin.find(f"\n{head.group(1)}\n", head.end())
+    return stdin if end < 0 else stdin[end:]
 
 
 def _sudo(sudo: bool) -> str:

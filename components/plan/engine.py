@@ -8,11 +8,15 @@ dependencies, and which inputs are secret.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pulumi.runtime import mocks, rpc
+
+from components.plan import cycles
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -39,16 +43,27 @@ class Registered:
     additional_secret_outputs: list[str] = field(default_factory=list)
 
 
+def _provider_additions(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs a provider adds to the echoed inputs."""
+    added: dict[str, Any] = {}
+    metadata = inputs.get("metadata")
+    if typ.startswith("kubernetes:") and isinstance(metadata, dict) and "name" not in metadata:
+        # The provider auto-names objects without metadata.name: <name>-<8 random
+        # characters>. A fixed suffix keeps plans comparable.
+        added["metadata.name"] = f"{name}-{AUTONAME_SUFFIX}"
+    if typ == "kubernetes:helm.sh/v3:Release" and "status" not in inputs:
+        added["status"] = {"status": "deployed"}
+    return added
+
+
 class _EchoMocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         state = dict(args.inputs)
-        if args.typ.startswith("kubernetes:") and isinstance(state.get("metadata"), dict):
-            # The provider auto-names objects without metadata.name: <name>-<8 random
-            # characters>. A fixed suffix keeps plans comparable.
-            state["metadata"] = {"name": f"{args.name}-{AUTONAME_SUFFIX}",
-                                 **state["metadata"]}
-        if args.typ == "kubernetes:helm.sh/v3:Release":
-            state.setdefault("status", {"status": "deployed"})
+        for key, value in _provider_additions(args.typ, args.name, state).items():
+            if key == "metadata.name":
+                state["metadata"] = {**state["metadata"], "name": value}
+            else:
+                state[key] = value
         return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[str, Any], list[Any] | None]:
@@ -56,18 +71,43 @@ class _EchoMocks(mocks.Mocks):
 
 
 class _RecordingMonitor(mocks.MockMonitor):
+    """The SDK's mock monitor, registering with one deserialisation instead of three: the
+    response echoes the request's own protobuf (plus what a provider adds) rather than
+    re-serialising the inputs."""
+
     def __init__(self) -> None:
         super().__init__(_EchoMocks())
         self.registered: list[Registered] = []
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        from google.protobuf import struct_pb2
+        from pulumi.runtime.proto import resource_pb2
+        from pulumi.runtime.sync_await import _ensure_event_loop
+
+        urn = self.make_urn(request.parent, request.type, request.name)
         if request.type == "pulumi:pulumi:Stack":
-            return response
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _ensure_event_loop()   # deserialising resource references needs one
         inputs = rpc.deserialize_properties(request.object)
+        outputs = request.object
+        added = _provider_additions(request.type, request.name, inputs)
+        if added:
+            outputs = struct_pb2.Struct()
+            outputs.CopyFrom(request.object)
+            for key, value in added.items():
+                if key == "metadata.name":
+                    outputs["metadata"]["name"] = value
+                else:
+                    outputs[key] = value
+        resource_id = f"{request.name}-id"
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, resource_id, inputs)
+        self._record(urn, request, inputs)
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=outputs)
+
+    def _record(self, urn: str, request: Any, inputs: dict[str, Any]) -> None:
         inputs = {k: v for k, v in inputs.items() if k != _DYNAMIC_PROVIDER_KEY}
         self.registered.append(Registered(
-            urn=response.urn, type=request.type, name=request.name,
+            urn=urn, type=request.type, name=request.name,
             custom=bool(request.custom), parent=request.parent,
             inputs=_plain(inputs), dependencies=list(request.dependencies),
             property_dependencies={k: list(v.urns)
@@ -79,7 +119,6 @@ class _RecordingMonitor(mocks.MockMonitor):
                                    if request.deleteBeforeReplaceDefined else None),
             additional_secret_outputs=list(request.additionalSecretOutputs),
         ))
-        return response
 
 
 def _plain(value: Any) -> Any:
@@ -120,48 +159,6 @@ def _secret_paths(struct: Any, prefix: str) -> list[str]:
     return out
 
 
-class _CycleCheck:
-    """Pulumi's dependency-cycle check, same answers, less work. The SDK walks the whole
-    dependency closure of `to` for every dependency declared, with nested generators
-    (O(depth) per step): quadratic in rollout batches and checks. A new dependency
-    `frm -> to` closes a cycle only if `frm` is reachable from `to`, which needs some
-    resource to depend on `frm` already; a resource nothing depends on yet (every freshly
-    registered one) is answered at once, the rest by an iterative walk."""
-
-    def __init__(self) -> None:
-        self.targets: set[Any] = set()
-
-    def install(self) -> None:
-        from pulumi.runtime import resource_cycle_breaker as breaker
-
-        original_add = breaker._add_dep
-
-        def add_dep(frm: Any, to: Any) -> None:
-            self.targets.add(to)
-            original_add(frm, to)
-
-        breaker._add_dep = add_dep
-        breaker._reachable = self.reachable
-
-    def reachable(self, from_resource: Any, to_resource: Any) -> bool:
-        from pulumi.runtime import resource_cycle_breaker as breaker
-
-        if to_resource is from_resource:
-            return True
-        if to_resource not in self.targets:
-            return False
-        seen: set[int] = set()
-        stack = [from_resource]
-        while stack:
-            res = stack.pop()
-            if res is to_resource:
-                return True
-            if id(res) not in seen:
-                seen.add(id(res))
-                stack.extend(breaker._deps(res))
-        return False
-
-
 def run_program(program: Callable[[], Any], *, project: str, stack: str,
                 config: dict[str, str], secret_keys: list[str]) -> tuple[Any, list[Registered]]:
     """Run `program` to completion under mocks; return its result and the registrations."""
@@ -170,7 +167,6 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    _CycleCheck().install()
     monitor = _RecordingMonitor()
     settings.ROOT.set(None)
     pulumi.runtime.set_all_config({}, [])
@@ -180,8 +176,22 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    _sync_await(run_pulumi_func(lambda: result.append(program())))
+    with cycles.installed(cycles.DependencyOrder()), _no_full_gc():
+        _sync_await(run_pulumi_func(lambda: result.append(program())))
     return result[0], monitor.registered
+
+
+@contextmanager
+def _no_full_gc() -> Iterator[None]:
+    """Registration allocates millions of objects while the heap grows, and every full
+    collection re-scans that heap (a third of a 1000-node plan's time). Young collections
+    still free asyncio's short-lived cycles; full ones wait until the run is over."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 __all__ = ["Registered", "run_program"]

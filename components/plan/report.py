@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cache
 from typing import Any
 
 from components.agent import agent_source
@@ -68,7 +69,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
         "resources": [{
             "type": r.type, "name": r.name, "parent": names.get(r.parent),
             "dependsOn": sorted({names.get(d, d) for d in r.dependencies}),
-            "inputs": _compact(_masked(r.inputs, r.secret_paths)),
+            "inputs": _masked(_compact(r.inputs), r.secret_paths),
         } for r in resources],
         "helm": helm,
         "batches": cluster.batches if managed else [],
@@ -91,9 +92,14 @@ def _compact(inputs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(stdin, str) and AGENT_MARK in stdin:
         source = agent_source()
         if source in stdin:
-            digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-            inputs = {**inputs, "stdin": stdin.replace(source, f"[node agent {digest}]\n")}
+            inputs = {**inputs, "stdin": stdin.replace(source, _agent_digest())}
     return inputs
+
+
+@cache
+def _agent_digest() -> str:
+    digest = hashlib.sha256(agent_source().encode()).hexdigest()[:16]
+    return f"[node agent {digest}]\n"
 
 
 def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
