@@ -7,6 +7,10 @@ update pipe :func:`apply_stdin` into :func:`apply_command`, delete runs
 :func:`restore_command`. The plan travels on stdin, never in remote environment variables
 (sshd drops those unless configured), and file contents travel as plain quoted heredocs,
 so a `pulumi preview` diff of the stdin shows a file change line by line.
+
+Each plan also carries its *bases*: the sha256 of every node file it was made from (the
+files gpuplane writes and the top-level config). The agent refuses a node whose original
+files differ, since writing the plan would replace settings it never saw.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 
 _SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_ABSENT = "absent"  # a base the plan assumed missing, on the agent's stdin
 
 
 @cache
@@ -61,12 +67,19 @@ class AgentPlan:
     expected_runtimes: frozenset[str] = frozenset({"runc"})
     expected_default: str | None = None  # None: the default runtime must not change
     runtime_name: str | None = None      # the nvidia runtime (restore checks it is no default)
+    # node path -> sha256 of the original the plan was made from (None: planned as absent);
+    # empty for plans made before bases existed: the agent then checks none
+    bases: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for path in (self.config_path, self.socket, *self.files):
+        for path in (self.config_path, self.socket, *self.files, *self.bases):
             if not path.startswith("/") or any(c in path for c in "\t\n"):
                 raise ValueError(f"agent plan: {path!r} must be an absolute path without "
                                  "tabs or newlines")
+        for path, digest in self.bases.items():
+            if digest is not None and not _SHA256.match(digest):
+                raise ValueError(f"agent plan: the base of {path} must be a sha256 (64 "
+                                 f"lowercase hex digits) or None (absent), got {digest!r}")
         for name in (*self.expected_runtimes, self.expected_default, self.runtime_name):
             if name is not None and not _RUNTIME_NAME.match(name):
                 raise ValueError(f"agent plan: runtime name {name!r} must match "
@@ -84,6 +97,8 @@ class AgentPlan:
             "expected_runtimes": sorted(self.expected_runtimes),
             "expected_default": self.expected_default, "runtime_name": self.runtime_name,
         }
+        if self.bases:  # a plan without bases keeps the id it always had
+            data["bases"] = self.bases
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -122,6 +137,7 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         expected_runtimes=frozenset({"runc", options.runtime_name} if host else {"runc"}),
         expected_default=options.runtime_name if host and options.nvidia_default else None,
         runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
+        bases=dict(plan.bases),
     )
 
 
@@ -145,8 +161,9 @@ def apply_stdin(plan: AgentPlan) -> str:
     """The complete program to pipe into :func:`apply_command`: the agent plus the plan.
 
     The agent sits in a function so that it can also install itself at AGENT_PATH; each
-    planned file follows verbatim in a quoted heredoc with its sha256, which the agent
-    verifies before it touches anything.
+    base is one `gp_plan base '<sha256|absent> <path>'` line; each planned file follows
+    verbatim in a quoted heredoc with its sha256, which the agent verifies before it
+    touches anything.
     """
     q = shlex.quote
     out = [
@@ -169,6 +186,7 @@ def apply_stdin(plan: AgentPlan) -> str:
         *(("runtime", r) for r in sorted(plan.expected_runtimes)),
         ("default", plan.expected_default),
         ("nvidia", plan.runtime_name),
+        *(("base", f"{digest or _ABSENT} {path}") for path, digest in sorted(plan.bases.items())),
     ]
     out += [f"gp_plan {key} {q(value)}" for key, value in settings if value]
     for path in sorted(plan.files):
@@ -206,6 +224,19 @@ def payload_files(stdin: str) -> dict[str, str] | None:
             raise ValueError(f"agent payload: {path} does not match its sha256")
         files[path] = content
     return files
+
+
+def payload_bases(stdin: str) -> dict[str, str | None] | None:
+    """The bases inside an :func:`apply_stdin` program (node path -> sha256, None: planned
+    as absent); None when it is not one."""
+    if "\ngp_end\n" not in stdin:
+        return None
+    bases: dict[str, str | None] = {}
+    for line in _after_agent(stdin).split("\n"):
+        if line.startswith("gp_plan base "):
+            digest, _, path = shlex.split(line)[2].partition(" ")
+            bases[path] = None if digest == _ABSENT else digest
+    return bases
 
 
 _AGENT_HEREDOC = re.compile(r"^cat <<'(GPUPLANE_AGENT_\w+)'$", re.MULTILINE)
@@ -256,6 +287,7 @@ __all__ = [
     "agent_source",
     "apply_command",
     "apply_stdin",
+    "payload_bases",
     "payload_files",
     "restore_command",
     "status_command",

@@ -10,6 +10,7 @@ rulebook. A plan with error findings is never rolled out.
 from __future__ import annotations
 
 import copy
+import hashlib
 import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -64,6 +65,17 @@ class NodeContainerdPlan:
     before: EffectiveConfig               # the baseline alone
     expected_runtimes: frozenset[str]
     findings: list[Finding] = field(default_factory=list)
+    baseline: dict[str, str] = field(default_factory=dict)  # the node files planned from
+
+    @property
+    def bases(self) -> dict[str, str | None]:
+        """sha256 of each node file the plan was made from (None: planned as absent): every
+        file gpuplane writes, and the top-level config its changes are derived from. The
+        node agent refuses a node whose originals differ, instead of replacing settings
+        the plan never saw."""
+        paths = {*self.files, self.profile.config_path}
+        return {p: _sha256(self.baseline[p]) if p in self.baseline else None
+                for p in sorted(paths)}
 
     @property
     def restart_command(self) -> str:
@@ -138,7 +150,11 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     )
     return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
                               toolkit_files, after, effective, written, before,
-                              frozenset(expected), check_containerd(facts))
+                              frozenset(expected), check_containerd(facts), baseline)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,

@@ -3,7 +3,7 @@ inputs, under which parent and after what."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
 from typing import Any
 
 import pulumi
@@ -107,22 +107,22 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
             "checks-allocatable": "pulumi-python:dynamic/gpuplane:GpuAllocatableCheck",
             "checks-probe-gpu-a1": "kubernetes:batch/v1:Job",
             "checks-probe-gpu-b1": "kubernetes:batch/v1:Job",
-            "checks-probe-gpu-a1-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
-            "checks-probe-gpu-b1-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
+            "checks-nodes-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
         }
         deploy_urn, parent_urn = reg["gpuplane-intent"]["urn"], reg["checks"]["urn"]
         for name, r in children.items():
             assert r["parent"] == parent_urn, name
             assert deploy_urn in r["deps"], name          # after the rest of the deployment
         for node in ("gpu-a1", "gpu-b1"):
-            job, check = f"checks-probe-{node}", f"checks-probe-{node}-check"
+            job = f"checks-probe-{node}"
             assert reg["checks-probe"]["urn"] in reg[job]["deps"]
-            assert reg[job]["urn"] in reg[check]["deps"]
+            assert reg[job]["urn"] in reg["checks-nodes-check"]["deps"]
 
         cm = mocks.inputs["checks-probe"]
         assert set(cm["data"]) == {"cuda_probe.py"}
         assert cm["metadata"]["namespace"] == "gpu-operator"
-        for check in plan_checks(intent, ChecksSettings()):
+        planned = list(plan_checks(intent, ChecksSettings()))
+        for check in planned:
             job = mocks.inputs[f"checks-{check.key}"]
             want = job_manifest(check, intent, ChecksSettings(), namespace="gpu-operator",
                                 configmap="checks-probe" + SUFFIX, annotations=SKIP_AWAIT,
@@ -130,22 +130,23 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
                                 ["annotations"]["gpuplane.dev/checks-fingerprint"])
             assert ints(job["spec"]) == want["spec"]
             assert job["metadata"] == want["metadata"]
-            verdict = mocks.inputs[f"checks-{check.key}-check"]
-            assert verdict["jobName"] == f"checks-{check.key}{SUFFIX}"
-            assert check_job_from(verdict["check"]) == check      # survives the engine
-            # Each verdict carries only its own node: the state stays linear in nodes.
-            mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name == check.node))
-            assert verdict["intent"] == mine.to_json()
-            assert verdict["namespace"] == "gpu-operator"
-            assert verdict["timeoutSeconds"] == 600
-            assert "__provider" in verdict
+        # One verdict waits for every node's Job; the checks survive the engine.
+        verdict = mocks.inputs["checks-nodes-check"]
+        assert verdict["jobNames"] == [f"checks-{c.key}{SUFFIX}" for c in planned]
+        assert [check_job_from(c) for c in verdict["checks"]] == planned
+        # Only the checked (GPU) nodes travel with it: the state stays linear in them.
+        assert [n["name"] for n in json.loads(verdict["intent"])["nodes"]] == [
+            c.node for c in planned]
+        assert verdict["namespace"] == "gpu-operator"
+        assert verdict["timeoutSeconds"] == 600
+        assert "__provider" in verdict
         assert mocks.inputs["checks-allocatable"]["hamiSplitCount"] == 10
 
     return settled(checks).apply(verify)
 
 
 @pulumi.runtime.test
-def test_timeslicing_proof_runs_after_allocatable_and_its_node_check(world) -> None:
+def test_timeslicing_proof_runs_after_allocatable_and_the_node_checks(world) -> None:
     mocks, monitor = world
     intent = ClusterIntent(nodes=NODES, time_slicing_replicas=4)
     _, checks = build(intent)
@@ -154,12 +155,14 @@ def test_timeslicing_proof_runs_after_allocatable_and_its_node_check(world) -> N
         reg = monitor.registered
         deps = reg["checks-timeslicing"]["deps"]
         assert reg["checks-allocatable"]["urn"] in deps
-        assert reg["checks-probe-gpu-b1-check"]["urn"] in deps      # gpu-b1 has fewest GPUs
-        assert reg["checks-probe-gpu-a1-check"]["urn"] not in deps
+        assert reg["checks-nodes-check"]["urn"] in deps
         spec = ints(mocks.inputs["checks-timeslicing"]["spec"])
         assert spec["parallelism"] == spec["completions"] == 4
         assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-b1"}
-        assert ints(mocks.inputs["checks-timeslicing-check"]["check"])["kind"] == "timeslicing"
+        verdict = mocks.inputs["checks-timeslicing-check"]
+        assert [ints(c)["kind"] for c in verdict["checks"]] == ["timeslicing"]
+        # Only the node it runs on (gpu-b1 has fewest GPUs): the state stays small.
+        assert [n["name"] for n in json.loads(verdict["intent"])["nodes"]] == ["gpu-b1"]
 
     return settled(checks).apply(verify)
 

@@ -41,8 +41,8 @@ def job_props(check: CheckJob = NODE_CHECK, intent: ClusterIntent = INTENT,
     # What the engine hands back: numbers as floats, plus the serialized provider.
     data = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
             for k, v in check.to_dict().items()}
-    return {"__provider": "opaque", "checkName": "checks-probe-gpu-a1-check", "check": data,
-            "intent": intent.to_json(), "namespace": "gpu-operator", "jobName": job_name,
+    return {"__provider": "opaque", "checkName": "checks-nodes-check", "checks": [data],
+            "intent": intent.to_json(), "namespace": "gpu-operator", "jobNames": [job_name],
             "timeoutSeconds": timeout}
 
 
@@ -57,9 +57,10 @@ def test_create_passes_after_the_pod_completes() -> None:
     clock = cd.FakeClock()
     result = provider(ProbeJobCheckProvider, fake, clock).create(job_props())
     assert result.outs["passed"] is True
-    assert result.outs["result"]["summary"]["gpus"][0]["uuid"] == cd.UUID_A
-    assert result.outs["jobName"] == JOB and "__provider" not in result.outs
-    assert result.id.startswith("checks-probe-gpu-a1-check-")
+    summary = result.outs["result"]["checks"][NODE_CHECK.key]["summary"]
+    assert summary["gpus"][0]["uuid"] == cd.UUID_A
+    assert result.outs["jobNames"] == [JOB] and "__provider" not in result.outs
+    assert result.id.startswith("checks-nodes-check-")
     assert clock.sleeps == [5.0, 5.0]                     # polled until Complete
     assert "log p1/probe" in fake.calls
 
@@ -124,7 +125,7 @@ def test_timeslicing_check_passes_when_all_replicas_overlap() -> None:
         logs={f"ts-{i}": cd.probe_log() for i in range(3)})
     result = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(
         job_props(TS_CHECK, TS_INTENT, name))
-    assert result.outs["result"]["sharing"] == {cd.UUID_A: 3}
+    assert result.outs["result"]["checks"]["timeslicing"]["sharing"] == {cd.UUID_A: 3}
 
 
 def test_timeslicing_check_stops_early_when_pods_run_one_by_one() -> None:
@@ -199,12 +200,47 @@ def test_diff_and_update_rerun_the_check() -> None:
     assert p.diff("id", old, {**job_props(), "__provider": "other"}).changes is False
     assert p.diff("id", old, job_props(job_name="new")).changes is True
     updated = p.update("id", old, job_props(job_name="new"))
-    assert updated.outs["passed"] is True and updated.outs["jobName"] == "new"
+    assert updated.outs["passed"] is True and updated.outs["jobNames"] == ["new"]
     assert "log p2/probe" in fake.calls
 
 
+def test_one_verdict_waits_for_every_node_and_names_each_failure() -> None:
+    intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1), NodeIntent("gpu-b1", 1),
+                                  NodeIntent("gpu-c1", 1)))
+    checks = plan_checks(intent, ChecksSettings())
+    names = [f"checks-{c.key}-0000" for c in checks]
+    code, log = cd.real_no_driver_log()
+    fake = cd.FakeKube(
+        # a1 passes at once; b1 fails after one more poll; c1 passes after two.
+        jobs={names[0]: [cd.job(names[0])],
+              names[1]: [cd.job(names[1], condition=None),
+                         cd.job(names[1], condition="Failed", reason="BackoffLimitExceeded")],
+              names[2]: [cd.job(names[2], condition=None), cd.job(names[2], condition=None),
+                         cd.job(names[2])]},
+        pods={names[0]: [[cd.pod("p-a", node="gpu-a1")]],
+              names[1]: [[cd.pod("p-b", phase="Running", node="gpu-b1")],
+                         [cd.pod("p-b", phase="Failed", exit_code=code, node="gpu-b1")]],
+              names[2]: [[cd.pod("p-c", phase="Running", node="gpu-c1")],
+                         [cd.pod("p-c", phase="Running", node="gpu-c1")],
+                         [cd.pod("p-c", node="gpu-c1")]]},
+        logs={"p-a": cd.probe_log(), "p-b": log, "p-c": cd.probe_log()})
+    props = {**job_props(), "intent": intent.to_json(), "jobNames": names,
+             "checks": [job_props(c)["checks"][0] for c in checks]}
+    clock = cd.FakeClock()
+    with pytest.raises(CheckFailed) as err:
+        provider(ProbeJobCheckProvider, fake, clock).create(props)
+    text = str(err.value)
+    assert text.startswith("gpuplane: 1 of 3 GPU checks failed")
+    assert "on node gpu-b1" in text and "on node gpu-a1" not in text
+    assert "libcuda.so.1 not found" in text
+    assert [f.id for f in err.value.findings] == ["FM01"]
+    assert clock.sleeps == [5.0, 5.0]            # one poller for all three Jobs
+    # A finished Job is not read again: a1 once, b1 twice, c1 three times.
+    assert [fake.calls.count(f"job {n}") for n in names] == [1, 2, 3]
+
+
 def test_state_numbers_come_back_as_ints() -> None:
-    check = check_job_from(job_props()["check"])
+    check = check_job_from(job_props()["checks"][0])
     assert check == NODE_CHECK and isinstance(check.gpus, int)
 
 

@@ -3,9 +3,10 @@
 Children, all after the rest of the deployment (`depends_on`):
 * ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe);
 * `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable nvidia.com/gpu;
-* per GPU node a Job `<name>-probe-<node>` and its `GpuJobCheck` verdict;
-* with time-slicing a Job `<name>-timeslicing` (after the allocatable check and that node's
-  own check); with HAMi and the vectoradd sample a Job `<name>-hami`, each with a verdict.
+* per GPU node a Job `<name>-probe-<node>`, and one `GpuJobCheck` `<name>-nodes-check`
+  that waits for all of them;
+* with time-slicing a Job `<name>-timeslicing` (after the allocatable check and the node
+  checks); with HAMi and the vectoradd sample a Job `<name>-hami`, each with a verdict.
 Any failing verdict fails `pulumi up` with the finding, its fix and the pod's output.
 """
 
@@ -86,24 +87,32 @@ class GpuChecks(pulumi.ComponentResource):
             f"{name}-allocatable", intent=intent, timeout_seconds=settings.timeout_seconds,
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
-        node_checks: dict[str, GpuJobCheck] = {}
-        for check in plan:
-            after: list[pulumi.Resource] = []
-            if check.kind != "node":
-                after += [self.allocatable, node_checks[check.node]]
+        def job_for(check: CheckJob, *after: pulumi.Resource) -> k8s.batch.v1.Job:
             manifest = self._manifest(check, intent, settings, namespace, stamp)
             if check.sample == "probe" and self.configmap is not None:
-                after.append(self.configmap)
+                after = (*after, self.configmap)
             job = k8s.batch.v1.Job(
                 short_name(f"{name}-{check.key}"),
                 metadata=manifest["metadata"], spec=manifest["spec"], opts=child(*after))
-            verdict = GpuJobCheck(
-                f"{name}-{check.key}-check", check=check, intent=intent, namespace=namespace,
-                job_name=job.metadata.name, timeout_seconds=settings.timeout_seconds,
-                kubeconfig=args.kubeconfig, opts=child(job))
-            self.jobs[check.key], self.checks[check.key] = job, verdict
-            if check.kind == "node":
-                node_checks[check.node] = verdict
+            self.jobs[check.key] = job
+            return job
+
+        def verdict(key: str, checks: list[CheckJob], jobs: list[k8s.batch.v1.Job],
+                    *after: pulumi.Resource) -> GpuJobCheck:
+            self.checks[key] = GpuJobCheck(
+                f"{name}-{key}-check", checks=checks, intent=intent, namespace=namespace,
+                job_names=[job.metadata.name for job in jobs],
+                timeout_seconds=settings.timeout_seconds, kubeconfig=args.kubeconfig,
+                opts=child(*jobs, *after))
+            return self.checks[key]
+
+        node_checks = [c for c in plan if c.kind == "node"]
+        after: tuple[pulumi.Resource, ...] = (self.allocatable,)
+        if node_checks:
+            after += (verdict("nodes", node_checks, [job_for(c) for c in node_checks]),)
+        for check in plan:
+            if check.kind != "node":
+                verdict(check.key, [check], [job_for(check, *after)], *after)
 
         self.register_outputs({
             "enabled": True,

@@ -9,7 +9,7 @@ pods' output; the dynamic provider turns that into a failed `pulumi up`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -146,21 +146,37 @@ def job_finished(job: dict[str, Any] | None) -> bool:
                for c in conditions)
 
 
-def observe_job(cluster: Cluster, namespace: str, name: str, check: CheckJob,
-                waiter: Waiter) -> JobObservation:
-    """Wait until the Job is done, all its pods have finished, a time-slicing overlap has
-    become impossible, or time is up; then read every pod's log and events."""
+def _job_done(check: CheckJob, job: dict[str, Any] | None, runs: Sequence[PodRun]) -> bool:
+    """The Job is over, all its pods have finished or one failed, or (time-slicing) an
+    overlap has become impossible: nothing more to wait for."""
+    return (job_finished(job)
+            or sum(r.finished for r in runs) >= check.pods
+            or any(r.phase == "Failed" for r in runs)
+            or (check.kind == "timeslicing" and overlap_impossible(runs, check.pods)))
+
+
+def observe_jobs(cluster: Cluster, namespace: str, jobs: Mapping[str, CheckJob],
+                 waiter: Waiter) -> dict[str, JobObservation]:
+    """Wait for every Job (by name) at once: each round reads each unfinished Job and its
+    pods once, so a fleet of check Jobs costs one poller, not one per node. Then read the
+    pods' logs and events."""
+    last: dict[str, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
+    waiting = dict(jobs)
     while True:
-        job = cluster.job(namespace, name)
-        pods = cluster.job_pods(namespace, name)
-        quick = [pod_run(p) for p in pods]
-        done = (job_finished(job)
-                or sum(r.finished for r in quick) >= check.pods
-                or any(r.phase == "Failed" for r in quick)
-                or (check.kind == "timeslicing" and overlap_impossible(quick, check.pods)))
-        if done or waiter.expired():
+        for name, check in list(waiting.items()):
+            job, pods = cluster.job(namespace, name), cluster.job_pods(namespace, name)
+            last[name] = (job, pods)
+            if _job_done(check, job, [pod_run(p) for p in pods]):
+                del waiting[name]
+        if not waiting or waiter.expired():
             break
         waiter.wait()
+    return {name: _observation(cluster, namespace, name, *last[name], timed_out=name in waiting)
+            for name in jobs}
+
+
+def _observation(cluster: Cluster, namespace: str, name: str, job: dict[str, Any] | None,
+                 pods: list[dict[str, Any]], *, timed_out: bool) -> JobObservation:
     runs = [
         pod_run(p, cluster.pod_log(namespace, p["metadata"]["name"]),
                 cluster.events(namespace, p["metadata"]["name"]))
@@ -169,28 +185,49 @@ def observe_job(cluster: Cluster, namespace: str, name: str, check: CheckJob,
     job_events = event_texts(cluster.events(namespace, name))
     if job is None:
         job_events = (f"Job {namespace}/{name} not found", *job_events)
-    return JobObservation(job=job, runs=runs, job_events=job_events, timed_out=not done)
+    return JobObservation(job=job, runs=runs, job_events=job_events, timed_out=timed_out)
 
 
-def run_job_check(cluster: Cluster, check: CheckJob, intent: ClusterIntent, *,
-                  namespace: str, job_name: str, waiter: Waiter) -> dict[str, Any]:
-    """Run one Job's verdict; return outputs on success, raise CheckFailed otherwise."""
-    seen = observe_job(cluster, namespace, job_name, check, waiter)
+def run_job_checks(cluster: Cluster, checks: Sequence[tuple[CheckJob, str]],
+                   intent: ClusterIntent, *, namespace: str,
+                   waiter: Waiter) -> dict[str, Any]:
+    """Judge each (check, Job name) pair; return every check's outputs by key on success,
+    raise CheckFailed naming every failing check (with its pods' output) otherwise."""
+    seen = observe_jobs(cluster, namespace, {name: check for check, name in checks}, waiter)
+    failures: list[str] = []
+    findings: list[Finding] = []
+    results: dict[str, Any] = {}
+    for check, name in checks:
+        obs = seen[name]
+        if check.kind == "timeslicing":
+            found = timeslicing_findings(check, obs.runs, intent)
+        else:
+            found = job_findings(check, obs.runs, intent, obs.job_events)
+        if found:
+            title = (f"{check.kind} check {check.key} on node {check.node} "
+                     f"(Job {namespace}/{name})")
+            if obs.timed_out:
+                title += f", gave up after {waiter.timeout:.0f}s"
+            failures.append(render_failure(title, found, obs.runs))
+            findings += found
+            continue
+        results[check.key] = _passed(check, obs)
+    if failures:
+        head = [] if len(checks) == 1 else [
+            f"gpuplane: {len(failures)} of {len(checks)} GPU checks failed"]
+        raise CheckFailed("\n\n".join([*head, *failures]), findings)
+    return {"passed": True, "checks": results}
+
+
+def _passed(check: CheckJob, obs: JobObservation) -> dict[str, Any]:
+    """The few facts of a passing check worth keeping as outputs."""
+    outputs: dict[str, Any] = {"passed": True, "node": check.node, "pods": len(obs.runs)}
     if check.kind == "timeslicing":
-        findings = timeslicing_findings(check, seen.runs, intent)
+        outputs["sharing"] = sharing_summary(obs.runs)
     else:
-        findings = job_findings(check, seen.runs, intent, seen.job_events)
-    title = f"{check.kind} check {check.key} on node {check.node} (Job {namespace}/{job_name})"
-    if seen.timed_out:
-        title += f", gave up after {waiter.timeout:.0f}s"
-    if findings:
-        raise CheckFailed(render_failure(title, findings, seen.runs), findings)
-    reports = [parse_probe_report(r.log) for r in seen.runs]
-    outputs: dict[str, Any] = {"passed": True, "node": check.node, "pods": len(seen.runs)}
-    if check.kind == "timeslicing":
-        outputs["sharing"] = sharing_summary(seen.runs)
-    elif reports and reports[0]:
-        outputs["summary"] = report_summary(reports[0])
+        reports = [parse_probe_report(r.log) for r in obs.runs]
+        if reports and reports[0]:
+            outputs["summary"] = report_summary(reports[0])
     return outputs
 
 
@@ -228,7 +265,7 @@ __all__ = [
     "KubeCluster",
     "Waiter",
     "job_finished",
-    "observe_job",
+    "observe_jobs",
     "run_allocatable_check",
-    "run_job_check",
+    "run_job_checks",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +32,7 @@ from components.checks.live import (
     KubeCluster,
     Waiter,
     run_allocatable_check,
-    run_job_check,
+    run_job_checks,
 )
 from components.checks.manifests import CheckJob
 from components.checks.verdicts import HAMI_DEFAULT_SPLIT
@@ -111,14 +111,15 @@ class _CheckProvider(ResourceProvider):
 
 
 class ProbeJobCheckProvider(_CheckProvider):
-    """Waits for one check Job and judges its pods (node, time-slicing or HAMi check)."""
+    """Waits for check Jobs and judges their pods (node, time-slicing or HAMi checks)."""
 
     def run(self, props: dict[str, Any]) -> dict[str, Any]:
-        check = check_job_from(props["check"])
+        checks = [(check_job_from(c), str(name))
+                  for c, name in zip(props["checks"], props["jobNames"], strict=True)]
         intent = ClusterIntent.from_json(props["intent"])
-        return run_job_check(self._cluster(props), check, intent,
-                             namespace=props["namespace"], job_name=props["jobName"],
-                             waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
+        return run_job_checks(self._cluster(props), checks, intent,
+                              namespace=props["namespace"],
+                              waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
 
 
 class AllocatableCheckProvider(_CheckProvider):
@@ -136,23 +137,29 @@ class AllocatableCheckProvider(_CheckProvider):
 
 
 class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"):
-    """Fails `pulumi up` unless the check Job `job_name` proves its GPU claim."""
+    """Fails `pulumi up` unless every check Job in `job_names` proves its GPU claim.
+
+    One resource waits for all of a wave's Jobs (every node's probe, say): one poller
+    against the API server instead of one per node, one pickled provider in the state,
+    and one failure that lists every failing node."""
 
     passed: pulumi.Output[bool]
     result: pulumi.Output[dict]
 
-    def __init__(self, name: str, *, check: CheckJob, intent: ClusterIntent, namespace: str,
-                 job_name: pulumi.Input[str], timeout_seconds: int,
+    def __init__(self, name: str, *, checks: Sequence[CheckJob], intent: ClusterIntent,
+                 namespace: str, job_names: Sequence[pulumi.Input[str]], timeout_seconds: int,
                  kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None,
                  provider: ProbeJobCheckProvider | None = None):
-        # Only this check's node: every check carrying the whole fleet would make the
-        # state (and the plan) grow with nodes squared.
-        mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name == check.node))
-        props = {"checkName": name, "check": check.to_dict(), "intent": mine.to_json(),
-                 "namespace": namespace, "jobName": job_name,
-                 "timeoutSeconds": timeout_seconds, "kubeconfig": kubeconfig,
-                 "passed": None, "result": None}
+        if len(checks) != len(job_names) or not checks:
+            raise ValueError("GpuJobCheck: one Job name per check, at least one check")
+        # Only the checks' nodes: the state stays linear in nodes.
+        nodes = {c.node for c in checks}
+        mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name in nodes))
+        props = {"checkName": name, "checks": [c.to_dict() for c in checks],
+                 "intent": mine.to_json(), "namespace": namespace,
+                 "jobNames": list(job_names), "timeoutSeconds": timeout_seconds,
+                 "kubeconfig": kubeconfig, "passed": None, "result": None}
         super().__init__(provider or ProbeJobCheckProvider(), name, props, _secret(opts))
 
 

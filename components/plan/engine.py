@@ -176,9 +176,24 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    with cycles.installed(cycles.DependencyOrder()), _no_full_gc():
+    with cycles.installed(cycles.DependencyOrder()), _no_full_gc(), _no_source_positions():
         _sync_await(run_pulumi_func(lambda: result.append(program())))
     return result[0], monitor.registered
+
+
+@contextmanager
+def _no_source_positions() -> Iterator[None]:
+    """The SDK walks the Python stack for every resource to tell the engine where it was
+    declared (for the Pulumi Cloud UI); a plan never shows that, so skip the walk."""
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    original = resource._get_stack_trace
+    resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        resource._get_stack_trace = original
 
 
 @contextmanager

