@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -41,6 +42,20 @@ class _Section(BaseModel):
                               extra="forbid", frozen=True)
 
 
+def _baseline_files(value: dict[str, str]) -> dict[str, str]:
+    """`baselineFiles`: node path -> a local copy of that file taken from the node."""
+    for node_path, local in value.items():
+        if not node_path.startswith("/") or any(c in node_path for c in "\t\n"):
+            raise ValueError(f"{node_path!r} must be the file's absolute path on the node")
+        if not local.strip():
+            raise ValueError(f"{node_path}: give the local copy's path (relative to the "
+                             "project root, the directory with Pulumi.yaml)")
+    return value
+
+
+BaselineFiles = Annotated[dict[str, str], AfterValidator(_baseline_files)]
+
+
 class ClusterConfig(_Section):
     distro: Distro = Distro.KUBEADM
     kubernetes_version: str
@@ -48,6 +63,8 @@ class ClusterConfig(_Section):
     containerd_base_dir: str | None = None
     kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
     node_access: Literal["ssh", "none"] = "ssh"
+    # Files captured from the nodes to plan from instead of gpuplane's model of the distro.
+    baseline_files: BaselineFiles = Field(default_factory=dict)
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -91,6 +108,7 @@ class NodeConfig(_Section):
     gpus: int = Field(1, ge=0, le=64)
     os: str = "ubuntu22.04"
     pool: str = "default"
+    baseline_files: BaselineFiles = Field(default_factory=dict)  # over the cluster's
 
     @field_validator("name", "pool")
     @classmethod
@@ -253,6 +271,15 @@ class StackConfig(_Section):
             rendered_layout(prof.baseline(), prof, version)), version)
         runc = eff.runtimes.get("runc")
         return "systemd" if runc and runc.options.get("SystemdCgroup") else "cgroupfs"
+
+    def baseline_files_of(self, index: int) -> dict[str, tuple[str, str]]:
+        """Node `index`'s captured files: node path -> (the stack key that names it, the
+        local copy's path). A node's own entries override the cluster's."""
+        out = {path: (f"{NAMESPACE}:cluster.baselineFiles", local)
+               for path, local in self.cluster.baseline_files.items()}
+        out.update({path: (f"{NAMESPACE}:nodes[{index}].baselineFiles", local)
+                    for path, local in self.nodes[index].baseline_files.items()})
+        return out
 
     @property
     def hami_scheduler_tag(self) -> str:

@@ -5,8 +5,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 
+from components.baselines import node_baselines
 from components.config import NAMESPACE, config_from_pulumi
 from components.stack.cluster import GpuCluster
 
@@ -14,8 +17,11 @@ from components.stack.cluster import GpuCluster
 def run() -> GpuCluster:
     cfg = config_from_pulumi()
     private_key = pulumi.Config(NAMESPACE).get_secret("sshPrivateKey")
+    # Captured node files are named relative to the project root (where Pulumi.yaml is).
+    root = Path(pulumi.get_root_directory() or ".")
     cluster = GpuCluster("gpu", cfg, private_key=private_key,
-                         kube_context=pulumi.Config("kubernetes").get("context"))
+                         kube_context=pulumi.Config("kubernetes").get("context"),
+                         baselines=node_baselines(cfg, root))
     pulumi.export("rolloutBatches", cluster.batches)
     pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
     pulumi.export("gpuOperatorRelease", cluster.operator.release.name)

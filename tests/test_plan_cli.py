@@ -27,7 +27,8 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
                          "batches", "nodes", "findings", "summary"}
     assert plan["batches"] == [["a100-01"], ["a100-02", "a100-03"], ["l40s-01", "l40s-02"]]
     node = plan["nodes"][0]
-    assert set(node) == {"name", "pool", "gpus", "batch", "files", "restart", "effectiveSha"}
+    assert set(node) == {"name", "pool", "gpus", "batch", "baselineFiles", "files", "restart",
+                         "effectiveSha"}
     assert node["files"]["/etc/containerd/config.toml"].count('"/etc/containerd/conf.d/*.toml"')
     assert plan["summary"]["nodes"] == 5
 

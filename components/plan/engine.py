@@ -12,6 +12,7 @@ import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pulumi.runtime import mocks, rpc
@@ -160,7 +161,8 @@ def _secret_paths(struct: Any, prefix: str) -> list[str]:
 
 
 def run_program(program: Callable[[], Any], *, project: str, stack: str,
-                config: dict[str, str], secret_keys: list[str]) -> tuple[Any, list[Registered]]:
+                config: dict[str, str], secret_keys: list[str],
+                root_directory: Path | None = None) -> tuple[Any, list[Registered]]:
     """Run `program` to completion under mocks; return its result and the registrations."""
     import pulumi
     from pulumi.runtime import settings
@@ -173,6 +175,8 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=False,
                     monitor=monitor)
     pulumi.runtime.set_all_config(config, secret_keys)
+    # What `pulumi.get_root_directory()` answers: the project root (Pulumi.yaml's dir).
+    settings.SETTINGS.root_directory = str(root_directory or Path.cwd())
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []

@@ -39,6 +39,22 @@ def _batches(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _baselines(plan: dict[str, Any]) -> list[str]:
+    """What the node files were planned from: captured copies, or gpuplane's model (which
+    the node agent only applies to nodes whose files match it byte for byte)."""
+    groups: dict[str, list[str]] = {}
+    for node in plan["nodes"]:
+        if not node["files"]:
+            continue
+        captured = node.get("baselineFiles") or {}
+        label = ("captured " + ", ".join(f"{p} = {local}" for p, local in sorted(
+            captured.items()))) if captured else (
+            f"gpuplane's {plan['cluster']['distro']} model: nodes whose files differ are "
+            "refused; capture them with `baselineFiles`")
+        groups.setdefault(label, []).append(node["name"])
+    return [f"{', '.join(nodes)}: {label}" for label, nodes in groups.items()]
+
+
 def _headline(plan: dict[str, Any]) -> str:
     c, s = plan["cluster"], plan["summary"]
     return (f"{plan['stack']}: {c['distro']}, Kubernetes {c['kubernetesVersion']}, containerd "
@@ -62,6 +78,8 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     for line in _batches(plan) or ["no node changes (nodes are configured by the "
                                    "operator's toolkit or need nothing)"]:
         console.print(f"  {escape(line)}")
+    for line in _baselines(plan):
+        console.print(f"  planned from: {escape(line)}")
     for nodes, path, content in _files_by_content(plan):
         console.print(f"[bold]{path}[/bold] on {', '.join(nodes)}")
         console.print(Syntax(content, "toml"))
@@ -116,6 +134,7 @@ def render_markdown(plan: dict[str, Any]) -> str:
     else:
         out += ["No policy findings.", ""]
     out += ["#### Rollout", ""] + [f"- {line}" for line in _batches(plan) or ["no node changes"]]
+    out += [f"- planned from: {line}" for line in _baselines(plan)]
     out.append("")
     for nodes, path, content in _files_by_content(plan):
         out += [f"<details><summary><code>{path}</code> on {len(nodes)} node(s)</summary>", "",

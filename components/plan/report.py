@@ -33,15 +33,19 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     managed = cluster.rollout is not None
     written = plan.written.to_dict()
     nodes = []
-    for node in cfg.nodes:
+    for index, node in enumerate(cfg.nodes):
+        mine = cluster.node_plans.get(node.name, plan)
         nodes.append({
             "name": node.name,
             "pool": node.pool,
             "gpus": node.gpus,
             "batch": batch_of.get(node.name) if managed else None,
-            "files": dict(plan.files) if managed else {},
-            "restart": managed and plan.restarts and node.name in batch_of,
-            "effectiveSha": effective_sha(written) if managed else None,
+            # Planned from these captured copies; empty: from gpuplane's distro model.
+            "baselineFiles": {path: local for path, (_, local)
+                              in cfg.baseline_files_of(index).items()},
+            "files": dict(mine.files) if managed else {},
+            "restart": managed and mine.restarts and node.name in batch_of,
+            "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
         })
     helm = {}
     for r in resources:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components.config import NAMESPACE
+from components.config import NAMESPACE, StackConfigError
 from components.plan.engine import run_program
 from components.plan.policies import run_policies
 from components.plan.report import build_report
@@ -19,14 +19,28 @@ def plan_stack(name: str, stacks_dir: Path,
 
     stack = load_stack_file(name, stacks_dir)
     cfg = stack.config()
-    cluster, resources = run_program(program.run, project=NAMESPACE, stack=name,
-                                     config=stack.pulumi_config(),
-                                     secret_keys=stack.secret_keys)
+    try:
+        cluster, resources = run_program(program.run, project=NAMESPACE, stack=name,
+                                         config=stack.pulumi_config(),
+                                         secret_keys=stack.secret_keys,
+                                         root_directory=project_root(stacks_dir))
+    except StackConfigError as exc:   # e.g. a captured node file that cannot be read
+        raise stack.located(exc) from None
     findings = run_policies(resources, pack_config)
     # The planner's own findings cover a plan the components refused to roll out.
     seen = {(f.id, f.message) for f in findings}
-    findings += [f for f in cluster.plan.findings if (f.id, f.message) not in seen]
+    findings += [f for f in cluster.plan_findings if (f.id, f.message) not in seen]
     return build_report(name, cfg, cluster, resources, findings)
 
 
-__all__ = ["plan_stack"]
+def project_root(stacks_dir: Path) -> Path:
+    """The directory with Pulumi.yaml at or above the stacks dir (where `pulumi up` runs
+    the program); the stacks dir's parent when there is none."""
+    here = stacks_dir.resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    return here.parent
+
+
+__all__ = ["plan_stack", "project_root"]

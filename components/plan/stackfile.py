@@ -44,12 +44,16 @@ class StackFile:
         try:
             return parse_stack_config(self.values)
         except StackConfigError as exc:
-            located = []
-            for key, message in exc.problems:
-                line = self.line_of(key)
-                where = f"{self.path}:{line}" if line else str(self.path)
-                located.append((f"{where}: {key}", message))
-            raise StackConfigError(located) from None
+            raise self.located(exc) from None
+
+    def located(self, exc: StackConfigError) -> StackConfigError:
+        """The same problems, each prefixed with file:line of its key."""
+        located = []
+        for key, message in exc.problems:
+            line = self.line_of(key)
+            where = f"{self.path}:{line}" if line else str(self.path)
+            located.append((f"{where}: {key}", message))
+        return StackConfigError(located)
 
     def pulumi_config(self) -> dict[str, str]:
         """What `pulumi.runtime.set_all_config` takes: JSON for objects, text otherwise."""

@@ -8,13 +8,16 @@ HAMi after the operator, and the post-deploy checks after everything else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.checks import GpuChecks, GpuChecksArgs
 from components.checks.settings import ChecksSettings
 from components.config import StackConfig
-from components.findings import has_errors
+from components.findings import Finding, has_errors
 from components.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from components.planner import NodeContainerdPlan, plan_node
 from components.rollout import batches
@@ -29,7 +32,8 @@ from components.values import hami_values, operator_values, time_slicing_data
 class GpuCluster(pulumi.ComponentResource):
     """Everything `gpuplane:*` describes, for one cluster."""
 
-    plan: NodeContainerdPlan
+    plan: NodeContainerdPlan                   # from gpuplane's model of the distribution
+    node_plans: dict[str, NodeContainerdPlan]  # per node: from its captured files, if any
     batches: list[list[str]]
     rollout: ContainerdRollout | None
     operator: GpuOperator
@@ -38,10 +42,14 @@ class GpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: StackConfig, *,
                  private_key: pulumi.Input[str] | None = None,
                  kube_context: str | None = None,
+                 baselines: Mapping[str, Mapping[str, str]] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        """`baselines`: node name -> {node path: content} captured from that node
+        (`components.baselines.node_baselines`); other nodes are planned from the model."""
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options())
+        self.node_plans = _node_plans(cfg, self.plan, baselines or {})
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
@@ -61,20 +69,21 @@ class GpuCluster(pulumi.ComponentResource):
 
         before_operator: list[pulumi.Resource] = [ns, intent]
         self.rollout = None
-        plan_errors = has_errors(self.plan.findings)
+        plan_errors = has_errors(self.plan_findings)
         if plan_errors:
             # Never roll a plan out that the rulebook rejects; the findings fail the update
             # here and show up in `gpuplane plan` and the policies.
-            for f in self.plan.findings:
+            for f in self.plan_findings:
                 pulumi.log.error(f"{f.id} {f.where}: {f.message} Fix: {f.fix}", resource=self)
-        if cfg.node_access and self.batches and self.plan.files and not plan_errors:
+        writes = any(p.files for p in self.node_plans.values())
+        if cfg.node_access and self.batches and writes and not plan_errors:
             if private_key is None:
                 raise ValueError("GpuCluster: node access is ssh but no private key was given")
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
                                   n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]
             self.rollout = ContainerdRollout(
                 f"{name}-containerd", targets=targets,
-                plans={n.name: self.plan for n in cfg.nodes}, batches=self.batches,
+                plans=self.node_plans, batches=self.batches,
                 private_key=private_key, opts=child)
             # The last batch waits for every earlier one: depending on it alone keeps the
             # dependency graph linear in nodes.
@@ -117,5 +126,34 @@ class GpuCluster(pulumi.ComponentResource):
         self.register_outputs({
             "batches": self.batches,
             "toolkitEnv": self.plan.toolkit_env,
-            "planFindings": [f.to_dict() for f in self.plan.findings],
+            "planFindings": [f.to_dict() for f in self.plan_findings],
         })
+
+    @property
+    def plan_findings(self) -> list[Finding]:
+        """The rulebook's findings on every distinct node plan, each once; those of plans
+        made from captured files name their nodes."""
+        out: list[Finding] = []
+        for plan in {id(p): p for p in [self.plan, *self.node_plans.values()]}.values():
+            nodes = [n for n, p in self.node_plans.items() if p is plan]
+            for f in plan.findings:
+                if plan is not self.plan:
+                    f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
+                if f not in out:
+                    out.append(f)
+        return out
+
+
+def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
+                baselines: Mapping[str, Mapping[str, str]]) -> dict[str, NodeContainerdPlan]:
+    """One plan per distinct set of captured files (nodes of a pool usually share one)."""
+    plans: dict[frozenset[tuple[str, str]], NodeContainerdPlan] = {frozenset(): model}
+    out = {}
+    for node in cfg.nodes:
+        captured = dict(baselines.get(node.name, {}))
+        key = frozenset(captured.items())
+        if key not in plans:
+            plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
+                                   current={**cfg.profile.baseline(), **captured})
+        out[node.name] = plans[key]
+    return out

@@ -1,0 +1,69 @@
+"""The node files a plan starts from: gpuplane's model of the distribution's defaults, or
+copies captured from the nodes themselves (`baselineFiles`).
+
+The model is what a fresh node of that distribution has. A real node may carry more
+(registry mirrors, another root, a tuned snapshotter); planning from its own files keeps
+those, and the node agent refuses a node whose files are not the ones the plan was made
+from, so a plan never replaces settings it has not seen.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from components.config import StackConfig, StackConfigError
+from components.distros import DistroProfile
+
+
+def plannable_paths(profile: DistroProfile) -> list[str]:
+    """The node files a plan reads for this distribution (a drop-in dir ends with /)."""
+    paths = [profile.config_path, profile.template_path, profile.template_v3_path]
+    if profile.dropin_dir:
+        paths.append(profile.dropin_dir.rstrip("/") + "/")
+    return [p for p in paths if p]
+
+
+def _plannable(path: str, allowed: list[str]) -> bool:
+    return any(path == a or (a.endswith("/") and posixpath.dirname(path) + "/" == a)
+               for a in allowed)
+
+
+def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
+    """Captured files by node name (nodes without any are left out), read relative to the
+    project root. Every unreadable or misplaced file is reported with its stack key."""
+    allowed = plannable_paths(cfg.profile)
+    problems: list[tuple[str, str]] = []
+    texts: dict[Path, str] = {}
+    unreadable: set[Path] = set()
+    out: dict[str, dict[str, str]] = {}
+    for index, node in enumerate(cfg.nodes):
+        files: dict[str, str] = {}
+        for node_path, (key, local) in cfg.baseline_files_of(index).items():
+            if not _plannable(node_path, allowed):
+                problems.append((key, f"{node_path} is not a file gpuplane plans from on "
+                                 f"{cfg.cluster.distro.value}; use one of {', '.join(allowed)}"))
+                continue
+            source = root / local
+            if source in unreadable:
+                continue
+            if source not in texts:
+                try:
+                    texts[source] = source.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    reason = getattr(exc, "strerror", None) or str(exc)
+                    problems.append((key, f"cannot read {local} (relative to the project "
+                                     f"root {root}): {reason}; capture it from the node with "
+                                     f"`ssh {node.host or node.name} sudo cat {node_path} > "
+                                     f"{local}`"))
+                    unreadable.add(source)
+                    continue
+            files[node_path] = texts[source]
+        if files:
+            out[node.name] = files
+    if problems:
+        raise StackConfigError(list(dict.fromkeys(problems)))  # a cluster-wide one once
+    return out
+
+
+__all__ = ["node_baselines", "plannable_paths"]

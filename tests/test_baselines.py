@@ -1,0 +1,159 @@
+"""Planning from files captured from the nodes (`baselineFiles`): what the node has is
+kept, the plan says what it was made from, and bad references name their stack key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from components.baselines import plannable_paths
+from components.cli import main
+from components.distros import profile
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = "/etc/containerd/config.toml"
+
+CAPTURED = """\
+# captured from a1 on 2026-11-20
+version = 2
+root = "/data/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.9"
+  max_concurrent_downloads = 8
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    snapshotter = "overlayfs"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
+"""
+
+STACK = """\
+config:
+  gpuplane:cluster:
+    distro: kubeadm
+    kubernetesVersion: "1.31.4"
+    containerdVersion: "1.7"
+    kubeletCgroupDriver: systemd
+    baselineFiles:
+      /etc/containerd/config.toml: files/a.toml
+  gpuplane:ssh: {user: ubuntu, sudo: true}
+  gpuplane:sshPrivateKey: {secure: v1:x}
+  gpuplane:nodes:
+    - {name: a1, host: 10.0.0.1, gpus: 8}
+    - {name: a2, host: 10.0.0.2, gpus: 8}
+    - name: b1
+      host: 10.0.0.3
+      gpus: 4
+      baselineFiles: {NODE_FILES}
+  gpuplane:runtime: {systemdCgroup: true}
+  gpuplane:gpuOperator: {chartVersion: v25.10.1}
+"""
+
+
+def project(tmp_path: Path, node_files: str = "{}", captured: str = CAPTURED) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "a.toml").write_text(captured)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text(STACK.replace("{NODE_FILES}", node_files))
+    return tmp_path / "stacks"
+
+
+def plan(capsys: pytest.CaptureFixture[str], stacks: Path) -> tuple[int, dict | None, str]:
+    code = main(["plan", "--stack", "t", "--stacks-dir", str(stacks), "--format", "json"])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if code != 2 else None), out.err
+
+
+def test_captured_settings_are_kept_and_the_plan_names_its_source(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, report, _ = plan(capsys, project(tmp_path))
+    assert code == 0 and report is not None
+    a1, a2, b1 = report["nodes"]
+    written = a1["files"][CONFIG]
+    # Everything the node had stays; gpuplane adds the import and flips SystemdCgroup.
+    for kept in ('# captured from a1 on 2026-11-20', 'root = "/data/containerd"',
+                 "max_concurrent_downloads = 8", 'config_path = "/etc/containerd/certs.d"'):
+        assert kept in written
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in written
+    assert "SystemdCgroup = true" in written and "SystemdCgroup = false" not in written
+    assert a1["baselineFiles"] == {CONFIG: "files/a.toml"} == a2["baselineFiles"]
+    assert a2["files"] == a1["files"] and a1["restart"]
+    # b1 has no files of its own listed: the cluster's copy applies to it too.
+    assert b1["files"] == a1["files"]
+    # The command tells the agent which original the plan was made from.
+    stdin = next(r["inputs"]["stdin"] for r in report["resources"]
+                 if r["name"] == "containerd-a1")
+    assert hashlib.sha256(CAPTURED.encode()).hexdigest() in stdin
+
+
+def test_a_node_override_and_the_model_give_their_own_plans(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    stacks = project(tmp_path, "{/etc/containerd/config.toml: files/b.toml}")
+    (tmp_path / "files" / "b.toml").write_text(CAPTURED.replace("max_concurrent_downloads = 8",
+                                                               "max_concurrent_downloads = 2"))
+    code, report, _ = plan(capsys, stacks)
+    assert code == 0 and report is not None
+    a1, _, b1 = report["nodes"]
+    assert b1["baselineFiles"] == {CONFIG: "files/b.toml"}
+    assert "max_concurrent_downloads = 2" in b1["files"][CONFIG]
+    assert "max_concurrent_downloads = 8" in a1["files"][CONFIG]
+
+
+def test_a_node_that_already_has_the_change_needs_no_restart(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    done = CAPTURED.replace("SystemdCgroup = false", "SystemdCgroup = true").replace(
+        'state = "/run/containerd"\n',
+        'state = "/run/containerd"\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    code, report, _ = plan(capsys, project(tmp_path, captured=done))
+    assert code == 0 and report is not None
+    assert [n["files"] for n in report["nodes"]] == [{}, {}, {}]
+    assert report["summary"]["restarts"] == 0
+
+
+def test_a_missing_copy_names_the_key_its_line_and_how_to_capture(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    stacks = project(tmp_path, "{/etc/containerd/config.toml: files/missing.toml}")
+    code, _, err = plan(capsys, stacks)
+    assert code == 2
+    assert "gpuplane:nodes[2].baselineFiles" in err and "Pulumi.t.yaml:" in err
+    assert "files/missing.toml" in err
+    assert "ssh 10.0.0.3 sudo cat /etc/containerd/config.toml > files/missing.toml" in err
+
+
+def test_a_file_the_plan_never_reads_is_refused(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    stacks = project(tmp_path, "{/etc/containerd/other.toml: files/a.toml}")
+    code, _, err = plan(capsys, stacks)
+    assert code == 2
+    assert "gpuplane:nodes[2].baselineFiles" in err
+    assert "/etc/containerd/other.toml is not a file gpuplane plans from on kubeadm" in err
+
+
+def test_a_relative_node_path_is_a_config_error(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    stacks = project(tmp_path, "{etc/containerd/config.toml: files/a.toml}")
+    code, _, err = plan(capsys, stacks)
+    assert code == 2 and "must be the file's absolute path on the node" in err
+
+
+def test_plannable_paths_per_distro() -> None:
+    assert plannable_paths(profile("kubeadm")) == [CONFIG, "/etc/containerd/conf.d/"]
+    rke2 = plannable_paths(profile("rke2"))
+    assert any(p.endswith("config.toml.tmpl") for p in rke2)
