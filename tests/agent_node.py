@@ -89,12 +89,18 @@ class SandboxNode:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
 
-    def plan(self, mode: ToolkitMode = ToolkitMode.HOST, **options: Any) -> AgentPlan:
-        """The agent plan for this node's distro, its files made runnable here."""
-        node_plan = plan_node(self.profile, self.version, PlanOptions(toolkit=mode, **options))
+    def plan(self, mode: ToolkitMode = ToolkitMode.HOST, current: dict[str, str] | None = None,
+             **options: Any) -> AgentPlan:
+        """The agent plan for this node's distro, made from `current` (default: the distro
+        baseline), its files made runnable here and its bases the digests of the files it
+        was made from as this sandbox writes them (see :meth:`runnable`)."""
+        node_plan = plan_node(self.profile, self.version, PlanOptions(toolkit=mode, **options),
+                              current)
         plan = agent_plan(node_plan)
+        bases = {p: None if digest is None else _sha256(self.runnable(node_plan.baseline[p]))
+                 for p, digest in plan.bases.items()}
         return dataclasses.replace(
-            plan, files={p: self.runnable(t) for p, t in plan.files.items()})
+            plan, files={p: self.runnable(t) for p, t in plan.files.items()}, bases=bases)
 
     def snapshot(self) -> dict[str, str]:
         """sha256 of every file under the root (gpuplane's own state excluded)."""
@@ -186,6 +192,10 @@ class SandboxNode:
                               input=apply_stdin(plan) if plan else "", capture_output=True,
                               text=True, timeout=120, env=env, check=False)
         return parse_result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 _CLIENT = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "

@@ -1,11 +1,14 @@
 """The node agent against real containerd daemons on sandbox roots (tests/agent_node.py):
 no-op and change, refusals before any restart, rollbacks after one, a run killed half-way,
-concurrent runs, restore, distro detection (k8s-snap base dir, FM17), status and drift.
+concurrent runs, restore, distro detection (k8s-snap base dir, FM17), plans made from other
+files than the node's originals and managed files another writer changed (FM05), status
+and drift.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -24,6 +27,8 @@ from components.agent import (
     agent_source,
     apply_command,
     apply_stdin,
+    payload_bases,
+    payload_files,
     restore_command,
     status_command,
 )
@@ -136,16 +141,26 @@ def test_a_plan_without_files_is_a_no_op(make_node) -> None:
 # Refusals before any restart: the node stays byte-exact
 
 
+def _state(node: SandboxNode) -> dict[str, bytes]:
+    """gpuplane's state on the node, byte for byte (the lock left out)."""
+    state = node.root / "var/lib/gpuplane"
+    return {p.relative_to(state).as_posix(): p.read_bytes() for p in sorted(state.rglob("*"))
+            if p.is_file() and p.name != "lock"}
+
+
 def _refused(node: SandboxNode, plan: AgentPlan, rc: int, *needles: str) -> AgentRun:
-    snap = node.snapshot()
-    daemon = node.daemon
+    """Apply `plan` expecting a refusal: files, state and the running daemon untouched."""
+    snap, state = node.snapshot(), _state(node)
+    daemon, restarts = node.daemon, node.restarts
     result = node.run("apply", plan)
     assert result.rc == rc, result.err
     for needle in needles:
         assert needle in result.err, result.err
-    assert node.restarts == 0 and node.daemon is daemon
+    assert node.restarts == restarts and node.daemon is daemon
     assert node.snapshot() == snap, "the node's files changed"
-    assert not (node.root / "var/lib/gpuplane").exists(), "a refused run left state behind"
+    assert _state(node) == state, "a refused run changed gpuplane's state"
+    if not state:
+        assert not (node.root / "var/lib/gpuplane").exists(), "a refused run left state behind"
     assert result.out["ok"] is False and result.out["error"]
     return result
 
@@ -521,6 +536,181 @@ def test_template_distros_edit_the_template_and_verify_the_regenerated_config(
 
 
 # ---------------------------------------------------------------------------------------
+# Bases: a plan made from other files than the node's originals is refused
+
+
+def _sha(data: str | bytes) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def _site_config(node: SandboxNode) -> dict[str, str]:
+    """The node's own top-level config: the distro default with a site's registry mirrors."""
+    top = node.profile.config_path
+    text = node.profile.baseline()[top]
+    site = text.replace('"/etc/containerd/certs.d"', '"/etc/containerd/mirrors.d"')
+    assert site != text
+    return {top: site}
+
+
+def _node_sha(node: SandboxNode, path: str) -> str:
+    return _sha(host_path(node.root, path).read_bytes())
+
+
+def test_a_node_whose_config_differs_from_the_plans_base_is_refused(make_node) -> None:
+    """The plan was made from the distro default; this node has its own registry mirrors,
+    which writing the plan's config.toml would silently drop."""
+    node = make_node("1.7")
+    top = node.profile.config_path
+    node.write(top, node.runnable(_site_config(node)[top]))
+    node.boot()
+    plan = node.plan(ToolkitMode.OPERATOR)
+    assert top in plan.files and plan.bases[top] != _node_sha(node, top)
+    result = _refused(node, plan, 2, f"made from a different {top}",
+                      f"plan: sha256 {plan.bases[top]}",
+                      f"node's original: sha256 {_node_sha(node, top)}",
+                      "replace settings the plan has not seen", "gpuplane:cluster.baselineFiles",
+                      "gpuplane:nodes[N].baselineFiles", "Planning from the node's own files")
+    assert top in result.out["error"]
+    # Planned from the node's own file, the same change applies and keeps the mirrors.
+    own = node.plan(ToolkitMode.OPERATOR, current=_site_config(node))
+    applied = node.run("apply", own)
+    assert applied.rc == 0, applied.err
+    assert "mirrors.d" in host_path(node.root, top).read_text()
+
+
+def test_a_plan_without_bases_is_not_checked(make_node) -> None:
+    """Plans made before bases existed apply as they always did."""
+    node = make_node("1.7")
+    top = node.profile.config_path
+    node.write(top, node.runnable(_site_config(node)[top]))
+    node.boot()
+    plan = dataclasses.replace(node.plan(), bases={})
+    result = node.run("apply", plan)
+    assert result.rc == 0, result.err
+    assert not host_path(node.root, "/var/lib/gpuplane/bases").exists()
+
+
+def test_an_absent_base_is_refused_when_the_node_has_that_file(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    plan = node.plan()
+    dropin = next(p for p in plan.files if p.endswith("50-gpuplane.toml"))
+    assert plan.bases[dropin] is None
+    theirs = "# written by hand before gpuplane came\nversion = 2\n"
+    node.write(dropin, theirs)
+    _refused(node, plan, 2, f"made from a different {dropin}", "plan: absent",
+             f"node's original: sha256 {_sha(theirs)}")
+
+
+def test_a_managed_node_compares_against_the_recorded_originals(make_node) -> None:
+    """After the first apply config.toml holds gpuplane's import: a changed plan made from
+    the same originals applies, one made from the file with gpuplane's edits is refused
+    and told where the original is kept."""
+    node = make_node("1.7")
+    node.boot()
+    top = node.profile.config_path
+    original = host_path(node.root, top).read_bytes()
+    spaced = "/etc/containerd/a b's.toml"  # a base the plan assumes absent, oddly named
+    first = node.plan()
+    first = dataclasses.replace(first, bases={**first.bases, spaced: None})
+    assert node.run("apply", first).rc == 0
+    assert _node_sha(node, top) != first.bases[top], "config.toml now holds the import"
+    status = node.run("status")
+    assert status.out["bases"] == first.bases
+
+    changed = dataclasses.replace(first, files={**first.files,
+                                                top: first.files[top] + "# changed\n"})
+    again = node.run("apply", changed)
+    assert again.rc == 0, again.err
+    assert again.out["written"] == [top] and node.restarts == 1
+
+    # Captured from the node as it is now: gpuplane's import looks like the original, so
+    # the plan would drop config.toml (and put the original back) instead of keeping it.
+    model_top = plan_node(node.profile, node.version,
+                          PlanOptions(toolkit=ToolkitMode.HOST)).files[top]
+    recaptured = node.plan(current={top: model_top + "# changed\n"})
+    assert top not in recaptured.files
+    assert recaptured.bases[top] == _node_sha(node, top)
+    kept = host_path(node.root, "/var/lib/gpuplane/backup/bases" + top)
+    _refused(node, recaptured, 2, f"made from a different {top}",
+             f"node's original: sha256 {_sha(original)}", "gpuplane already manages this node",
+             "(this plan was made from it)", f"gpuplane keeps at {kept}")
+    assert kept.read_bytes() == original
+
+
+def test_template_distros_compare_against_the_config_found_before_gpuplane(
+        make_node) -> None:
+    """RKE2 regenerates config.toml from gpuplane's template: the next apply still checks
+    the config.toml RKE2 had generated before gpuplane came."""
+    node = make_node("1.7", profile("rke2"))
+    node.boot()
+    top = node.profile.config_path
+    first = node.plan()
+    assert set(first.bases) == {top, first.template_path}
+    assert node.run("apply", first).rc == 0
+    assert _node_sha(node, top) != first.bases[top], "config.toml was regenerated"
+    second = node.plan(nvidia_default=True)
+    assert second.bases == first.bases and second.files != first.files
+    result = node.run("apply", second)
+    assert result.rc == 0, result.err
+    assert node.restarts == 2 and node.effective()["default_runtime"] == "nvidia"
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert _node_sha(node, top) == first.bases[top]
+
+
+def test_a_node_changed_before_originals_were_recorded_is_restored_first(make_node) -> None:
+    """A template distro applied without bases (an older plan) has regenerated config.toml
+    from gpuplane's template: the refusal says to restore before capturing."""
+    node = make_node("1.7", profile("rke2"))
+    node.boot()
+    top = node.profile.config_path
+    plan = node.plan()
+    assert node.run("apply", dataclasses.replace(plan, bases={})).rc == 0
+    _refused(node, node.plan(nvidia_default=True), 2, f"made from a different {top}",
+             "before it recorded the originals", "restore the node first")
+    assert node.run("restore").rc == 0
+    result = node.run("apply", node.plan(nvidia_default=True))
+    assert result.rc == 0, result.err
+
+
+def test_restore_forgets_the_recorded_originals(make_node) -> None:
+    node = make_node("1.7")
+    node.boot()
+    top = node.profile.config_path
+    default, site = node.plan(), node.plan(current=_site_config(node))
+    assert node.run("apply", default).rc == 0
+    _refused(node, site, 2, f"made from a different {top}", "gpuplane already manages")
+    assert node.run("restore").rc == 0
+    node.write(top, node.runnable(_site_config(node)[top]))  # the site changes its config
+    _refused(node, default, 2, f"made from a different {top}")
+    result = node.run("apply", site)
+    assert result.rc == 0, result.err
+    assert "mirrors.d" in host_path(node.root, top).read_text()
+
+
+def test_a_managed_file_another_writer_changed_is_not_overwritten(make_node) -> None:
+    """FM05: gpuplane's drop-in was edited on the node since gpuplane wrote it. Neither the
+    same plan (overwrite it) nor an operator-mode plan (put the original back, i.e. remove
+    it) goes ahead; once the edit is undone, the change applies."""
+    node = make_node("1.7")
+    node.boot()
+    host = node.plan()
+    dropin = next(p for p in host.files if p.endswith("50-gpuplane.toml"))
+    assert node.run("apply", host).rc == 0
+    written = host_path(node.root, dropin).read_text()
+    edited = written + "# tuned by hand\n"
+    node.write(dropin, edited)
+    for plan in (node.plan(nvidia_default=True), node.plan(ToolkitMode.OPERATOR)):
+        _refused(node, plan, 2, f"{dropin} changed on the node since gpuplane wrote it",
+                 "FM05", f"node: sha256 {_sha(edited)}", f"gpuplane wrote: sha256 {_sha(written)}")
+    node.write(dropin, written)
+    result = node.run("apply", node.plan(nvidia_default=True))
+    assert result.rc == 0, result.err
+    assert node.effective()["default_runtime"] == "nvidia"
+
+
+# ---------------------------------------------------------------------------------------
 # Status and drift (FM05)
 
 
@@ -576,6 +766,48 @@ def test_agent_plan_refuses_plans_with_errors_and_promises_what_its_files_do() -
                                 PlanOptions(toolkit=ToolkitMode.HOST)))
     assert tmpl.template_path == tmpl.edit_paths[0] == rke2.template_v3_path
     assert tmpl.plan_id != host.plan_id and len(tmpl.plan_id) == 16
+
+
+def test_agent_plan_carries_the_bases_into_its_id_and_its_stdin() -> None:
+    kubeadm = profile("kubeadm")
+    node_plan = plan_node(kubeadm, ContainerdVersion.parse("1.7"),
+                          PlanOptions(toolkit=ToolkitMode.HOST))
+    plan = agent_plan(node_plan)
+    top = plan.config_path
+    assert plan.bases == node_plan.bases
+    assert set(plan.bases) == {*plan.files, top}
+    assert plan.bases[top] == _sha(kubeadm.baseline()[top])
+    other = dataclasses.replace(plan, bases={**plan.bases, top: "0" * 64})
+    unchecked = dataclasses.replace(plan, bases={})
+    assert len({plan.plan_id, other.plan_id, unchecked.plan_id}) == 3
+
+    odd = {**plan.bases, "/etc/containerd/it's a b.toml": None}
+    stdin = apply_stdin(dataclasses.replace(plan, bases=odd))
+    assert payload_bases(stdin) == odd
+    assert payload_files(stdin) == plan.files, "base lines are not files"
+    assert payload_bases(apply_stdin(unchecked)) == {}
+    assert payload_bases("echo not a plan\n") is None
+    for bad in ({top: "ABCD" * 16}, {top: "a" * 63}, {"etc/relative": None}):
+        with pytest.raises(ValueError, match="agent plan"):
+            dataclasses.replace(plan, bases=bad)
+
+
+def test_the_agent_refuses_a_malformed_base_before_anything(tmp_path: Path) -> None:
+    plan = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
+                                PlanOptions(toolkit=ToolkitMode.HOST)))
+    top, digest = plan.config_path, plan.bases[plan.config_path]
+    line = f"gp_plan base '{digest} {top}'"
+    stdin = apply_stdin(plan)
+    assert line in stdin
+    for bad, needle in ((f"gp_plan base '{digest[:-1]} {top}'", "is not 'SHA256 PATH'"),
+                        (f"gp_plan base '{digest.upper()} {top}'", "is not 'SHA256 PATH'"),
+                        (f"gp_plan base '{digest} etc/x.toml'", "not an absolute path"),
+                        (f"gp_plan base '{digest} /etc/../x.toml'", "refusing the path")):
+        proc = subprocess.run([DASH, "-s", "--", "apply", "--root", str(tmp_path)],
+                              input=stdin.replace(line, bad), capture_output=True, text=True,
+                              check=False)
+        assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_commands() -> None:

@@ -18,11 +18,16 @@
 # readiness and containerd commands can be replaced, so tests drive it against real
 # containerd daemons. State, backups and the lock live in <root>/var/lib/gpuplane.
 #
+# Before it writes anything, apply checks the plan's bases: the node's original of every
+# file the plan was made from (the files it writes, the top-level config) must be the one
+# the plan assumed, and a file gpuplane manages must still be as gpuplane wrote it (FM05).
+# Otherwise applying would replace settings the plan never saw, so it refuses.
+#
 # Exit codes: 0 done; 1 failed and the node was restored; 2 refused before changing
-# anything (bad plan, wrong node, broken current config); 3 failed and the node could
-# not be fully restored (a person has to look).
+# anything (bad plan, wrong node, broken current config, a file the plan was not made
+# from); 3 failed and the node could not be fully restored (a person has to look).
 
-GP_AGENT_VERSION=1
+GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
 GP_NL='
 '
@@ -172,6 +177,8 @@ gp_begin() {
 	GP_TXN=$GP_STATE/backup/txn
 	GP_ORIG=$GP_STATE/backup/originals
 	GP_MANIFEST=$GP_STATE/manifest
+	GP_BASES=$GP_STATE/bases
+	GP_BASEDIR=$GP_STATE/backup/bases
 	GP_STATEFILE=$GP_STATE/state
 	GP_LOCK=$GP_STATE/lock
 	GP_LOCKED=0
@@ -197,6 +204,7 @@ gp_begin() {
 		exit 2
 	}
 	: >"$GP_STAGE/files"
+	: >"$GP_STAGE/bases.plan"
 }
 
 # gp_plan KEY VALUE: one setting of the plan (written by components/agent.py).
@@ -220,12 +228,30 @@ gp_plan() {
 	runtime) P_RUNTIMES=$P_RUNTIMES$2$GP_NL ;;
 	default) P_DEFAULT=$2 ;;
 	nvidia) P_NVIDIA=$2 ;;
+	base) gp_plan_base "$2" ;;
 	*)
 		gp_say "payload: unknown plan key '$1' (agent and payload from different versions?)"
 		exit 2
 		;;
 	esac
 	GP_HAVE_PLAN=1
+}
+
+# gp_plan_base 'SHA256|absent PATH': the original of PATH the plan was made from.
+gp_plan_base() {
+	gp_pb_sha=${1%% *}
+	gp_pb_path=${1#* }
+	case $gp_pb_sha in
+	absent) ;;
+	*[!0-9a-f]* | '') gp_pb_sha=bad ;;
+	*) [ ${#gp_pb_sha} -eq 64 ] || gp_pb_sha=bad ;;
+	esac
+	if [ "$gp_pb_sha" = bad ]; then
+		gp_say "payload: base '$1' is not 'SHA256 PATH' or 'absent PATH'"
+		exit 2
+	fi
+	gp_check_path "$gp_pb_path" || exit 2
+	printf '%s\t%s\n' "$gp_pb_path" "$gp_pb_sha" >>"$GP_STAGE/bases.plan"
 }
 
 # gp_file PATH SHA256 FINAL_NEWLINE <<'DELIMITER': one planned file, verbatim.
@@ -960,6 +986,15 @@ gp_runtimes_json() { # NAME: "default_runtime", "cdi" and "runtimes" members
 		}' "$GP_STAGE/$1.facts"
 }
 
+gp_bases_json() { # the recorded originals as JSON members (null: the file was absent)
+	[ -s "$GP_BASES" ] || return 0
+	awk -F '\t' "$GP_AWK_JSTR"'
+		$1 == "base" {
+			printf "%s%s: %s", sep, jstr($2), ($3 == "absent" ? "null" : jstr($3))
+			sep = ", "
+		}' "$GP_BASES"
+}
+
 gp_json_list() { # FILE of lines -> JSON array
 	if [ -s "$1" ]; then
 		awk "$GP_AWK_JSTR"' { printf "%s%s", sep, jstr($0); sep = ", " }' "$1"
@@ -1104,6 +1139,10 @@ gp_apply() {
 		gp_json_result true "" ""
 		exit 0
 	fi
+	# Before anything is written: the plan must come from the node's own originals, and
+	# the files gpuplane manages must still be as it wrote them.
+	gp_check_bases
+	gp_check_managed
 	GP_CHANGED=true
 	gp_install_self || gp_fail 2 "cannot install the agent in $GP_STATE; nothing changed"
 
@@ -1160,8 +1199,10 @@ gp_apply() {
 		gp_say "the effective config did not change: containerd is not restarted"
 	fi
 
-	# Commit: record what was written, forget files the plan dropped.
+	# Commit: record what was written and the originals the plan was checked against,
+	# forget files the plan dropped.
 	gp_commit_manifest
+	gp_commit_bases || gp_say "warning: could not record the plan's bases in $GP_BASES"
 	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def"
 	gp_txn_commit
 	gp_json_result true "" ""
@@ -1201,6 +1242,120 @@ gp_commit_state() {
 	gp_state_text "$1" "$gp_cs_orig" >"$GP_STAGE/state.new"
 	if [ "$(gp_sha "$GP_STAGE/state.new")" != "$(gp_sha "$GP_STATEFILE")" ]; then
 		gp_write_atomic "$GP_STATEFILE" <"$GP_STAGE/state.new"
+	fi
+}
+
+# ---------------------------------------------------------------------------------------
+# Bases: the originals a plan was made from. The first apply that writes anything records
+# each ("base<TAB>path<TAB>sha256|absent" lines in $GP_BASES, a byte copy under
+# $GP_BASEDIR); later applies compare against that record, not against gpuplane's own
+# output or the config a template distro regenerated from gpuplane's template. Restore
+# forgets it with the rest of the state.
+
+# gp_word SHA: a digest as the messages say it.
+gp_word() {
+	case $1 in
+	- | absent) printf 'absent' ;;
+	'') printf 'unreadable' ;;
+	*) printf 'sha256 %s' "$1" ;;
+	esac
+}
+
+# gp_recorded_base PATH: the recorded original's digest ("absent"), empty when none.
+gp_recorded_base() {
+	[ -f "$GP_BASES" ] || return 0
+	awk -F '\t' -v p="$1" '$1 == "base" && $2 == p { print $3; exit }' "$GP_BASES"
+}
+
+# gp_check_bases: refuse unless the node's original of every base is the one the plan
+# was made from. The original is the recorded one, else the one kept for a file gpuplane
+# already manages, else the file on the node now. Leaves $GP_STAGE/bases.new (what
+# gp_commit_bases records) and copies of originals not yet recorded in $GP_STAGE/originals.
+gp_check_bases() {
+	: >"$GP_STAGE/bases.new"
+	while IFS="$GP_TAB" read -r gp_cb_path gp_cb_want; do
+		gp_cb_keep=
+		gp_cb_have=$(gp_recorded_base "$gp_cb_path")
+		if [ -n "$gp_cb_have" ]; then
+			gp_cb_keep=$GP_BASEDIR$gp_cb_path
+		elif [ -e "$GP_ORIG$gp_cb_path" ] || [ -e "$GP_ORIG$gp_cb_path.gpuplane-absent" ]; then
+			gp_cb_have=$(gp_saved_sha "$gp_cb_path" "$GP_ORIG")
+			gp_cb_keep=$GP_ORIG$gp_cb_path
+			gp_copy_saved "$gp_cb_path" "$GP_ORIG" "$GP_STAGE/originals" ||
+				gp_fail 2 "cannot copy the original of $gp_cb_path; nothing changed"
+		else
+			gp_cb_have=$(gp_sha "$GP_ROOT$gp_cb_path")
+			gp_save "$gp_cb_path" "$GP_STAGE/originals" ||
+				gp_fail 2 "cannot read $gp_cb_path; nothing changed"
+		fi
+		[ "$gp_cb_have" = - ] && gp_cb_have=absent
+		printf 'base\t%s\t%s\n' "$gp_cb_path" "$gp_cb_have" >>"$GP_STAGE/bases.new"
+		[ "$gp_cb_have" = "$gp_cb_want" ] && continue
+		# A planned file the node already has byte for byte: nothing in it is replaced.
+		gp_cb_plan=$(awk -F '\t' -v p="$gp_cb_path" '$1 == p { print $2 }' "$GP_STAGE/files")
+		[ -n "$gp_cb_plan" ] && [ "$(gp_sha "$GP_ROOT$gp_cb_path")" = "$gp_cb_plan" ] && continue
+		gp_cb_hint=
+		if [ -n "$gp_cb_keep" ]; then
+			gp_cb_now=$(gp_sha "$GP_ROOT$gp_cb_path")
+			gp_cb_same=
+			[ "$gp_cb_now" = "$gp_cb_want" ] && gp_cb_same=" (this plan was made from it)"
+			if [ "$gp_cb_have" = absent ]; then
+				gp_cb_hint=". gpuplane already manages this node, so its current $gp_cb_path holds gpuplane's own edits$gp_cb_same; the node had no $gp_cb_path before gpuplane changed it: leave it out of the captured files"
+			else
+				gp_cb_hint=". gpuplane already manages this node, so its current $gp_cb_path holds gpuplane's own edits$gp_cb_same; capture the original, which gpuplane keeps at $gp_cb_keep"
+			fi
+		elif [ -n "$S_ID" ] && [ ! -f "$GP_BASES" ]; then
+			gp_cb_hint=". gpuplane changed this node before it recorded the originals (plan $S_ID), so its files may hold gpuplane's edits (a template distro regenerates $P_CONFIG from gpuplane's template): restore the node first (\`sh $GP_STATE/agent.sh restore\`), then capture"
+		fi
+		gp_fail 2 "refused: this plan was made from a different $gp_cb_path (plan: $(gp_word "$gp_cb_want"); node's original: $(gp_word "$gp_cb_have")); applying it would replace settings the plan has not seen. Fix: capture the node's file into the stack (\`gpuplane:cluster.baselineFiles\` or \`gpuplane:nodes[N].baselineFiles\`, see README 'Planning from the node's own files') and plan again$gp_cb_hint; nothing changed"
+	done <"$GP_STAGE/bases.plan"
+}
+
+# gp_check_managed: FM05. A file gpuplane manages that another writer changed since
+# gpuplane wrote it is neither overwritten nor put back to its original behind that
+# writer's back ("-": written by a run that was rolled back, nothing to compare).
+gp_check_managed() {
+	[ -f "$GP_MANIFEST" ] || return 0
+	while IFS= read -r gp_km_path; do
+		gp_km_wrote=$(awk -F '\t' -v p="$gp_km_path" \
+			'$1 == "file" && $2 == p { print $3; exit }' "$GP_MANIFEST")
+		case $gp_km_wrote in '' | -) continue ;; esac
+		gp_km_now=$(gp_sha "$GP_ROOT$gp_km_path")
+		[ "$gp_km_now" = "$gp_km_wrote" ] && continue
+		gp_fail 2 "refused: $gp_km_path changed on the node since gpuplane wrote it (FM05: another writer; node: $(gp_word "$gp_km_now"), gpuplane wrote: $(gp_word "$gp_km_wrote")); applying would overwrite that change. Fix: find the writer (\`sh $GP_STATE/agent.sh status\` lists drifted files); if the change is unwanted, undo it and apply again; if it must stay, restore the node (\`sh $GP_STATE/agent.sh restore\` puts gpuplane's originals back), make the change in the node's own files, capture them into the stack and plan again; nothing changed"
+	done <"$GP_STAGE/touch"
+}
+
+# gp_copy_saved NODEPATH FROM TO: copy what gp_save kept under FROM to TO.
+gp_copy_saved() {
+	mkdir -p "$(dirname "$3$1")" || return 1
+	rm -f "$3$1" "$3$1.gpuplane-absent"
+	if [ -e "$2$1.gpuplane-absent" ]; then
+		: >"$3$1.gpuplane-absent"
+	else
+		cp -p "$2$1" "$3$1"
+	fi
+}
+
+# gp_commit_bases: record what gp_check_bases compared against (a recorded original stays
+# as it was); paths the plan no longer derives from are forgotten. A plan without bases
+# leaves the record alone.
+gp_commit_bases() {
+	[ -s "$GP_STAGE/bases.plan" ] || return 0
+	rm -rf "$GP_BASEDIR.new"
+	mkdir -p "$GP_BASEDIR.new" || return 1
+	while IFS="$GP_TAB" read -r _ gp_cbs_path _; do
+		for gp_cbs_from in "$GP_BASEDIR" "$GP_STAGE/originals"; do
+			if [ -e "$gp_cbs_from$gp_cbs_path" ] ||
+				[ -e "$gp_cbs_from$gp_cbs_path.gpuplane-absent" ]; then
+				gp_copy_saved "$gp_cbs_path" "$gp_cbs_from" "$GP_BASEDIR.new" || return 1
+				break
+			fi
+		done
+	done <"$GP_STAGE/bases.new"
+	rm -rf "$GP_BASEDIR" && mv "$GP_BASEDIR.new" "$GP_BASEDIR" || return 1
+	if [ "$(gp_sha "$GP_STAGE/bases.new")" != "$(gp_sha "$GP_BASES")" ]; then
+		gp_write_atomic "$GP_BASES" <"$GP_STAGE/bases.new"
 	fi
 }
 
@@ -1305,7 +1460,7 @@ gp_check_restored() {
 }
 
 gp_clean_state() {
-	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_STATEFILE" "$GP_STATE/agent.sh"
+	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATEFILE" "$GP_STATE/agent.sh"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -1338,6 +1493,7 @@ gp_status() {
 			"$([ "$gp_have_state" = 1 ] && echo true || echo false)" \
 			"$([ -d "$GP_TXN" ] && echo true || echo false)" "$(gp_js "$P_ID")"
 		printf ', "distro": %s, "config": %s' "$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
+		printf ', "bases": {%s}' "$(gp_bases_json)"
 		if [ -n "$GP_CONTAINERD" ] && gp_dump "$P_CONFIG" now; then
 			gp_st_sha=$(cat "$GP_STAGE/now.sha")
 			gp_st_drift=false
