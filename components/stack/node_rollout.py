@@ -43,24 +43,31 @@ class ContainerdRollout(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
         by_name = {t.name: t for t in targets}
-        agent_plans = {node: agent_plan(plan) for node, plan in plans.items()}
+        # Nodes sharing a plan share its agent program (built once: a fleet is thousands).
+        programs: dict[int, tuple[str, str]] = {}
+        for plan in plans.values():
+            if id(plan) not in programs:
+                ap = agent_plan(plan)
+                programs[id(plan)] = (ap.plan_id, apply_stdin(ap))
+        key = pulumi.Output.secret(private_key)
         self.commands = {}
         previous: list[pulumi.Resource] = []
         for batch in batches:
             current = []
             for node in batch:
                 target = by_name[node]
+                plan_id, stdin = programs[id(plans[node])]
                 cmd = command.remote.Command(
                     f"containerd-{node}",
                     connection=command.remote.ConnectionArgs(
                         host=target.host, user=target.user, port=target.port,
-                        private_key=pulumi.Output.secret(private_key)),
+                        private_key=key),
                     create=apply_command(target.sudo),
                     update=apply_command(target.sudo),
                     # With the plan id, a replaced command's delete (which Pulumi runs
                     # after its successor's create) leaves the successor's files alone.
-                    delete=restore_command(target.sudo, plan_id=agent_plans[node].plan_id),
-                    stdin=apply_stdin(agent_plans[node]),
+                    delete=restore_command(target.sudo, plan_id=plan_id),
+                    stdin=stdin,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=previous))
                 self.commands[node] = cmd
                 current.append(cmd)
