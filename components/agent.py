@@ -34,6 +34,8 @@ _SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _ABSENT = "absent"  # a base the plan assumed missing, on the agent's stdin
+_BASE_TEXT_HEAD = "# gpuplane: the node's original, as this plan was made from it:"
+_BASE_TEXT_LINE = "#|"
 
 
 @cache
@@ -70,12 +72,19 @@ class AgentPlan:
     # node path -> sha256 of the original the plan was made from (None: planned as absent);
     # empty for plans made before bases existed: the agent then checks none
     bases: dict[str, str | None] = field(default_factory=dict)
+    # The captured originals among them (not gpuplane's distro model): sent as comments so
+    # that a policy judges the files against what the node has, not against the model.
+    base_texts: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for path in (self.config_path, self.socket, *self.files, *self.bases):
             if not path.startswith("/") or any(c in path for c in "\t\n"):
                 raise ValueError(f"agent plan: {path!r} must be an absolute path without "
                                  "tabs or newlines")
+        for path, text in self.base_texts.items():
+            if self.bases.get(path) != hashlib.sha256(text.encode()).hexdigest():
+                raise ValueError(f"agent plan: the text of base {path} does not match its "
+                                 "sha256")
         for path, digest in self.bases.items():
             if digest is not None and not _SHA256.match(digest):
                 raise ValueError(f"agent plan: the base of {path} must be a sha256 (64 "
@@ -138,6 +147,8 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         expected_default=options.runtime_name if host and options.nvidia_default else None,
         runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
         bases=dict(plan.bases),
+        base_texts={path: text for path, text in plan.baseline.items()
+                    if path in plan.bases and profile.baseline().get(path) != text},
     )
 
 
@@ -189,6 +200,11 @@ def apply_stdin(plan: AgentPlan) -> str:
         *(("base", f"{digest or _ABSENT} {path}") for path, digest in sorted(plan.bases.items())),
     ]
     out += [f"gp_plan {key} {q(value)}" for key, value in settings if value]
+    for path in sorted(plan.base_texts):
+        # Shell comments: the agent needs only the sha256; reviewers and policies see
+        # what the plan was made from.
+        out.append(f"{_BASE_TEXT_HEAD} {q(path)}")
+        out += [_BASE_TEXT_LINE + line for line in plan.base_texts[path].split("\n")]
     for path in sorted(plan.files):
         text = plan.files[path]
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -239,6 +255,28 @@ def payload_bases(stdin: str) -> dict[str, str | None] | None:
     return bases
 
 
+def payload_base_texts(stdin: str) -> dict[str, str]:
+    """The captured originals an :func:`apply_stdin` program carries (node path -> text),
+    each checked against its base's sha256."""
+    bases = payload_bases(stdin) or {}
+    texts: dict[str, str] = {}
+    path: str | None = None
+    lines: list[str] = []
+    plan_part = _after_agent(stdin).split("\ngp_file ")[0]   # the blocks precede the files
+    for line in [*plan_part.split("\n"), ""]:
+        if path is not None and line.startswith(_BASE_TEXT_LINE):
+            lines.append(line[len(_BASE_TEXT_LINE):])
+            continue
+        if path is not None:
+            texts[path] = "\n".join(lines)
+            if bases.get(path) != hashlib.sha256(texts[path].encode()).hexdigest():
+                raise ValueError(f"agent payload: base {path} does not match its sha256")
+            path = None
+        if line.startswith(_BASE_TEXT_HEAD + " "):
+            path, lines = shlex.split(line[len(_BASE_TEXT_HEAD):])[0], []
+    return texts
+
+
 _AGENT_HEREDOC = re.compile(r"^cat <<'(GPUPLANE_AGENT_\w+)'$", re.MULTILINE)
 
 
@@ -287,6 +325,7 @@ __all__ = [
     "agent_source",
     "apply_command",
     "apply_stdin",
+    "payload_base_texts",
     "payload_bases",
     "payload_files",
     "restore_command",

@@ -100,7 +100,8 @@ class SandboxNode:
         bases = {p: None if digest is None else _sha256(self.runnable(node_plan.baseline[p]))
                  for p, digest in plan.bases.items()}
         return dataclasses.replace(
-            plan, files={p: self.runnable(t) for p, t in plan.files.items()}, bases=bases)
+            plan, files={p: self.runnable(t) for p, t in plan.files.items()}, bases=bases,
+            base_texts={p: self.runnable(t) for p, t in plan.base_texts.items()})
 
     def snapshot(self) -> dict[str, str]:
         """sha256 of every file under the root (gpuplane's own state excluded)."""

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from components.agent import agent_plan, apply_stdin, payload_base_texts
 from components.baselines import plannable_paths
 from components.cli import main
+from components.containerd.versions import ContainerdVersion
 from components.distros import profile
+from components.planner import PlanOptions, ToolkitMode, plan_node
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "/etc/containerd/config.toml"
@@ -157,3 +160,37 @@ def test_plannable_paths_per_distro() -> None:
     assert plannable_paths(profile("kubeadm")) == [CONFIG, "/etc/containerd/conf.d/"]
     rke2 = plannable_paths(profile("rke2"))
     assert any(p.endswith("config.toml.tmpl") for p in rke2)
+
+
+def test_policies_judge_a_node_against_its_captured_files(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Host toolkit on a node whose captured config already imports conf.d: gpuplane
+    writes only its drop-in. Judged against the model (no imports) the drop-in would look
+    unread (FM01); the command carries the captured original, so the pack sees the node."""
+    imported = CAPTURED.replace('state = "/run/containerd"\n',
+                                'state = "/run/containerd"\n'
+                                'imports = ["/etc/containerd/conf.d/*.toml"]\n')
+    stacks = project(tmp_path, captured=imported)
+    stack = stacks / "Pulumi.t.yaml"
+    stack.write_text(stack.read_text().replace("{chartVersion: v25.10.1}",
+                                               "{chartVersion: v25.10.1, toolkit: host}"))
+    code, report, _ = plan(capsys, stacks)
+    assert code == 0 and report is not None and report["findings"] == []
+    assert list(report["nodes"][0]["files"]) == ["/etc/containerd/conf.d/50-gpuplane.toml"]
+    stdin = next(r["inputs"]["stdin"] for r in report["resources"]
+                 if r["name"] == "containerd-a1")
+    assert payload_base_texts(stdin) == {CONFIG: imported}
+
+
+def test_captured_originals_travel_as_comments_and_are_sha_checked() -> None:
+    model = profile("kubeadm")
+    version = ContainerdVersion.parse("1.7")
+    options = PlanOptions(toolkit=ToolkitMode.HOST, systemd_cgroup=True)
+    captured = plan_node(model, version, options, current={**model.baseline(), CONFIG: CAPTURED})
+    stdin = apply_stdin(agent_plan(captured))
+    assert payload_base_texts(stdin) == {CONFIG: CAPTURED}
+    assert "\n#|# captured from a1 on 2026-11-20\n" in stdin   # comments: sh ignores them
+    with pytest.raises(ValueError, match="does not match its sha256"):
+        payload_base_texts(stdin.replace("#|root = ", "#|root= "))
+    # A plan from the model carries no texts: the pack uses the same model.
+    assert payload_base_texts(apply_stdin(agent_plan(plan_node(model, version, options)))) == {}

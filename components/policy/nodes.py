@@ -1,7 +1,8 @@
-"""Rules over the node commands: the files each node gets, merged with the distro's real
-config under that containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order
-in which nodes restart (FM06, FM09). The files are read back from the command's `stdin`,
-exactly what would be sent to the node."""
+"""Rules over the node commands: the files each node gets, merged with the node's config
+(captured originals the command carries, else the distribution's model) under that
+containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order in which nodes
+restart (FM06, FM09). The files are read back from the command's `stdin`, exactly what
+would be sent to the node."""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ from components.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, ass
 from components.policy.collect import StackFindings, View, intent_profile
 
 
-def _files(view: View) -> dict[str, str] | None:
-    from components.agent import payload_files
+def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(files, captured originals) a node command carries; None if it carries no plan."""
+    from components.agent import payload_base_texts, payload_files
 
     stdin = view.props.get("stdin")
-    return payload_files(stdin) if isinstance(stdin, str) else None
+    files = payload_files(stdin) if isinstance(stdin, str) else None
+    if files is None:
+        return None
+    return files, payload_base_texts(stdin)
 
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
@@ -34,13 +39,17 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
     steps: list[RolloutStep] = []
     depth: dict[str, int] = {}
     for view in _in_dependency_order(commands):
-        files = _files(view)
-        if files is None:
+        payload = _payload(view)
+        if payload is None:
             continue
-        key = repr(sorted(files.items()))
+        files, captured = payload
+        key = repr((sorted(files.items()), sorted(captured.items())))
         if key not in judged:
             try:
-                judged[key] = plan = assess(profile, version, options, files)
+                # Judged on the node's captured originals where the plan was made from
+                # them, else on the distribution's model, as the planner did.
+                judged[key] = plan = assess(profile, version, options, files,
+                                            {**profile.baseline(), **captured})
             except ConfigError as exc:
                 out.add([unreadable(exc, view.name)], view.urn)
                 continue
