@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.containerd import (
+from gpuplane.containerd import (
     ContainerdVersion,
     LocalFiles,
     MemoryFiles,
     effective_config,
 )
-from components.rules import ContainerdFacts, check_containerd
+from gpuplane.rules import ContainerdFacts, check_containerd
 
 LINES = ("1.6", "1.7", "2.1")
 ETC = "/var/snap/k8s/common/etc/containerd"

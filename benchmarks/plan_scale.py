@@ -22,7 +22,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from components.plan.run import plan_stack
+from gpuplane.plan.run import plan_stack
 t1 = time.perf_counter()
 plan = plan_stack("bench", Path(sys.argv[1]))
 t2 = time.perf_counter()

@@ -1,44 +1,94 @@
 """gpuplane: Pulumi components with embedded validation that turn Kubernetes nodes into
-working GPU nodes. The public API is curated here; everything else is internal."""
+working GPU nodes.
 
-from components.containerd import (
-    ConfigError,
-    ContainerdVersion,
-    EffectiveConfig,
-    LocalFiles,
-    MemoryFiles,
-    effective_config,
-)
-from components.distros import Distro, DistroProfile, EditMode, profile
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent, NodeIntent
-from components.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, plan_node
+The public API is curated here and everything else is internal. Nothing is imported
+until it is first used (PEP 562 `__getattr__`): `gpuplane --help` and `gpuplane explain`
+must not pay for the Pulumi SDK, pydantic or the Kubernetes client.
+"""
 
-# Pulumi components and the stack config load on first use: the CLI's containerd check and
-# the doctor must not pay for importing the Pulumi SDK.
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 _LAZY = {
-    "GpuCluster": "components.stack.cluster",
-    "ContainerdRollout": "components.stack.node_rollout",
-    "GpuOperator": "components.stack.gpu_operator",
-    "Hami": "components.stack.hami",
-    "NvidiaRuntimeClass": "components.stack.runtime_class",
-    "TimeSlicing": "components.stack.time_slicing",
-    "GpuChecks": "components.checks.component",
-    "GpuChecksArgs": "components.checks.component",
-    "StackConfig": "components.config",
-    "StackConfigError": "components.config",
-    "parse_stack_config": "components.config",
+    # Pulumi components
+    "GpuCluster": "gpuplane.stack.cluster",
+    "GpuClusterArgs": "gpuplane.stack.cluster",
+    "ContainerdRollout": "gpuplane.stack.node_rollout",
+    "GpuOperator": "gpuplane.stack.gpu_operator",
+    "Hami": "gpuplane.stack.hami",
+    "NvidiaRuntimeClass": "gpuplane.stack.runtime_class",
+    "TimeSlicing": "gpuplane.stack.time_slicing",
+    "GpuChecks": "gpuplane.checks.component",
+    "GpuChecksArgs": "gpuplane.checks.component",
+    # stack config
+    "StackConfig": "gpuplane.config",
+    "StackConfigError": "gpuplane.config",
+    "parse_stack_config": "gpuplane.config",
+    # planning and the rulebook
+    "NodeContainerdPlan": "gpuplane.planner",
+    "plan_node": "gpuplane.planner",
+    "PlanOptions": "gpuplane.toolkit.options",
+    "ToolkitMode": "gpuplane.toolkit.options",
+    "Finding": "gpuplane.findings",
+    "Severity": "gpuplane.findings",
+    "ClusterIntent": "gpuplane.intent",
+    "NodeIntent": "gpuplane.intent",
+    "Distro": "gpuplane.distros",
+    "DistroProfile": "gpuplane.distros",
+    "EditMode": "gpuplane.distros",
+    "profile": "gpuplane.distros",
+    # the containerd model
+    "ConfigError": "gpuplane.containerd",
+    "ContainerdVersion": "gpuplane.containerd",
+    "EffectiveConfig": "gpuplane.containerd",
+    "LocalFiles": "gpuplane.containerd",
+    "MemoryFiles": "gpuplane.containerd",
+    "effective_config": "gpuplane.containerd",
+    # the command line
+    "main": "gpuplane.cli",
 }
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` loads these
+    from gpuplane.checks.component import GpuChecks, GpuChecksArgs
+    from gpuplane.cli import main
+    from gpuplane.config import StackConfig, StackConfigError, parse_stack_config
+    from gpuplane.containerd import (
+        ConfigError,
+        ContainerdVersion,
+        EffectiveConfig,
+        LocalFiles,
+        MemoryFiles,
+        effective_config,
+    )
+    from gpuplane.distros import Distro, DistroProfile, EditMode, profile
+    from gpuplane.findings import Finding, Severity
+    from gpuplane.intent import ClusterIntent, NodeIntent
+    from gpuplane.planner import NodeContainerdPlan, plan_node
+    from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
+    from gpuplane.stack.gpu_operator import GpuOperator
+    from gpuplane.stack.hami import Hami
+    from gpuplane.stack.node_rollout import ContainerdRollout
+    from gpuplane.stack.runtime_class import NvidiaRuntimeClass
+    from gpuplane.stack.time_slicing import TimeSlicing
+    from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'components' has no attribute {name!r}")
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpuplane' has no attribute {name!r}")
 
-__all__ = [
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
     "ClusterIntent",
     "ConfigError",
     "ContainerdRollout",
@@ -51,6 +101,7 @@ __all__ = [
     "GpuChecks",
     "GpuChecksArgs",
     "GpuCluster",
+    "GpuClusterArgs",
     "GpuOperator",
     "Hami",
     "LocalFiles",
@@ -65,6 +116,7 @@ __all__ = [
     "TimeSlicing",
     "ToolkitMode",
     "effective_config",
+    "main",
     "parse_stack_config",
     "plan_node",
     "profile",

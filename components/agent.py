@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from components.distros import EditMode
-from components.findings import Severity
-from components.planner import NodeContainerdPlan, ToolkitMode
+from gpuplane.distros import EditMode
+from gpuplane.findings import Severity
+from gpuplane.planner import NodeContainerdPlan, ToolkitMode
 
 AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 """Where the agent installs a copy of itself, so that restore runs without stdin."""

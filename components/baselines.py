@@ -12,8 +12,8 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path
 
-from components.config import StackConfig, StackConfigError
-from components.distros import DistroProfile
+from gpuplane.config import StackConfig, StackConfigError
+from gpuplane.distros import DistroProfile
 
 
 def plannable_paths(profile: DistroProfile) -> list[str]:

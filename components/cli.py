@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from components.containerd import LocalFiles
+from gpuplane.containerd import LocalFiles
 
 EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
 
@@ -67,9 +67,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _containerd_check(ns: argparse.Namespace) -> int:
-    from components.containerd import ConfigError, ContainerdVersion
-    from components.nodecheck import VersionUnknown, check_node_config, detect_containerd_version
-    from components.report import check_to_json, render_check
+    from gpuplane.containerd import ConfigError, ContainerdVersion
+    from gpuplane.nodecheck import VersionUnknown, check_node_config, detect_containerd_version
+    from gpuplane.report import check_to_json, render_check
 
     try:
         if ns.containerd_version:
@@ -95,7 +95,7 @@ def _containerd_check(ns: argparse.Namespace) -> int:
 
 def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
     """The file source and the config's node path, with or without a stand-in root."""
-    from components.containerd import ConfigError
+    from gpuplane.containerd import ConfigError
 
     if root is None:
         return LocalFiles(), os.path.abspath(config)
@@ -111,7 +111,7 @@ def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
 
 
 def _explain(ns: argparse.Namespace) -> int:
-    from components.rules import RULES, explain
+    from gpuplane.rules import RULES, explain
 
     if ns.rule is None:
         for rule in RULES.values():
@@ -125,18 +125,18 @@ def _explain(ns: argparse.Namespace) -> int:
 
 
 def _probe(argv: list[str]) -> int:
-    from components import probe  # written separately; imported only when asked for
+    from gpuplane import probe  # written separately; imported only when asked for
 
     return int(probe.main(argv) or 0)
 
 
 def _plan(argv: list[str]) -> int:
-    from components.config import StackConfigError
-    from components.findings import Severity
-    from components.plan.diff import plan_diff
-    from components.plan.render import render_markdown, render_text
-    from components.plan.run import plan_stack
-    from components.plan.stackfile import StackFileError
+    from gpuplane.config import StackConfigError
+    from gpuplane.findings import Severity
+    from gpuplane.plan.diff import plan_diff
+    from gpuplane.plan.render import render_markdown, render_text
+    from gpuplane.plan.run import plan_stack
+    from gpuplane.plan.stackfile import StackFileError
 
     parser = argparse.ArgumentParser(
         prog="gpuplane plan",
@@ -177,7 +177,7 @@ def _plan(argv: list[str]) -> int:
 
 
 def _node_agent(argv: list[str]) -> int:
-    from components.agent import agent_source
+    from gpuplane.agent import agent_source
 
     if argv:
         return _input_error("node-agent takes no arguments: it prints the agent script, "
@@ -187,7 +187,7 @@ def _node_agent(argv: list[str]) -> int:
 
 
 def _doctor(argv: list[str]) -> int:
-    from components.doctor.command import main as doctor
+    from gpuplane.doctor.command import main as doctor
 
     return doctor(argv, _console)
 

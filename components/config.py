@@ -22,10 +22,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import Distro, DistroProfile, profile
-from components.intent import ClusterIntent, NodeIntent
-from components.planner import PlanOptions, ToolkitMode
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import Distro, DistroProfile, profile
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -263,8 +263,8 @@ class StackConfig(_Section):
         own containerd config gives runc on a fresh node."""
         if self.cluster.kubelet_cgroup_driver:
             return self.cluster.kubelet_cgroup_driver
-        from components.containerd import MemoryFiles, effective_config
-        from components.planner import rendered_layout
+        from gpuplane.containerd import MemoryFiles, effective_config
+        from gpuplane.planner import rendered_layout
 
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(

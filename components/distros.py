@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from components.containerd.versions import ContainerdVersion
+from gpuplane.containerd.versions import ContainerdVersion
 
 
 class EditMode(StrEnum):

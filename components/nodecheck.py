@@ -9,15 +9,15 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from components.containerd import (
+from gpuplane.containerd import (
     ContainerdVersion,
     EffectiveConfig,
     FileSource,
     effective_config,
 )
-from components.containerd.files import has_meta
-from components.findings import Finding, has_errors
-from components.rules import ContainerdFacts, check_containerd
+from gpuplane.containerd.files import has_meta
+from gpuplane.findings import Finding, has_errors
+from gpuplane.rules import ContainerdFacts, check_containerd
 
 # Toolkit 1.18.0 wrote its drop-in to config.d/, which nothing imported; conf.d/ is the
 # usual drop-in directory. Both are scanned next to the top-level config.
@@ -48,7 +48,7 @@ def check_node_config(
     """Run every containerd rule on `config` (a node path) read through `files`.
 
     `facts` are extra ContainerdFacts fields (expected runtimes, kubelet driver, ...).
-    Raises components.containerd.ConfigError for a file that cannot be parsed.
+    Raises gpuplane.containerd.ConfigError for a file that cannot be parsed.
     """
     effective = effective_config(config, files, version)
     unread = find_unread_files(files, effective)

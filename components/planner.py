@@ -13,41 +13,24 @@ import copy
 import hashlib
 import posixpath
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 import tomlkit
 
-from components.containerd.effective import EffectiveConfig, decode, effective_config
-from components.containerd.files import MemoryFiles
-from components.containerd.load import load_config
-from components.containerd.merge import deep_merge, merge
-from components.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
-from components.distros import DistroProfile, EditMode
-from components.findings import Finding
-from components.rules import ContainerdFacts, check_containerd
+from gpuplane.containerd.effective import EffectiveConfig, decode, effective_config
+from gpuplane.containerd.files import MemoryFiles
+from gpuplane.containerd.load import load_config
+from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
+from gpuplane.distros import DistroProfile, EditMode
+from gpuplane.findings import Finding
+from gpuplane.rules import ContainerdFacts, check_containerd
+from gpuplane.toolkit.env import TOOLKIT_DROPIN, toolkit_env_for
+from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 GPUPLANE_DROPIN = "50-gpuplane.toml"
-TOOLKIT_DROPIN = "99-nvidia.toml"
 HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
 OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
-
-
-class ToolkitMode(StrEnum):
-    OPERATOR = "operator"  # the GPU Operator's toolkit container writes the nvidia runtime
-    HOST = "host"          # nvidia-container-toolkit is installed on the host; gpuplane writes
-    NONE = "none"          # no nvidia runtime (e.g. kind smoke clusters)
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    toolkit: ToolkitMode = ToolkitMode.OPERATOR
-    nvidia_default: bool = False
-    cdi: bool = False
-    systemd_cgroup: bool | None = None   # None keeps what the distribution configures
-    toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
-    runtime_name: str = "nvidia"
-    kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
 
 
 @dataclass
@@ -155,23 +138,6 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
-                    options: PlanOptions) -> list[dict[str, str]]:
-    """`toolkit.env` that points the operator's toolkit at the kubelet's containerd."""
-    env = {
-        "CONTAINERD_CONFIG": profile.edit_path(version),
-        "CONTAINERD_SOCKET": profile.socket,
-        "RUNTIME_CONFIG_SOURCE": f"file={profile.config_path}",
-        "RUNTIME_EXECUTABLE_PATH": profile.containerd_binary,
-        "CONTAINERD_RUNTIME_CLASS": options.runtime_name,
-        "CONTAINERD_SET_AS_DEFAULT": "true" if options.nvidia_default and not options.cdi
-        else "false",
-    }
-    if profile.dropin_dir and options.toolkit_dropin:
-        env["RUNTIME_DROP_IN_CONFIG"] = posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN)
-    return [{"name": k, "value": v} for k, v in env.items()]
 
 
 def _is_template(profile: DistroProfile, path: str) -> bool:

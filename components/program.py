@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pulumi
 
-from components.baselines import node_baselines
-from components.config import NAMESPACE, config_from_pulumi
-from components.stack.cluster import GpuCluster
+from gpuplane.baselines import node_baselines
+from gpuplane.config import NAMESPACE, config_from_pulumi
+from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
 
 
 def run() -> GpuCluster:
@@ -19,9 +19,9 @@ def run() -> GpuCluster:
     private_key = pulumi.Config(NAMESPACE).get_secret("sshPrivateKey")
     # Captured node files are named relative to the project root (where Pulumi.yaml is).
     root = Path(pulumi.get_root_directory() or ".")
-    cluster = GpuCluster("gpu", cfg, private_key=private_key,
-                         kube_context=pulumi.Config("kubernetes").get("context"),
-                         baselines=node_baselines(cfg, root))
+    cluster = GpuCluster("gpu", GpuClusterArgs(
+        config=cfg, private_key=private_key, baselines=node_baselines(cfg, root),
+        kube_context=pulumi.Config("kubernetes").get("context")))
     pulumi.export("rolloutBatches", cluster.batches)
     pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
     pulumi.export("gpuOperatorRelease", cluster.operator.release.name)

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from components.findings import Finding, Severity
-from components.nodecheck import NodeCheck
+from gpuplane.findings import Finding, Severity
+from gpuplane.nodecheck import NodeCheck
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

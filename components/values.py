@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from components.config import StackConfig
+from gpuplane.config import StackConfig
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The gpuplane CrossGuard pack. Constructing PolicyPack starts the analyzer server and
-never returns, so this file does nothing else; the policies live in components.policy."""
+never returns, so this file does nothing else; the policies live in gpuplane.policy."""
 
 from pulumi_policy import PolicyPack
 
-from components.policy.pack import PACK_NAME, build_policies
+from gpuplane.policy.pack import PACK_NAME, build_policies
 
 PolicyPack(name=PACK_NAME, policies=build_policies())

@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
-from components.containerd import ContainerdVersion
-from components.distros import DistroProfile
-from components.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import DistroProfile
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, rebase_imports

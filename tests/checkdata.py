@@ -17,8 +17,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from components.probe import PROBE_PATH
-from components.probe import cuda_probe as cp
+from gpuplane.probe import PROBE_PATH
+from gpuplane.probe import cuda_probe as cp
 
 MIB = 1 << 20
 UUID_A = "GPU-8f6d1c2e-1a2b-4c3d-9e8f-0123456789ab"

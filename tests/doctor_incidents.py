@@ -24,11 +24,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(ROOT.parent)]
 
-from components.containerd import ContainerdVersion  # noqa: E402
-from components.distros import Distro, profile  # noqa: E402
-from components.doctor.snapshot import Snapshot, save  # noqa: E402
-from components.intent import ClusterIntent, NodeIntent  # noqa: E402
-from components.planner import PlanOptions, ToolkitMode, plan_node  # noqa: E402
+from gpuplane.containerd import ContainerdVersion  # noqa: E402
+from gpuplane.distros import Distro, profile  # noqa: E402
+from gpuplane.doctor.snapshot import Snapshot, save  # noqa: E402
+from gpuplane.intent import ClusterIntent, NodeIntent  # noqa: E402
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node  # noqa: E402
 
 import oracle  # noqa: E402
 from doctor_support import DATA, KUBELET_PID, fake_process, inspect, meta, write_plain  # noqa: E402
@@ -641,7 +641,7 @@ def healthy() -> Snapshot:
     prof = profile(Distro.KUBEADM)
     options = PlanOptions(toolkit=ToolkitMode.OPERATOR)
     plan = plan_node(prof, v17, options)
-    from components.planner import toolkit_env_for
+    from gpuplane.planner import toolkit_env_for
 
     env = toolkit_env_for(prof, v17, options)
     probe = {"method": "crictl", "crictl": "/usr/bin/crictl", "handler": "nvidia",
@@ -696,7 +696,7 @@ INCIDENTS = {"incident-1": incident_1, "incident-2": incident_2, "incident-3": i
 
 def helm_secret(record: dict[str, Any], revision: int = 1) -> dict[str, Any]:
     """The Secret helm 3 keeps for a release revision, as the API returns it."""
-    from components.doctor.helm import encode_release
+    from gpuplane.doctor.helm import encode_release
 
     chart = record["chart"]
     payload = {"name": record["name"], "namespace": record["namespace"], "version": revision,

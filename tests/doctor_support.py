@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from components.doctor.inspect import PROGRAM_PATH
+from gpuplane.doctor.inspect import PROGRAM_PATH
 
 DATA = Path(__file__).parent / "data" / "doctor"
 KUBELET_PID = 4242000   # above any real pid_max, so a fake process never shadows a real one

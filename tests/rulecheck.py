@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from components.findings import Finding, Severity
-from components.rules import RULES
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules import RULES
 
 
 def well_formed(findings: list[Finding], where: str | None = None) -> list[Finding]:

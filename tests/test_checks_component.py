@@ -11,11 +11,11 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime.mocks import MockMonitor
 
-from components.checks.component import SKIP_AWAIT, TYPE, GpuChecks, GpuChecksArgs
-from components.checks.manifests import job_manifest, plan_checks
-from components.checks.provider import check_job_from
-from components.checks.settings import ChecksSettings
-from components.intent import ClusterIntent, NodeIntent
+from gpuplane.checks.component import SKIP_AWAIT, TYPE, GpuChecks, GpuChecksArgs
+from gpuplane.checks.manifests import job_manifest, plan_checks
+from gpuplane.checks.provider import check_job_from
+from gpuplane.checks.settings import ChecksSettings
+from gpuplane.intent import ClusterIntent, NodeIntent
 
 SUFFIX = "-1a2b3c4d"
 NODES = (NodeIntent("gpu-a1", 2), NodeIntent("gpu-b1", 1), NodeIntent("cpu-1", 0))

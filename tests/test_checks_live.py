@@ -13,16 +13,16 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.checks.live import CheckFailed, KubeCluster, Waiter, job_finished
-from components.checks.manifests import CheckJob, plan_checks
-from components.checks.provider import (
+from gpuplane.checks.live import CheckFailed, KubeCluster, Waiter, job_finished
+from gpuplane.checks.manifests import CheckJob, plan_checks
+from gpuplane.checks.provider import (
     AllocatableCheckProvider,
     ProbeJobCheckProvider,
     check_job_from,
     wait_budget,
 )
-from components.checks.settings import ChecksSettings
-from components.intent import ClusterIntent, NodeIntent
+from gpuplane.checks.settings import ChecksSettings
+from gpuplane.intent import ClusterIntent, NodeIntent
 
 JOB = "checks-probe-gpu-a1-1a2b3c4d"
 INTENT = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),))
@@ -297,5 +297,5 @@ def test_provider_pickles_by_reference_and_loads_in_a_fresh_process() -> None:
             "print(type(p).__module__, type(p).__name__, 'pulumi_kubernetes' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out == ["components.checks.provider", "ProbeJobCheckProvider", "False"]
+    assert out == ["gpuplane.checks.provider", "ProbeJobCheckProvider", "False"]
     assert len(base64.b64decode(blob)) < 1000

@@ -8,7 +8,7 @@ import re
 import kubernetes_validate
 import pytest
 
-from components.checks.manifests import (
+from gpuplane.checks.manifests import (
     FINGERPRINT_ANNOTATION,
     HOLD_SECONDS,
     VECTORADD_IMAGE,
@@ -21,9 +21,9 @@ from components.checks.manifests import (
     short_name,
     timeslicing_node,
 )
-from components.checks.settings import ChecksSettings
-from components.intent import ClusterIntent, NodeIntent
-from components.probe import probe_source
+from gpuplane.checks.settings import ChecksSettings
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.probe import probe_source
 
 K8S = "1.31.0"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -224,7 +224,7 @@ def test_settings_reject_bad_values_naming_the_key() -> None:
 
 
 def test_settings_from_the_stack_model() -> None:
-    from components.config import ChecksConfig
+    from gpuplane.config import ChecksConfig
 
     model = ChecksConfig(timeoutSeconds=90, hamiGpuMem=4096)
     s = ChecksSettings.from_config(model)

@@ -8,8 +8,8 @@ from dataclasses import replace
 import checkdata as cd
 import pytest
 
-from components.checks.manifests import CheckJob
-from components.checks.verdicts import (
+from gpuplane.checks.manifests import CheckJob
+from gpuplane.checks.verdicts import (
     AllocatableSeries,
     allocatable_findings,
     allocatable_of,
@@ -26,8 +26,8 @@ from components.checks.verdicts import (
     sharing_summary,
     timeslicing_findings,
 )
-from components.intent import ClusterIntent, NodeIntent
-from components.rules.catalogue import RULES
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.rules.catalogue import RULES
 
 NODE_JOB = CheckJob("probe-gpu-a1", "node", "gpu-a1", 8, 1, "probe", None, 0)
 HAMI_JOB = CheckJob("probe-gpu-a1", "node", "gpu-a1", 1, 1, "probe", 1024, 0)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import main
-from components.containerd import ContainerdVersion, LocalFiles, effective_config
-from components.nodecheck import VersionUnknown, find_unread_files, parse_version_output
+from gpuplane.cli import main
+from gpuplane.containerd import ContainerdVersion, LocalFiles, effective_config
+from gpuplane.nodecheck import VersionUnknown, find_unread_files, parse_version_output
 
 CONFIG = "/etc/containerd/config.toml"
 V2 = '"io.containerd.grpc.v1.cri"'
@@ -201,16 +201,16 @@ def test_explain(capsys) -> None:
 
 def test_probe_gets_every_argument(monkeypatch) -> None:
     seen: list[list[str]] = []
-    fake = types.ModuleType("components.probe")
+    fake = types.ModuleType("gpuplane.probe")
     fake.main = lambda argv: seen.append(argv) or 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "components.probe", fake)
-    monkeypatch.setattr("components.probe", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "gpuplane.probe", fake)
+    monkeypatch.setattr("gpuplane.probe", fake, raising=False)
     assert main(["probe", "--json", "-n", "2"]) == 3
     assert seen == [["--json", "-n", "2"]]
 
 
 def test_no_command_and_module_entry_point(capsys) -> None:
     assert main([]) == 2
-    done = subprocess.run([sys.executable, "-m", "components.cli", "explain", "FM16"],
+    done = subprocess.run([sys.executable, "-m", "gpuplane.cli", "explain", "FM16"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.startswith("FM16: ")

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.config import KEYS, StackConfigError, parse_stack_config
-from components.plan.stackfile import load_stack_file
-from components.rollout import batches
+from gpuplane.config import KEYS, StackConfigError, parse_stack_config
+from gpuplane.plan.stackfile import load_stack_file
+from gpuplane.rollout import batches
 
 MINIMAL: dict[str, Any] = {
     "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7", "nodeAccess": "none"},

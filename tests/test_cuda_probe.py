@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from components import probe
-from components.probe import cuda_probe as cp
+from gpuplane import probe
+from gpuplane.probe import cuda_probe as cp
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

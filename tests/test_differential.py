@@ -19,9 +19,9 @@ import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.containerd import ContainerdVersion, LocalFiles, load_config
-from components.containerd.effective import decode
-from components.containerd.merge import merge
+from gpuplane.containerd import ContainerdVersion, LocalFiles, load_config
+from gpuplane.containerd.effective import decode
+from gpuplane.containerd.merge import merge
 
 import oracle
 

@@ -15,11 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from components.cli import main
-from components.doctor import analyse, load, report_to_json
-from components.doctor.client import ApiError, CollectError, KubeClient, describe_permission
-from components.doctor.collect import collect
-from components.doctor.helm import (
+from gpuplane.cli import main
+from gpuplane.doctor import analyse, load, report_to_json
+from gpuplane.doctor.client import ApiError, CollectError, KubeClient, describe_permission
+from gpuplane.doctor.collect import collect
+from gpuplane.doctor.helm import (
     REDACTED,
     ReleaseDecodeError,
     decode_release,

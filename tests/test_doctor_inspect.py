@@ -13,19 +13,19 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from components.containerd import ContainerdVersion
-from components.distros import Distro, profile
-from components.doctor.inspect import (
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import Distro, profile
+from gpuplane.doctor.inspect import (
     InspectionFailed,
     inspect_node,
     parse_output,
     pod_manifest,
     program_source,
 )
-from components.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
-from components.findings import Severity
-from components.intent import ClusterIntent
-from components.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
+from gpuplane.findings import Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from doctor_support import (

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components.containerd import ContainerdVersion, MemoryFiles, effective_config
-from components.rules import ContainerdFacts, check_containerd
+from gpuplane.containerd import ContainerdVersion, MemoryFiles, effective_config
+from gpuplane.rules import ContainerdFacts, check_containerd
 
 import oracle
 from layouts import host_path, write_layout

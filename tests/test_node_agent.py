@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from components import cli
-from components.agent import (
+from gpuplane import cli
+from gpuplane.agent import (
     AGENT_PATH,
     AgentPlan,
     agent_plan,
@@ -32,9 +32,9 @@ from components.agent import (
     restore_command,
     status_command,
 )
-from components.containerd import ContainerdVersion
-from components.distros import DistroProfile, EditMode, profile
-from components.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import DistroProfile, EditMode, profile
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from agent_node import BUSYBOX, DASH, AgentRun, SandboxNode, parse_result

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.cli import main
+from gpuplane.cli import main
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

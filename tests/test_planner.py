@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from components.containerd import ContainerdVersion
-from components.distros import Distro, profile
-from components.findings import Severity
-from components.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import Distro, profile
+from gpuplane.findings import Severity
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, write_layout

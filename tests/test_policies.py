@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, StackValidationArgs
 
-from components.plan.engine import Registered
-from components.plan.policies import policy_resources, run_policies
-from components.policy.pack import COVERED, build_policies, policy_name
-from components.rules import RULES
+from gpuplane.plan.engine import Registered
+from gpuplane.plan.policies import policy_resources, run_policies
+from gpuplane.policy.pack import COVERED, build_policies, policy_name
+from gpuplane.rules import RULES
 
 REPO = Path(__file__).resolve().parent.parent
 STACKS = REPO / "stacks"
@@ -120,7 +120,7 @@ def test_violations_name_the_resource_urn_and_carry_the_fix() -> None:
 
 def _with_template(text: str) -> list[Registered]:
     """microk8s-edge with every node command carrying `text` as containerd's template."""
-    from components.agent import apply_stdin, payload_files
+    from gpuplane.agent import apply_stdin, payload_files
 
     resources = registered("microk8s-edge")
     template = "/var/snap/microk8s/current/args/containerd-template.toml"
@@ -137,9 +137,9 @@ def _with_template(text: str) -> list[Registered]:
 def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
     from dataclasses import replace
 
-    from components.agent import agent_plan
-    from components.plan.stackfile import load_stack_file
-    from components.planner import plan_node
+    from gpuplane.agent import agent_plan
+    from gpuplane.plan.stackfile import load_stack_file
+    from gpuplane.planner import plan_node
 
     cfg = load_stack_file(stack, STACKS).config()
     return replace(agent_plan(plan_node(cfg.profile, cfg.containerd, cfg.plan_options())),
@@ -149,7 +149,7 @@ def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
 def test_node_command_files_are_read_back_and_judged() -> None:
     """The template read back from each node command's stdin loses runc while the default
     runtime still names it: containerd's CRI plugin refuses to load (node NotReady)."""
-    from components.agent import payload_files
+    from gpuplane.agent import payload_files
 
     stdin = next(r for r in registered("microk8s-edge")
                  if r.type == "command:remote:Command").inputs["stdin"]
@@ -214,7 +214,7 @@ def test_pack_config_disables_and_downgrades(tmp_path: Path) -> None:
 
 def test_broken_stack_fails_gpuplane_plan(capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:
-    from components.cli import main
+    from gpuplane.cli import main
 
     stacks = tmp_path / "stacks"
     shutil.copytree(STACKS, stacks)
@@ -235,7 +235,7 @@ def test_broken_stack_fails_gpuplane_plan(capsys: pytest.CaptureFixture[str],
 def test_example_policy_config_is_honoured(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from components.cli import main
+    from gpuplane.cli import main
 
     config = REPO / "policies" / "policy-config.example.json"
     names = {p.name for p in build_policies()}

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rulecheck import ids, only, well_formed
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import PROFILES, Distro, profile
-from components.findings import Severity
-from components.intent import ClusterIntent, NodeIntent
-from components.planner import PlanOptions, ToolkitMode, toolkit_env_for
-from components.rules import (
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import PROFILES, Distro, profile
+from gpuplane.findings import Severity
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.planner import PlanOptions, ToolkitMode, toolkit_env_for
+from gpuplane.rules import (
     RULES,
     check_hami_nodes,
     check_hami_values,

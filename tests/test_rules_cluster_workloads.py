@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rulecheck import ids, only, well_formed
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import PROFILES, Distro
-from components.findings import Severity
-from components.intent import ClusterIntent, NodeIntent
-from components.rules import (
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import PROFILES, Distro
+from gpuplane.findings import Severity
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.rules import (
     RolloutStep,
     check_node_files,
     check_rollout,
@@ -25,7 +25,7 @@ from components.rules import (
     gpu_requests,
     pod_spec_of,
 )
-from components.rules._shared import quantity
+from gpuplane.rules._shared import quantity
 
 W = "Deployment ml/train"
 NODES = (NodeIntent("gpu-a1", gpus=8), NodeIntent("gpu-a2", gpus=4), NodeIntent("cpu-1", 0))

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.containerd import ContainerdVersion, MemoryFiles, effective_config
-from components.containerd.toml_io import line_of
-from components.findings import Finding, Severity
-from components.rules import RULES, ContainerdFacts, check_containerd, explain
-from components.rules.containerd import analyse
+from gpuplane.containerd import ContainerdVersion, MemoryFiles, effective_config
+from gpuplane.containerd.toml_io import line_of
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules import RULES, ContainerdFacts, check_containerd, explain
+from gpuplane.rules.containerd import analyse
 
 TOP = "/etc/containerd/config.toml"
 CONF_D = "/etc/containerd/conf.d"

@@ -10,9 +10,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from components.plan.engine import Registered, run_program
-from components.plan.run import plan_stack
-from components.plan.stackfile import available_stacks, load_stack_file
+from gpuplane.plan.engine import Registered, run_program
+from gpuplane.plan.run import plan_stack
+from gpuplane.plan.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 BUNDLED = ["hami-shared", "k8s-snap-dgx", "kind-smoke", "kubeadm-prod", "microk8s-edge",
@@ -20,7 +20,7 @@ BUNDLED = ["hami-shared", "k8s-snap-dgx", "kind-smoke", "kubeadm-prod", "microk8
 
 
 def registered(name: str, stacks: Path = STACKS) -> list[Registered]:
-    from components import program
+    from gpuplane import program
 
     stack = load_stack_file(name, stacks)
     stack.config()
@@ -171,7 +171,7 @@ def test_the_plan_report_masks_secrets(plans: dict[str, dict[str, Any]]) -> None
 
 
 def _planned_files(name: str) -> dict[str, str]:
-    from components.planner import plan_node
+    from gpuplane.planner import plan_node
 
     cfg = load_stack_file(name, STACKS).config()
     return plan_node(cfg.profile, cfg.containerd, cfg.plan_options()).files
@@ -198,7 +198,7 @@ def test_kind_smoke_has_no_node_access_and_no_gpu_parts(
 
 
 def test_intent_configmap_carries_the_stack_decisions() -> None:
-    from components.intent import INTENT_KEY, ClusterIntent
+    from gpuplane.intent import INTENT_KEY, ClusterIntent
 
     res = by_name(registered("k8s-snap-dgx"))
     intent = ClusterIntent.from_json(res["gpu-intent"].inputs["data"][INTENT_KEY])

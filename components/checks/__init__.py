@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.checks.manifests import CheckJob, job_manifest, plan_checks, probe_configmap
-from components.checks.settings import ChecksSettings
+from gpuplane.checks.manifests import CheckJob, job_manifest, plan_checks, probe_configmap
+from gpuplane.checks.settings import ChecksSettings
 
 __all__ = [
     "CheckJob",
@@ -26,7 +26,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in ("GpuChecks", "GpuChecksArgs"):
-        from components.checks import component
+        from gpuplane.checks import component
 
         return getattr(component, name)
     raise AttributeError(name)

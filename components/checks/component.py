@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.checks.manifests import (
+from gpuplane.checks.manifests import (
     CheckJob,
     fingerprint,
     job_manifest,
@@ -28,11 +28,11 @@ from components.checks.manifests import (
     probe_configmap,
     short_name,
 )
-from components.checks.provider import GpuAllocatableCheck, GpuJobCheck
-from components.checks.settings import ChecksSettings
-from components.checks.verdicts import HAMI_DEFAULT_SPLIT
-from components.intent import ClusterIntent
-from components.probe import probe_source
+from gpuplane.checks.provider import GpuAllocatableCheck, GpuJobCheck
+from gpuplane.checks.settings import ChecksSettings
+from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
+from gpuplane.intent import ClusterIntent
+from gpuplane.probe import probe_source
 
 TYPE = "gpuplane:index:GpuChecks"
 # The Job's own await would fail with only "BackoffLimitExceeded"; the verdicts wait.

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from components.checks.manifests import CONTAINER, CheckJob
-from components.checks.verdicts import (
+from gpuplane.checks.manifests import CONTAINER, CheckJob
+from gpuplane.checks.verdicts import (
     HAMI_DEFAULT_SPLIT,
     AllocatableSeries,
     PodRun,
@@ -32,8 +32,8 @@ from components.checks.verdicts import (
     sharing_summary,
     timeslicing_findings,
 )
-from components.findings import Finding
-from components.intent import ClusterIntent, NodeIntent
+from gpuplane.findings import Finding
+from gpuplane.intent import ClusterIntent, NodeIntent
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -69,7 +69,7 @@ class KubeCluster:
         path), else $KUBECONFIG or ~/.kube/config, else the in-cluster service account."""
         from kubernetes import client
 
-        from components.kube import api_client
+        from gpuplane.kube import api_client
 
         api = api_client(kubeconfig, context)
         return cls(client.CoreV1Api(api), client.BatchV1Api(api), api)

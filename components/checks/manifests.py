@@ -21,8 +21,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from components.checks.settings import ChecksSettings, Sample
-from components.intent import ClusterIntent, NodeIntent
+from gpuplane.checks.settings import ChecksSettings, Sample
+from gpuplane.intent import ClusterIntent, NodeIntent
 
 CheckKind = Literal["node", "timeslicing", "hami"]
 

@@ -27,16 +27,16 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
-from components.checks.live import (
+from gpuplane.checks.live import (
     Cluster,
     KubeCluster,
     Waiter,
     run_allocatable_check,
     run_job_checks,
 )
-from components.checks.manifests import CheckJob
-from components.checks.verdicts import HAMI_DEFAULT_SPLIT
-from components.intent import ClusterIntent
+from gpuplane.checks.manifests import CheckJob
+from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
+from gpuplane.intent import ClusterIntent
 
 PROVIDER_KEY = "__provider"
 # Inputs that carry results, never compared by diff.

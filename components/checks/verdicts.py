@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from components.checks.manifests import CONTAINER, GPU, CheckJob
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent, NodeIntent
-from components.probe.cuda_probe import PROBE_NAME
-from components.rules.messages import (
+from gpuplane.checks.manifests import CONTAINER, GPU, CheckJob
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.probe.cuda_probe import PROBE_NAME
+from gpuplane.rules.messages import (
     CDI_UNRESOLVABLE,
     GLIBC_MISSING,
     INSUFFICIENT_GPUS,
@@ -28,7 +28,7 @@ from components.rules.messages import (
     NO_RUNTIME,
     NO_RUNTIMECLASS,
 )
-from components.rules.timeslicing import expected_allocatable as timeslicing_allocatable
+from gpuplane.rules.timeslicing import expected_allocatable as timeslicing_allocatable
 
 HAMI_SCHEDULER = "hami-scheduler"
 HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount

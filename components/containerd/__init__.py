@@ -4,11 +4,11 @@ Pure Python: parse (tomlkit), resolve imports, merge per release line, and the e
 CRI view. The differential tests hold every rule here against real containerd builds.
 """
 
-from components.containerd.effective import EffectiveConfig, RuntimeView, effective_config
-from components.containerd.errors import ConfigError
-from components.containerd.files import FileSource, LocalFiles, MemoryFiles
-from components.containerd.load import LoadedFile, LoadResult, load_config
-from components.containerd.versions import ContainerdVersion
+from gpuplane.containerd.effective import EffectiveConfig, RuntimeView, effective_config
+from gpuplane.containerd.errors import ConfigError
+from gpuplane.containerd.files import FileSource, LocalFiles, MemoryFiles
+from gpuplane.containerd.load import LoadedFile, LoadResult, load_config
+from gpuplane.containerd.versions import ContainerdVersion
 
 __all__ = [
     "ConfigError",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.containerd.files import FileSource
-from components.containerd.load import LoadedFile, LoadResult, load_config
-from components.containerd.merge import deep_merge, merge
-from components.containerd.versions import (
+from gpuplane.containerd.files import FileSource
+from gpuplane.containerd.load import LoadedFile, LoadResult, load_config
+from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.versions import (
     CRI_V1,
     CRI_V2,
     CRI_V3_RUNTIME,

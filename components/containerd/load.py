@@ -8,10 +8,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.containerd import toml_io
-from components.containerd.errors import ConfigError
-from components.containerd.files import FileSource, glob_read
-from components.containerd.versions import ContainerdVersion
+from gpuplane.containerd import toml_io
+from gpuplane.containerd.errors import ConfigError
+from gpuplane.containerd.files import FileSource, glob_read
+from gpuplane.containerd.versions import ContainerdVersion
 
 
 @dataclass(frozen=True)

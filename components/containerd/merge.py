@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.containerd.load import LoadResult
-from components.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
+from gpuplane.containerd.load import LoadResult
+from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
 
 _V1_CORE = {
     "cri": CRI_V2,

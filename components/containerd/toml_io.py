@@ -10,7 +10,7 @@ import tomlkit
 from tomlkit.exceptions import ParseError
 from tomlkit.toml_document import TOMLDocument
 
-from components.containerd.errors import ConfigError
+from gpuplane.containerd.errors import ConfigError
 
 
 def parse_document(text: str, path: str) -> TOMLDocument:

@@ -5,12 +5,12 @@ collect (client → Snapshot) → snapshot (save/load a directory of JSON files)
 rules plus symptom → cause mapping) → report (text and stable JSON).
 """
 
-from components.doctor.analyse import DoctorReport, analyse
-from components.doctor.client import ApiError, ClusterClient, CollectError, KubeClient
-from components.doctor.collect import collect
-from components.doctor.diagnosis import Diagnosis, Evidence
-from components.doctor.report import render_report, report_to_json
-from components.doctor.snapshot import Snapshot, SnapshotError, load, save
+from gpuplane.doctor.analyse import DoctorReport, analyse
+from gpuplane.doctor.client import ApiError, ClusterClient, CollectError, KubeClient
+from gpuplane.doctor.collect import collect
+from gpuplane.doctor.diagnosis import Diagnosis, Evidence
+from gpuplane.doctor.report import render_report, report_to_json
+from gpuplane.doctor.snapshot import Snapshot, SnapshotError, load, save
 
 __all__ = [
     "ApiError",

@@ -11,20 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.config import chart_at_least
-from components.doctor import health
-from components.doctor.cluster import ClusterView, name, namespace
-from components.doctor.diagnosis import Diagnosis, Symptom, causes, combine
-from components.doctor.infer import IntentError, IntentSource, infer, intent_of
-from components.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
-from components.doctor.snapshot import Snapshot
-from components.doctor.symptoms import pod_symptoms
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules.hami import check_hami_nodes, check_hami_values
-from components.rules.operator import check_operator_values
-from components.rules.timeslicing import check_time_slicing
-from components.rules.workloads import check_workload
+from gpuplane.config import chart_at_least
+from gpuplane.doctor import health
+from gpuplane.doctor.cluster import ClusterView, name, namespace
+from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
+from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
+from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
+from gpuplane.doctor.snapshot import Snapshot
+from gpuplane.doctor.symptoms import pod_symptoms
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules.hami import check_hami_nodes, check_hami_values
+from gpuplane.rules.operator import check_operator_values
+from gpuplane.rules.timeslicing import check_time_slicing
+from gpuplane.rules.workloads import check_workload
 
 
 @dataclass

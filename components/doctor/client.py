@@ -87,7 +87,7 @@ class KubeClient:
                  timeout: float = 30.0):
         from kubernetes.config.config_exception import ConfigException
 
-        from components.kube import api_client
+        from gpuplane.kube import api_client
 
         self.timeout = timeout
         if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():

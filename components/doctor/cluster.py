@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from components.doctor.helm import effective_values
-from components.doctor.snapshot import Snapshot
-from components.rules._shared import quantity
-from components.rules.workloads import gpu_requests, pod_spec_of
+from gpuplane.doctor.helm import effective_values
+from gpuplane.doctor.snapshot import Snapshot
+from gpuplane.rules._shared import quantity
+from gpuplane.rules.workloads import gpu_requests, pod_spec_of
 
 GPU_NODE_LABELS = {"feature.node.kubernetes.io/pci-10de.present": "true",
                    "nvidia.com/gpu.present": "true", "gpu": "on"}

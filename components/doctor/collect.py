@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from components.doctor.client import ApiError, ClusterClient, CollectError
-from components.doctor.cluster import (
+from gpuplane.doctor.client import ApiError, ClusterClient, CollectError
+from gpuplane.doctor.cluster import (
     ClusterView,
     is_component,
     is_gpu_node,
@@ -25,22 +25,22 @@ from components.doctor.cluster import (
     name,
     namespace,
 )
-from components.doctor.helm import (
+from gpuplane.doctor.helm import (
     LABEL_SELECTOR,
     SECRET_TYPE,
     ReleaseDecodeError,
     decode_release,
     release_record,
 )
-from components.doctor.inspect import (
+from gpuplane.doctor.inspect import (
     DEFAULT_IMAGE,
     DEFAULT_NAMESPACE,
     InspectionFailed,
     inspect_node,
 )
-from components.doctor.snapshot import Snapshot, now
-from components.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
-from components.rules._shared import lookup
+from gpuplane.doctor.snapshot import Snapshot, now
+from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
+from gpuplane.rules._shared import lookup
 
 EVENT_TEXT = re.compile(r"nvidia|RuntimeClass|GLIBC|CDI|hami|gpu", re.IGNORECASE)
 MAX_LOGS = 20

@@ -48,12 +48,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str], console: Callable[[], Console]) -> int:
-    from components.doctor.analyse import analyse
-    from components.doctor.client import CollectError, KubeClient
-    from components.doctor.collect import collect
-    from components.doctor.inspect import DEFAULT_IMAGE, DEFAULT_NAMESPACE
-    from components.doctor.report import render_report, report_to_json
-    from components.doctor.snapshot import SnapshotError, load, save
+    from gpuplane.doctor.analyse import analyse
+    from gpuplane.doctor.client import CollectError, KubeClient
+    from gpuplane.doctor.collect import collect
+    from gpuplane.doctor.inspect import DEFAULT_IMAGE, DEFAULT_NAMESPACE
+    from gpuplane.doctor.report import render_report, report_to_json
+    from gpuplane.doctor.snapshot import SnapshotError, load, save
 
     ns = parser().parse_args(argv)
     if ns.source and ns.context:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.doctor.cluster import (
+from gpuplane.doctor.cluster import (
     ClusterView,
     gpu_count,
     labels,
@@ -19,8 +19,8 @@ from components.doctor.cluster import (
     ref,
     requests_of,
 )
-from components.doctor.diagnosis import Diagnosis, Evidence, Symptom
-from components.doctor.symptoms import (
+from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom
+from gpuplane.doctor.symptoms import (
     GLIBC,
     NODE_DOWN_IDS,
     classify,
@@ -28,11 +28,11 @@ from components.doctor.symptoms import (
     glibc_fallback,
     runtimeclass_fix,
 )
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules._shared import lookup, quantity, version_tuple
-from components.rules.timeslicing import expected_allocatable
-from components.rules.workloads import GPU, GPUMEM
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import lookup, quantity, version_tuple
+from gpuplane.rules.timeslicing import expected_allocatable
+from gpuplane.rules.workloads import GPU, GPUMEM
 
 FAILING = ("RunContainerError", "CrashLoopBackOff", "CreateContainerError", "Error",
            "CreateContainerConfigError", "ImagePullBackOff", "ErrImagePull")

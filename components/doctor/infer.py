@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from components.doctor.cluster import ClusterView, gpu_count, labels, name
-from components.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
-from components.rules._shared import flag, lookup, version_tuple
-from components.rules.operator import cdi_enabled
+from gpuplane.doctor.cluster import ClusterView, gpu_count, labels, name
+from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
+from gpuplane.rules._shared import flag, lookup, version_tuple
+from gpuplane.rules.operator import cdi_enabled
 
 
 class IntentError(ValueError):
@@ -138,7 +138,7 @@ def _distro(info: dict[str, Any], inspections: dict[str, dict[str, Any]]
 def _nvidia_default(inspections: dict[str, dict[str, Any]],
                     runtime: str) -> tuple[bool, str] | None:
     """nvidia is the default on the nodes when the kubelet's containerd config dump says so."""
-    from components.doctor.nodes import dump_view
+    from gpuplane.doctor.nodes import dump_view
 
     for node, inspection in inspections.items():
         dump = inspection.get("config_dump") or {}

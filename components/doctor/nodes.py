@@ -16,17 +16,17 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.containerd import ConfigError, ContainerdVersion, MemoryFiles, effective_config
-from components.containerd.effective import EffectiveConfig
-from components.distros import EditMode, profile
-from components.doctor.diagnosis import Diagnosis, Evidence, Symptom, causes
-from components.doctor.fixes import containerd_stack_hint, toolkit_env_fix
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.nodecheck import VersionUnknown, check_node_config, parse_version_output
-from components.rules.glibc import flavours_for
-from components.rules.messages import GLIBC_MISSING, NO_RUNTIME
-from components.rules.nodefiles import check_node_files
+from gpuplane.containerd import ConfigError, ContainerdVersion, MemoryFiles, effective_config
+from gpuplane.containerd.effective import EffectiveConfig
+from gpuplane.distros import EditMode, profile
+from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom, causes
+from gpuplane.doctor.fixes import containerd_stack_hint, toolkit_env_fix
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.nodecheck import VersionUnknown, check_node_config, parse_version_output
+from gpuplane.rules.glibc import flavours_for
+from gpuplane.rules.messages import GLIBC_MISSING, NO_RUNTIME
+from gpuplane.rules.nodefiles import check_node_files
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SOCKET = "/run/containerd/containerd.sock"

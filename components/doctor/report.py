@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from components.doctor.analyse import DoctorReport
-from components.findings import Severity
-from components.rules import RULES
+from gpuplane.doctor.analyse import DoctorReport
+from gpuplane.findings import Severity
+from gpuplane.rules import RULES
 
 FORMAT = "gpuplane-doctor-report"
 FORMAT_VERSION = 1

@@ -19,14 +19,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from components.doctor.cluster import ClusterView, gpu_count, name, namespace, requests_of
-from components.doctor.diagnosis import Evidence, Symptom
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules.messages import CDI_UNRESOLVABLE as CDI
-from components.rules.messages import GLIBC_MISSING as GLIBC
-from components.rules.messages import INSUFFICIENT, NO_RUNTIME, NO_RUNTIMECLASS
-from components.rules.messages import NODE_NOT_READY as NOT_READY
+from gpuplane.doctor.cluster import ClusterView, gpu_count, name, namespace, requests_of
+from gpuplane.doctor.diagnosis import Evidence, Symptom
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules.messages import CDI_UNRESOLVABLE as CDI
+from gpuplane.rules.messages import GLIBC_MISSING as GLIBC
+from gpuplane.rules.messages import INSUFFICIENT, NO_RUNTIME, NO_RUNTIMECLASS
+from gpuplane.rules.messages import NODE_NOT_READY as NOT_READY
 
 # What breaks a GPU node's runtime badly enough for the node to go NotReady.
 NODE_DOWN_IDS = ("FM02", "FM03", "FM09", "FM01", "FM15", "FM17")

@@ -17,7 +17,7 @@ from typing import Any
 
 from pulumi.runtime import mocks, rpc
 
-from components.plan import cycles
+from gpuplane.plan import cycles
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -42,6 +42,7 @@ class Registered:
     ignore_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool | None = None
     additional_secret_outputs: list[str] = field(default_factory=list)
+    provider: str = ""    # "<provider URN>::<id>" when the resource names its provider
 
 
 def _provider_additions(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -119,6 +120,7 @@ class _RecordingMonitor(mocks.MockMonitor):
             delete_before_replace=(request.deleteBeforeReplace
                                    if request.deleteBeforeReplaceDefined else None),
             additional_secret_outputs=list(request.additionalSecretOutputs),
+            provider=request.provider,
         ))
 
 

@@ -15,9 +15,9 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
-from components.findings import Finding, Severity
-from components.plan.engine import Registered
-from components.policy.pack import build_policies
+from gpuplane.findings import Finding, Severity
+from gpuplane.plan.engine import Registered
+from gpuplane.policy.pack import build_policies
 
 _SEVERITY = {EnforcementLevel.MANDATORY: Severity.ERROR,
              EnforcementLevel.ADVISORY: Severity.WARNING}

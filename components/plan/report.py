@@ -9,11 +9,11 @@ import json
 from functools import cache
 from typing import Any
 
-from components.agent import agent_source
-from components.config import StackConfig
-from components.findings import Finding, Severity
-from components.plan.engine import Registered
-from components.stack.cluster import GpuCluster
+from gpuplane.agent import agent_source
+from gpuplane.config import StackConfig
+from gpuplane.findings import Finding, Severity
+from gpuplane.plan.engine import Registered
+from gpuplane.stack.cluster import GpuCluster
 
 PLAN_FORMAT = 1
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"

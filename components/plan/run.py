@@ -5,17 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from components.config import NAMESPACE, StackConfigError
-from components.plan.engine import run_program
-from components.plan.policies import run_policies
-from components.plan.report import build_report
-from components.plan.stackfile import load_stack_file
+from gpuplane.config import NAMESPACE, StackConfigError
+from gpuplane.plan.engine import run_program
+from gpuplane.plan.policies import run_policies
+from gpuplane.plan.report import build_report
+from gpuplane.plan.stackfile import load_stack_file
 
 
 def plan_stack(name: str, stacks_dir: Path,
                pack_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan report of one stack. Raises StackFileError / StackConfigError on bad input."""
-    from components import program
+    from gpuplane import program
 
     stack = load_stack_file(name, stacks_dir)
     cfg = stack.config()

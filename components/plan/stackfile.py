@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from components.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
+from gpuplane.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
 
 SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
 

@@ -5,13 +5,13 @@ so a rule runs once per stack however many policies report it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import profile
-from components.findings import Finding
-from components.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
+from gpuplane.config import chart_at_least
+from gpuplane.findings import Finding
+from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
+from gpuplane.policy.nodes import node_findings
+from gpuplane.policy.views import Located, StackFindings, View
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -26,31 +26,6 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     "kubernetes:apps/v1:DaemonSet": ("apps/v1", "DaemonSet"),
     "kubernetes:apps/v1:ReplicaSet": ("apps/v1", "ReplicaSet"),
 }
-
-
-@dataclass(frozen=True)
-class View:
-    """One resource: what both a PolicyResource and an offline registration provide."""
-
-    type: str
-    name: str
-    urn: str
-    props: Mapping[str, Any]
-    dependencies: tuple[str, ...] = ()   # URNs
-
-
-@dataclass
-class Located:
-    finding: Finding
-    urn: str | None
-
-
-@dataclass
-class StackFindings:
-    items: list[Located] = field(default_factory=list)
-
-    def add(self, findings: Iterable[Finding], urn: str | None) -> None:
-        self.items.extend(Located(f, urn) for f in findings)
 
 
 def intent_of(views: Iterable[View]) -> ClusterIntent | None:
@@ -68,8 +43,6 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
     """Cluster facts from the pack config, for workload stacks without gpuplane's intent."""
     cfg = dict(config or {})
     gpus = int(cfg.get("maxGpusPerNode", 0) or 0)
-    from components.intent import NodeIntent
-
     return ClusterIntent(
         nvidia_default=bool(cfg.get("nvidiaDefault", False)),
         runtime_class=str(cfg.get("runtimeClass", "nvidia")),
@@ -81,7 +54,7 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
 
 
 def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
-    from components.rules.workloads import check_workload
+    from gpuplane.rules.workloads import check_workload
 
     api_version, kind = WORKLOADS[view.type]
     obj = {**view.props, "apiVersion": api_version, "kind": kind}
@@ -104,9 +77,6 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
             _release(v, intent, out)
         elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
             _time_slicing(v, intent, out)
-    from components.config import chart_at_least
-    from components.policy.nodes import node_findings
-
     operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
     node_findings([v for v in views if v.type == COMMAND], intent, out,
@@ -120,31 +90,24 @@ def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     version = v.props.get("version")
     where = f"Release {v.props.get('name', v.name)}"
     if chart == "gpu-operator":
-        from components.rules.operator import check_operator_values
+        from gpuplane.rules.operator import check_operator_values
 
         out.add(check_operator_values(values, intent, chart_version=version, where=where),
                 v.urn)
     elif chart == "hami":
-        from components.rules.hami import check_hami_values
+        from gpuplane.rules.hami import check_hami_values
 
         out.add(check_hami_values(values, intent, chart_version=version, where=where), v.urn)
 
 
 def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
-    from components.rules.timeslicing import check_time_slicing
+    from gpuplane.rules.timeslicing import check_time_slicing
 
     meta = v.props.get("metadata") or {}
     if meta.get("name") != intent.time_slicing_configmap:
         return
     where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
     out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
-
-
-def intent_profile(intent: ClusterIntent) -> tuple[Any, ContainerdVersion]:
-    return (profile(intent.distro, intent.containerd_base_dir),
-            ContainerdVersion.parse(intent.containerd_version))
-
-
 
 __all__ = ["COMMAND", "RELEASE", "WORKLOADS", "Located", "StackFindings", "View",
            "intent_from_config", "intent_of", "stack_findings", "workload_findings"]

@@ -6,16 +6,16 @@ would be sent to the node."""
 
 from __future__ import annotations
 
-from components.containerd import ConfigError
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
-from components.policy.collect import StackFindings, View, intent_profile
+from gpuplane.containerd import ConfigError
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
+from gpuplane.policy.views import StackFindings, View, intent_profile
 
 
 def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     """(files, captured originals) a node command carries; None if it carries no plan."""
-    from components.agent import payload_base_texts, payload_files
+    from gpuplane.agent import payload_base_texts, payload_files
 
     stdin = view.props.get("stdin")
     files = payload_files(stdin) if isinstance(stdin, str) else None
@@ -26,8 +26,8 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
                   toolkit_dropin: bool) -> None:
-    from components.rules.nodefiles import check_node_files
-    from components.rules.rollout import RolloutStep, check_rollout
+    from gpuplane.rules.nodefiles import check_node_files
+    from gpuplane.rules.rollout import RolloutStep, check_rollout
 
     profile, version = intent_profile(intent)
     options = PlanOptions(

@@ -22,14 +22,14 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components.findings import Finding, Severity
-from components.policy.collect import (
+from gpuplane.findings import Finding, Severity
+from gpuplane.policy.collect import (
     Located,
     View,
     intent_from_config,
     stack_findings,
 )
-from components.rules import RULES
+from gpuplane.rules import RULES
 
 PACK_NAME = "gpuplane"
 # FM05 (another installer rewrites the config later) cannot be seen at preview time;

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None, *, in_process: bool = False) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     if in_process:
-        from components.probe import cuda_probe
+        from gpuplane.probe import cuda_probe
 
         return cuda_probe.main(args)
     sys.stdout.flush()

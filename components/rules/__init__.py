@@ -1,13 +1,13 @@
 """The rulebook: failure modes FM01-FM18 and the pure checks that find them."""
 
-from components.rules.catalogue import RULES, Rule, explain
-from components.rules.containerd import ContainerdFacts, Loss, check_containerd
-from components.rules.hami import check_hami_nodes, check_hami_values
-from components.rules.nodefiles import check_node_files
-from components.rules.operator import check_operator_values
-from components.rules.rollout import RolloutStep, check_rollout
-from components.rules.timeslicing import check_time_slicing, expected_allocatable
-from components.rules.workloads import check_workload, gpu_requests, pod_spec_of
+from gpuplane.rules.catalogue import RULES, Rule, explain
+from gpuplane.rules.containerd import ContainerdFacts, Loss, check_containerd
+from gpuplane.rules.hami import check_hami_nodes, check_hami_values
+from gpuplane.rules.nodefiles import check_node_files
+from gpuplane.rules.operator import check_operator_values
+from gpuplane.rules.rollout import RolloutStep, check_rollout
+from gpuplane.rules.timeslicing import check_time_slicing, expected_allocatable
+from gpuplane.rules.workloads import check_workload, gpu_requests, pod_spec_of
 
 __all__ = [
     "RULES",

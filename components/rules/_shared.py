@@ -13,10 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
-from components.findings import Finding, Severity
-from components.rules.catalogue import RULES
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules.catalogue import RULES
 
 
 def finding(rule_id: str, message: str, where: str, fix: str,
@@ -77,6 +75,10 @@ def quantity(value: Any) -> float:
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    # Imported here: importing any part of the kubernetes client costs ~0.2 s, which the
+    # CLI's start (`gpuplane --help`, `explain`) must not pay.
+    from kubernetes.utils import parse_quantity
+
     try:
         number = float(parse_quantity(value))
     except (ValueError, ArithmeticError) as exc:

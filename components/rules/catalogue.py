@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.findings import Severity
+from gpuplane.findings import Severity
 
 
 @dataclass(frozen=True)

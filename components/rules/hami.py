@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules._shared import (
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import (
     at,
     finding,
     flag,
@@ -26,7 +26,7 @@ from components.rules._shared import (
     quantity,
     version_tuple,
 )
-from components.rules.pinning import check_chart_version, check_image_tags
+from gpuplane.rules.pinning import check_chart_version, check_image_tags
 
 NODE_LABEL = ("gpu", "on")                # what gpuplane puts on every GPU node
 IMAGE_TAG_FROM = (2, 7, 0)                # chart that moved imageTag to image.tag

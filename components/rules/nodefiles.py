@@ -11,10 +11,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import DistroProfile, EditMode
-from components.findings import Finding
-from components.rules._shared import at, finding
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import DistroProfile, EditMode
+from gpuplane.findings import Finding
+from gpuplane.rules._shared import at, finding
 
 _STACK_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdVersion"
 

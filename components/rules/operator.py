@@ -2,7 +2,7 @@
 
 FM08 driver, FM12 device plugin beside HAMi, FM10 device-plugin config, FM13 CDI with
 HAMi, FM16 CDI on containerd 1.6, FM11 runtime class, FM18 pinning; the toolkit's own
-rules (FM01/FM05, FM15, FM17/FM04, FM09/FM11/FM13) live in components.rules.toolkit.
+rules (FM01/FM05, FM15, FM17/FM04, FM09/FM11/FM13) live in gpuplane.rules.toolkit.
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules._shared import finding, flag, lookup, mapping, present
-from components.rules._shared import version_tuple as vt
-from components.rules.opvalues import OperatorValues, cdi_enabled, containerd_version
-from components.rules.pinning import check_chart_version, check_image_tags
-from components.rules.timeslicing import check_profile
-from components.rules.timeslicing import example as ts_example
-from components.rules.toolkit import check_toolkit
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import finding, flag, lookup, mapping, present
+from gpuplane.rules._shared import version_tuple as vt
+from gpuplane.rules.opvalues import OperatorValues, cdi_enabled, containerd_version
+from gpuplane.rules.pinning import check_chart_version, check_image_tags
+from gpuplane.rules.timeslicing import check_profile
+from gpuplane.rules.timeslicing import example as ts_example
+from gpuplane.rules.toolkit import check_toolkit
 
 _APP_VERSION_SECTIONS = ("values.operator.", "values.validator.", "values.nodeStatusExporter.")
 # Chart sections whose `version` is an image tag (gpu-operator v23.9-v26.7 values).

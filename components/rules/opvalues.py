@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.containerd.versions import ContainerdVersion
-from components.intent import ClusterIntent
-from components.rules._shared import at, flag, present
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import at, flag, present
 
 CHART_CDI_DEFAULT_FROM = (25, 10, 0)     # cdi.enabled defaults to true from this chart
 

@@ -11,8 +11,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from components.findings import Finding
-from components.rules._shared import at, finding
+from gpuplane.findings import Finding
+from gpuplane.rules._shared import at, finding
 
 _EXACT_CHART = re.compile(r"^v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules._shared import at, finding, names
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import at, finding, names
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
-from components.findings import Finding
-from components.intent import ClusterIntent
-from components.rules._shared import at, finding, items, mapping
+from gpuplane.findings import Finding
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import at, finding, items, mapping
 
 GPU = "nvidia.com/gpu"
 _KEY = "gpuplane:timeSlicing"

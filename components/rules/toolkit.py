@@ -19,15 +19,17 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from components.containerd.versions import ContainerdVersion
-from components.distros import DistroProfile, EditMode, profile
-from components.findings import Finding, Severity
-from components.rules._shared import finding, lookup, present
-from components.rules._shared import version_tuple as vt
-from components.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
-from components.rules.nodefiles import check_node_files
-from components.rules.opvalues import OperatorValues, containerd_version
-from components.rules.pinning import split_ref
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import DistroProfile, EditMode, profile
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules._shared import finding, lookup, present
+from gpuplane.rules._shared import version_tuple as vt
+from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
+from gpuplane.rules.nodefiles import check_node_files
+from gpuplane.rules.opvalues import OperatorValues, containerd_version
+from gpuplane.rules.pinning import split_ref
+from gpuplane.toolkit.env import toolkit_env_for
+from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 CHART_DROPIN_FROM = (25, 10, 0)          # its toolkit (1.18) writes a drop-in
 TOOLKIT_DROPIN_FROM = (1, 18, 0)
@@ -207,9 +209,6 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
             "configure.", where,
             "Let gpuplane render toolkit.env from `gpuplane:cluster.distro` (and "
             "`containerdBaseDir`); by hand write a list of {name: ..., value: ...} entries.")]
-    # Imported here: components.planner imports this package for its containerd rules.
-    from components.planner import PlanOptions, ToolkitMode, toolkit_env_for
-
     prof = profile(intent.distro, intent.containerd_base_dir)
     version = containerd_version(intent)
     cdi_on, _ = ctx.cdi

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.findings import Finding, Severity
-from components.intent import ClusterIntent
-from components.rules._shared import at, finding, items, mapping, quantity
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import at, finding, items, mapping, quantity
 
 GPU = "nvidia.com/gpu"
 GPUMEM = "nvidia.com/gpumem"

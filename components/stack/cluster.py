@@ -9,24 +9,45 @@ HAMi after the operator, and the post-deploy checks after everything else.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.checks import GpuChecks, GpuChecksArgs
-from components.checks.settings import ChecksSettings
-from components.config import StackConfig
-from components.findings import Finding, has_errors
-from components.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
-from components.planner import NodeContainerdPlan, plan_node
-from components.rollout import batches
-from components.stack.gpu_operator import GpuOperator
-from components.stack.hami import Hami
-from components.stack.node_rollout import ContainerdRollout, NodeTarget
-from components.stack.runtime_class import NvidiaRuntimeClass
-from components.stack.time_slicing import TimeSlicing
-from components.values import hami_values, operator_values, time_slicing_data
+from gpuplane.checks import GpuChecks, GpuChecksArgs
+from gpuplane.checks.settings import ChecksSettings
+from gpuplane.config import StackConfig
+from gpuplane.findings import Finding, has_errors
+from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
+from gpuplane.planner import NodeContainerdPlan, plan_node
+from gpuplane.rollout import batches
+from gpuplane.stack.gpu_operator import GpuOperator
+from gpuplane.stack.hami import Hami
+from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
+from gpuplane.stack.runtime_class import NvidiaRuntimeClass
+from gpuplane.stack.time_slicing import TimeSlicing
+from gpuplane.values import hami_values, operator_values, time_slicing_data
+
+
+@dataclass
+class GpuClusterArgs:
+    """What `GpuCluster` is built from (the Pulumi `...Args` convention).
+
+    `config`: the stack's `gpuplane:*` settings (`parse_stack_config`, or
+    `config_from_pulumi()` inside a program). `private_key`: the SSH key for the node
+    rollout (a secret). `baselines`: node name -> {node path: content} captured from that
+    node (`gpuplane.baselines.node_baselines`); other nodes are planned from the model.
+    `kubeconfig` / `kube_context`: where the post-deploy verdicts and the device plugin
+    restart connect (they use the Kubernetes client, not a Pulumi provider): pass the
+    same kubeconfig as the `kubernetes.Provider` given in `opts` when there is one.
+    Every Kubernetes resource gpuplane creates uses the provider from `opts`.
+    """
+
+    config: StackConfig
+    private_key: pulumi.Input[str] | None = None
+    baselines: Mapping[str, Mapping[str, str]] | None = None
+    kubeconfig: pulumi.Input[str] | None = None
+    kube_context: str | None = None
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -39,17 +60,13 @@ class GpuCluster(pulumi.ComponentResource):
     operator: GpuOperator
     hami: Hami | None
 
-    def __init__(self, name: str, cfg: StackConfig, *,
-                 private_key: pulumi.Input[str] | None = None,
-                 kube_context: str | None = None,
-                 baselines: Mapping[str, Mapping[str, str]] | None = None,
+    def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        """`baselines`: node name -> {node path: content} captured from that node
-        (`components.baselines.node_baselines`); other nodes are planned from the model."""
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
+        cfg, private_key = args.config, args.private_key
         child = pulumi.ResourceOptions(parent=self)
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options())
-        self.node_plans = _node_plans(cfg, self.plan, baselines or {})
+        self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
@@ -104,7 +121,7 @@ class GpuCluster(pulumi.ComponentResource):
             values=operator_values(cfg, self.plan.toolkit_env),
             opts=pulumi.ResourceOptions(parent=self, depends_on=before_operator))
         if time_slicing is not None:
-            time_slicing.add_restart(self.operator.release, kube_context)
+            time_slicing.add_restart(self.operator.release, args.kube_context, args.kubeconfig)
 
         deployed: list[pulumi.Resource] = [self.operator]
         if cfg.runtime.create_runtime_class is True:
@@ -122,7 +139,8 @@ class GpuCluster(pulumi.ComponentResource):
             deployed.append(time_slicing.restart)
         self.checks = GpuChecks(f"{name}-checks", GpuChecksArgs(
             intent=cfg.intent(), settings=ChecksSettings.from_config(cfg.checks),
-            depends_on=deployed, hami_split_count=cfg.hami.device_split_count), opts=child)
+            depends_on=deployed, hami_split_count=cfg.hami.device_split_count,
+            kubeconfig=args.kubeconfig), opts=child)
         self.register_outputs({
             "batches": self.batches,
             "toolkitEnv": self.plan.toolkit_env,

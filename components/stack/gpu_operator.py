@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import OPERATOR_CHART_REPO
-from components.stack import child_options
+from gpuplane.config import OPERATOR_CHART_REPO
+from gpuplane.stack import child_options
 
 OPERATOR_CHART = "gpu-operator"
 

@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import HAMI_CHART_REPO
-from components.stack import child_options
+from gpuplane.config import HAMI_CHART_REPO
+from gpuplane.stack import child_options
 
 HAMI_CHART = "hami"
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from components.agent import agent_plan, apply_command, apply_stdin, restore_command
-from components.planner import NodeContainerdPlan
+from gpuplane.agent import agent_plan, apply_command, apply_stdin, restore_command
+from gpuplane.planner import NodeContainerdPlan
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.stack import child_options
+from gpuplane.stack import child_options
 
 
 class NvidiaRuntimeClass(pulumi.ComponentResource):

@@ -17,7 +17,7 @@ import pulumi
 import pulumi.dynamic as dynamic
 import pulumi_kubernetes as k8s
 
-from components.stack import child_options
+from gpuplane.stack import child_options
 
 DEVICE_PLUGIN_SELECTOR = "app=nvidia-device-plugin-daemonset"
 
@@ -46,9 +46,9 @@ class _RestartProvider(dynamic.ResourceProvider):
 def _restart(props: dict[str, Any]) -> list[str]:
     from kubernetes import client
 
-    from components.kube import api_client
+    from gpuplane.kube import api_client
 
-    apps = client.AppsV1Api(api_client(context=props.get("kubeContext")))
+    apps = client.AppsV1Api(api_client(props.get("kubeconfig"), props.get("kubeContext")))
     now = datetime.datetime.now(datetime.UTC).isoformat()
     patch = {"spec": {"template": {"metadata": {"annotations": {
         "kubectl.kubernetes.io/restartedAt": now}}}}}
@@ -64,11 +64,14 @@ class DevicePluginRestart(dynamic.Resource):
 
     def __init__(self, name: str, *, namespace: str, config_hash: str,
                  kube_context: str | None,
+                 kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(_RestartProvider(), name, {
             "namespace": namespace, "selector": DEVICE_PLUGIN_SELECTOR,
-            "configHash": config_hash, "kubeContext": kube_context, "restarted": None,
-        }, opts)
+            "configHash": config_hash, "kubeContext": kube_context,
+            "kubeconfig": kubeconfig, "restarted": None,
+        }, pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])))
 
 
 class TimeSlicing(pulumi.ComponentResource):
@@ -89,8 +92,9 @@ class TimeSlicing(pulumi.ComponentResource):
             opts=child_options(self, opts))
         self.register_outputs({"configMap": config_map})
 
-    def add_restart(self, after: pulumi.Resource, kube_context: str | None) -> None:
+    def add_restart(self, after: pulumi.Resource, kube_context: str | None,
+                    kubeconfig: pulumi.Input[str] | None = None) -> None:
         self.restart = DevicePluginRestart(
             f"{self._name}-restart", namespace=self._namespace, config_hash=self._hash,
-            kube_context=kube_context,
+            kube_context=kube_context, kubeconfig=kubeconfig,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, after]))

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from components.findings import Finding, Severity
-from components.rules.containerd.facts import Analysis, ContainerdFacts, Loss, analyse
-from components.rules.containerd.merging import (
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules.containerd.facts import Analysis, ContainerdFacts, Loss, analyse
+from gpuplane.rules.containerd.merging import (
     check_config_versions,
     check_replaced_cri_table,
     fm02,
     fm03,
 )
-from components.rules.containerd.reading import check_not_read, fm01
-from components.rules.containerd.runtimes import (
+from gpuplane.rules.containerd.reading import check_not_read, fm01
+from gpuplane.rules.containerd.runtimes import (
     check_cdi_support,
     check_default_runtime,
     check_other_refusals,

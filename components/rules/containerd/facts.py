@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from components.containerd.effective import EffectiveConfig, FileCRI, file_cri, normalise_options
-from components.containerd.load import LoadedFile
-from components.containerd.toml_io import line_of
-from components.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
+from gpuplane.containerd.effective import EffectiveConfig, FileCRI, file_cri, normalise_options
+from gpuplane.containerd.load import LoadedFile
+from gpuplane.containerd.toml_io import line_of
+from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
 
 CgroupDriver = Literal["systemd", "cgroupfs"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from components.containerd.effective import EffectiveConfig, file_cri
-from components.containerd.load import LoadedFile
-from components.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2
-from components.findings import Finding, Severity
-from components.rules.containerd.facts import (
+from gpuplane.containerd.effective import EffectiveConfig, file_cri
+from gpuplane.containerd.load import LoadedFile
+from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules.containerd.facts import (
     KEY_VERSION,
     PLUGIN_KEY,
     VERSION_REFUSAL,

@@ -8,9 +8,9 @@ import posixpath
 from dataclasses import replace
 from typing import Literal
 
-from components.containerd.effective import EffectiveConfig
-from components.findings import Finding, Severity
-from components.rules.containerd.facts import (
+from gpuplane.containerd.effective import EffectiveConfig
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules.containerd.facts import (
     MISSING_IMPORT,
     Analysis,
     ContainerdFacts,

@@ -3,9 +3,9 @@ and CRI settings mean for the pods that will use them."""
 
 from __future__ import annotations
 
-from components.containerd.versions import RUNC_V2
-from components.findings import Finding, Severity
-from components.rules.containerd.facts import (
+from gpuplane.containerd.versions import RUNC_V2
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules.containerd.facts import (
     MISSING_IMPORT,
     NO_DEFAULT,
     PLUGIN_KEY,

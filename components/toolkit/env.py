@@ -1,0 +1,33 @@
+"""`toolkit.env`: the GPU Operator chart value that points the operator's toolkit container
+at the kubelet's containerd. The planner renders it; the rulebook checks a user's value
+against it."""
+
+from __future__ import annotations
+
+import posixpath
+
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import DistroProfile
+from gpuplane.toolkit.options import PlanOptions
+
+TOOLKIT_DROPIN = "99-nvidia.toml"
+
+
+def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
+                    options: PlanOptions) -> list[dict[str, str]]:
+    """`toolkit.env` that points the operator's toolkit at the kubelet's containerd."""
+    env = {
+        "CONTAINERD_CONFIG": profile.edit_path(version),
+        "CONTAINERD_SOCKET": profile.socket,
+        "RUNTIME_CONFIG_SOURCE": f"file={profile.config_path}",
+        "RUNTIME_EXECUTABLE_PATH": profile.containerd_binary,
+        "CONTAINERD_RUNTIME_CLASS": options.runtime_name,
+        "CONTAINERD_SET_AS_DEFAULT": "true" if options.nvidia_default and not options.cdi
+        else "false",
+    }
+    if profile.dropin_dir and options.toolkit_dropin:
+        env["RUNTIME_DROP_IN_CONFIG"] = posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN)
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+__all__ = ["TOOLKIT_DROPIN", "toolkit_env_for"]
