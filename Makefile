@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make plan STACK=<name>   offline plan of a bundled stack
-#   make test                the whole test suite against real containerd 1.6 / 1.7 / 2.1
+#   make test                the whole test suite against real containerd 1.6 / 1.7 / 2.0 / 2.1 / 2.2
+#                            and the real NVIDIA toolkit installers (oracles)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -20,6 +21,7 @@ venv: $(BIN)/.installed
 
 containerd:
 	sh scripts/fetch-containerd.sh
+	sh scripts/fetch-oracles.sh
 
 test: venv containerd
 	$(BIN)/ruff check .
