@@ -46,6 +46,15 @@ class DistroProfile:
     rendered_by_distro: bool = False     # config_path is regenerated at every start
     baseline_root: str = ""              # @ROOT@ in baseline files
     detects_nvidia_runtime: bool = False  # RKE2/K3s add nvidia runtimes by themselves
+    # Template distros: a directory of this distribution's own that the template imports,
+    # for the operator's toolkit drop-in. Left unset, the operator puts it in the host-wide
+    # /etc/containerd/conf.d, shared with any other containerd on the machine.
+    toolkit_dir: str | None = None
+
+    @property
+    def toolkit_dropin_dir(self) -> str | None:
+        """Where the operator's toolkit (1.18+) writes its drop-in on this distribution."""
+        return self.dropin_dir or self.toolkit_dir
 
     @property
     def imports_glob(self) -> str | None:
@@ -96,6 +105,7 @@ def _rancher(name: Distro) -> DistroProfile:
         template_v3_path=f"{etc}/config-v3.toml.tmpl",
         rendered_by_distro=True,
         detects_nvidia_runtime=True,
+        toolkit_dir=f"{etc}/conf.d",
     )
 
 
@@ -132,6 +142,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         restart_command="snap restart microk8s",
         template_path="/var/snap/microk8s/current/args/containerd-template.toml",
         rendered_by_distro=True,
+        toolkit_dir="/var/snap/microk8s/current/args/conf.d",
     ),
     Distro.K0S: DistroProfile(
         name=Distro.K0S,

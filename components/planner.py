@@ -17,7 +17,8 @@ from typing import Any
 
 import tomlkit
 
-from gpuplane.containerd.effective import EffectiveConfig, decode, effective_config
+from gpuplane.containerd.effective import EffectiveConfig, effective_config
+from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
@@ -25,12 +26,14 @@ from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, Contai
 from gpuplane.distros import DistroProfile, EditMode
 from gpuplane.findings import Finding
 from gpuplane.rules import ContainerdFacts, check_containerd
-from gpuplane.toolkit.env import TOOLKIT_DROPIN, toolkit_env_for
+from gpuplane.rules.toolkit_losses import check_toolkit_losses
+from gpuplane.toolkit.env import toolkit_env_for
+from gpuplane.toolkit.operator import installer_env
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+from gpuplane.toolkit.output import toolkit_writes
 
 GPUPLANE_DROPIN = "50-gpuplane.toml"
 HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
-OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
 
 
 @dataclass
@@ -84,8 +87,18 @@ def plan_node(
         target = profile.edit_path(version)
         source = baseline.get(target) or baseline[top]
         patch = _patch(profile, version, options, baseline)
-        if patch:
-            files[target] = _apply_patch(source, patch, version)
+        text = _apply_patch(source, patch, version)
+        # The operator's toolkit edits the template, or creates one holding only its own
+        # part (1.18: `version` + `imports`; 1.17: the nvidia runtimes), which the
+        # distribution then renders into a config without any of its own settings.
+        # gpuplane writes the whole template first; for 1.18 it imports the
+        # distribution-local dir the toolkit is pointed at (gpuplane.toolkit.env).
+        toolkit_runs = options.toolkit is ToolkitMode.OPERATOR
+        toolkit_dir = _toolkit_dropin_dir(profile, options)
+        if toolkit_dir:
+            text = _add_import(text, posixpath.join(toolkit_dir, "*.toml"))
+        if (patch or toolkit_runs) and text != baseline.get(target):
+            files[target] = text
     else:
         patch = _patch(profile, version, options, baseline)
         operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
@@ -117,10 +130,14 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                               version)
     toolkit_env: list[dict[str, str]] = []
     toolkit_files: dict[str, str] = {}
+    losses: list[Finding] = []
     if options.toolkit is ToolkitMode.OPERATOR:
         toolkit_env = toolkit_env_for(profile, version, options)
-        toolkit_files = _toolkit_output(after, profile, version, options)
+        toolkit_files = toolkit_writes(after, installer_env(toolkit_env, options))
+        written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
+        losses = check_toolkit_losses(_merged(top, written_layout, version),
+                                      _merged(top, after, version), where=_where(profile))
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
@@ -133,7 +150,21 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     )
     return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
                               toolkit_files, after, effective, written, before,
-                              frozenset(expected), check_containerd(facts), baseline)
+                              frozenset(expected), check_containerd(facts) + losses, baseline)
+
+
+def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:
+    """Everything containerd would run with (every plugin, not only CRI), or {} when it
+    would not start (the rulebook reports that on its own)."""
+    try:
+        merged = merge(load_config(top, MemoryFiles(layout), version))
+    except ConfigError:
+        return {}
+    return {"version": merged.version, "plugins": merged.plugins}
+
+
+def _where(profile: DistroProfile) -> str:
+    return f"{profile.title}: {profile.config_path} after the GPU Operator's toolkit"
 
 
 def _sha256(text: str) -> str:
@@ -236,6 +267,25 @@ def _merge_into_toml(table: Any, patch: dict[str, Any]) -> None:
             table[key] = value
 
 
+def _toolkit_dropin_dir(profile: DistroProfile, options: PlanOptions) -> str | None:
+    """The template distribution's own dir for the toolkit's drop-in, when the operator's
+    toolkit writes one."""
+    if options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin:
+        return profile.toolkit_dir
+    return None
+
+
+def _add_import(text: str, wanted: str) -> str:
+    """`text` with `wanted` in its `imports` (kept as the last entry when added)."""
+    doc = tomlkit.parse(text)
+    imports = doc.get("imports")
+    if imports is None:
+        doc["imports"] = [wanted]  # tomlkit keeps root keys above the first table
+    elif wanted not in imports:
+        imports.append(wanted)
+    return tomlkit.dumps(doc)
+
+
 def _ensure_import(text: str, profile: DistroProfile, version: ContainerdVersion,
                    layout: dict[str, str]) -> str:
     """Add the drop-in glob to the top-level `imports` unless an import already covers it."""
@@ -245,49 +295,7 @@ def _ensure_import(text: str, profile: DistroProfile, version: ContainerdVersion
     loaded = load_config(profile.config_path, MemoryFiles({**layout, probe: ""}), version)
     if any(f.path == probe for f in loaded.files):
         return text
-    doc = tomlkit.parse(text)
-    imports = doc.get("imports")
-    if imports is None:
-        doc["imports"] = [wanted]  # tomlkit keeps root keys above the first table
-    else:
-        imports.append(wanted)
-    return tomlkit.dumps(doc)
-
-
-def _toolkit_output(layout: dict[str, str], profile: DistroProfile, version: ContainerdVersion,
-                    options: PlanOptions) -> dict[str, str]:
-    """What the operator's toolkit writes, as it writes it: a copy of the CRI table from its
-    config source plus the nvidia runtimes with the default runtime's options."""
-    source = profile.config_path
-    source_layout = {source: layout[source]}
-    loaded = load_config(source, MemoryFiles(source_layout), version)
-    src_version = loaded.files[0].version or 2
-    key = _cri_key(src_version)
-    src_eff = decode(loaded)
-    table = copy.deepcopy(merge(loaded).plugins.get(key, {}))
-    ctd = table.setdefault("containerd", {})
-    runtimes = ctd.setdefault("runtimes", {})
-    base = src_eff.runtimes.get(src_eff.default_runtime) or src_eff.runtimes.get("runc")
-    install = OPERATOR_TOOLKIT_DIR
-    for suffix in ("", ".cdi", ".legacy"):
-        name = options.runtime_name + ("-" + suffix[1:] if suffix else "")
-        runtimes[name] = {
-            "runtime_type": RUNC_V2,
-            "options": {**(base.options if base else {}),
-                        "BinaryName": f"{install}/nvidia-container-runtime{suffix}"},
-        }
-    if options.nvidia_default and not options.cdi:
-        ctd["default_runtime_name"] = options.runtime_name
-    if options.cdi:
-        table["enable_cdi"] = True
-    if profile.dropin_dir and options.toolkit_dropin:
-        doc = {"version": src_version, "plugins": {key: table}}
-        return {posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN): tomlkit.dumps(doc)}
-    target = profile.edit_path(version)
-    full = tomlkit.parse(layout.get(target) or layout[source])
-    plugins = full.setdefault("plugins", tomlkit.table(is_super_table=True))
-    plugins[key] = table
-    return {target: tomlkit.dumps(full)}
+    return _add_import(text, wanted)
 
 
 __all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "assess", "plan_node",

@@ -43,14 +43,16 @@ containerd-2.0 containerd c7665592be930f19482de6df7131f63bfae56bbb610fc21e7783f0
 containerd-2.2 containerd cc5f0a812e9ff3fba008543039182d62b502d0c2ba690193f8b76fda68cbab88
 LIST
 
-# containerd 2.0 / 2.2 beside the Debian lines, in the same shape (bin/ holds containerd;
-# shim/ the runc shim: the static oracles ship none, so the 2.1 line's Debian shim serves).
+# containerd 2.0 / 2.2 beside the Debian lines, in the same shape: bin/ holds containerd
+# and ctr, shim/ the runc shim. The oracles are the daemon alone, so the clients come from
+# the 2.1 line's Debian build (ctr and the shim talk stable APIs to any 2.x daemon).
 for line in 2.0 2.2; do
     mkdir -p "$CACHE/containerd/$line/bin" "$CACHE/containerd/$line/shim"
     ln -sf "$OUT/containerd-$line/containerd" "$CACHE/containerd/$line/bin/containerd"
     if [ -e "$CACHE/containerd/2.1/shim/containerd-shim-runc-v2" ]; then
         ln -sf "$(readlink -f "$CACHE/containerd/2.1/shim/containerd-shim-runc-v2")" \
             "$CACHE/containerd/$line/shim/containerd-shim-runc-v2"
+        ln -sf "$(readlink -f "$CACHE/containerd/2.1/bin/ctr")" "$CACHE/containerd/$line/bin/ctr"
     fi
     printf '%s: ' "$line"; "$CACHE/containerd/$line/bin/containerd" --version
 done

@@ -48,7 +48,7 @@ from typing import Any, NoReturn
 import pytest
 import tomlkit
 
-LINES: tuple[str, ...] = ("1.6", "1.7", "2.1")
+LINES: tuple[str, ...] = ("1.6", "1.7", "2.0", "2.1", "2.2")
 """containerd release lines the suite runs against (one build each in the cache)."""
 
 RUNC = Path("/usr/sbin/runc")
@@ -104,7 +104,7 @@ def unavailable(reason: str) -> NoReturn:
     """
     if require_real():
         pytest.fail(f"{reason} (GPUPLANE_REQUIRE_REAL is set: this may not be skipped)")
-    pytest.skip(f"{reason}; run `sh scripts/fetch-containerd.sh`")
+    pytest.skip(f"{reason}; run `make containerd` (scripts/fetch-containerd.sh, fetch-oracles.sh)")
 
 
 def _check_line(line: str) -> None:

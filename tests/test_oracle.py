@@ -29,11 +29,11 @@ MISSING_DEFAULT_RUNC = (
 UNKNOWN_HANDLER = {
     "1.6": re.escape('failed to get sandbox runtime: no runtime for "xyz" is configured'),
     "1.7": re.escape('failed to get sandbox runtime: no runtime for "xyz" is configured'),
-    "2.1": 'unable to get OCI runtime for sandbox "[0-9a-f]{64}": '
-    + re.escape('no runtime for "xyz" is configured'),
+    **{line: 'unable to get OCI runtime for sandbox "[0-9a-f]{64}": '
+       + re.escape('no runtime for "xyz" is configured') for line in ("2.0", "2.1", "2.2")},
 }
 # enable_cdi in an empty config's dump: 1.6 has no such field.
-DEFAULT_CDI = {"1.6": None, "1.7": False, "2.1": True}
+DEFAULT_CDI = {"1.6": None, "1.7": False, "2.0": True, "2.1": True, "2.2": True}
 
 
 def write(path: Path, text: str) -> Path:

@@ -160,7 +160,8 @@ def test_the_wheel_installs_gpuplane_and_no_components_package(wheel: Path,
             "import gpuplane, gpuplane.agent\n"
             "assert gpuplane.__file__.startswith(sys.argv[1]), gpuplane.__file__\n"
             "assert gpuplane.agent.agent_source().startswith('#!')\n"
-            "try:\n    import components\nexcept ModuleNotFoundError:\n    print('no components')\n")
+            "try:\n    import components\n"
+            "except ModuleNotFoundError:\n    print('no components')\n")
     done = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True,
                           text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -102,7 +102,9 @@ def test_rke2_points_the_toolkit_at_the_template_and_k3s_socket(
     assert env["CONTAINERD_CONFIG"] == f"{etc}/config.toml.tmpl"
     assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
     assert env["RUNTIME_CONFIG_SOURCE"] == f"file={etc}/config.toml"
-    assert "RUNTIME_DROP_IN_CONFIG" not in env
+    # Set to RKE2's own dir: left unset, the operator writes the host-wide
+    # /etc/containerd/conf.d/99-nvidia.toml.
+    assert env["RUNTIME_DROP_IN_CONFIG"] == f"{etc}/conf.d/99-nvidia.toml"
     assert values["driver"] == {"enabled": True}
     assert values["operator"] == {"runtimeClass": "nvidia"}
     assert plans["rke2-lab"]["batches"] == []  # nodeAccess none: no node commands

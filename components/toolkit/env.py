@@ -25,8 +25,11 @@ def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
         "CONTAINERD_SET_AS_DEFAULT": "true" if options.nvidia_default and not options.cdi
         else "false",
     }
-    if profile.dropin_dir and options.toolkit_dropin:
-        env["RUNTIME_DROP_IN_CONFIG"] = posixpath.join(profile.dropin_dir, TOOLKIT_DROPIN)
+    if profile.toolkit_dropin_dir and options.toolkit_dropin:
+        # Always set: left unset, the operator (v25.10+) writes the host-wide
+        # /etc/containerd/conf.d/99-nvidia.toml (gpuplane.toolkit.operator).
+        env["RUNTIME_DROP_IN_CONFIG"] = posixpath.join(profile.toolkit_dropin_dir,
+                                                       TOOLKIT_DROPIN)
     return [{"name": k, "value": v} for k, v in env.items()]
 
 

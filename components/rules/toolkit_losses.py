@@ -1,0 +1,75 @@
+"""FM05 (error): settings the GPU Operator's toolkit takes away from the node.
+
+The toolkit rewrites containerd's config on every node it configures
+(gpuplane.toolkit.output). Measured with the real installers, that rewrite can drop what
+the node had: on RKE2/K3s/MicroK8s a template the toolkit creates holds only `version` and
+`imports`, so the rendered config loses every plugin setting the distribution generated
+(the `opt` path, and with a v3 source the `images` table: sandbox image, snapshotter,
+registry); on containerd < 2.0 its drop-in is one file's whole CRI table merged last, so
+what other drop-ins set in that table (registry `config_path`, mirrors, runc options) is
+gone. The rule compares everything containerd would run with after gpuplane's files with
+what it runs with after the toolkit, and reports each lost or changed setting other than
+the ones the toolkit is there to set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules._shared import finding
+from gpuplane.toolkit.output import MODE_RUNTIMES
+
+# What the toolkit sets on purpose: its runtimes, the default runtime, CDI.
+_OWN = ("containerd.runtimes.", "containerd.default_runtime_name", "enable_cdi")
+_SHOWN = 6
+
+
+def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(data, Mapping) and data:
+        for key, value in data.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, data
+
+
+def _toolkits_own(path: str, runtimes: set[str]) -> bool:
+    _, _, rest = path.partition("plugins.")
+    for key in ("io.containerd.grpc.v1.cri.", "io.containerd.cri.v1.runtime.", "cri."):
+        if rest.startswith(key):
+            inner = rest[len(key):]
+            if inner.startswith("containerd.runtimes."):
+                name = inner[len("containerd.runtimes."):].split(".")[0]
+                return name in runtimes
+            return inner.startswith(_OWN[1:])
+    return False
+
+
+def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *, where: str,
+                         runtime_name: str = "nvidia") -> list[Finding]:
+    """FM05 for each setting containerd had after gpuplane's files (`before`, merged) that it
+    no longer has, or has with another value, after the toolkit (`after`, merged)."""
+    if not before or not after:
+        return []   # a config containerd refuses is reported by the containerd rules
+    runtimes = {runtime_name, *MODE_RUNTIMES}
+    now = dict(_leaves(after.get("plugins", {}), "plugins"))
+    lost = [(path, value, now.get(path)) for path, value in
+            _leaves(before.get("plugins", {}), "plugins")
+            if now.get(path) != value and not _toolkits_own(path, runtimes)]
+    if not lost:
+        return []
+    shown = "; ".join(f"{p} = {v!r}" + (f" (now {n!r})" if n is not None else " (gone)")
+                      for p, v, n in lost[:_SHOWN])
+    more = f" and {len(lost) - _SHOWN} more" if len(lost) > _SHOWN else ""
+    return [finding(
+        "FM05", f"the toolkit's rewrite drops {len(lost)} setting(s) this node has: "
+        f"{shown}{more}.", where,
+        "Let gpuplane render `toolkit.env` (do not override CONTAINERD_CONFIG, "
+        "RUNTIME_CONFIG_SOURCE or RUNTIME_DROP_IN_CONFIG in `gpuplane:gpuOperator.values`); "
+        "on RKE2/K3s/MicroK8s gpuplane then writes the whole template first. On containerd "
+        "< 2.0 keep CRI settings in the top-level config (the toolkit's config source), or "
+        "set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
+
+
+__all__ = ["check_toolkit_losses"]
