@@ -280,7 +280,7 @@ def test_incident_3_runc_lost_on_1x_kept_on_2x(containerd_line: str, tmp_short: 
     result = analyse_node(report, _context(
         containerd_line, root, distro="k8s-snap", dropin="/etc/containerd/conf.d/99-nvidia.toml"))
     assert not result.notes, result.notes          # the model agrees with the real dump
-    if containerd_line == "2.1":
+    if containerd_line.startswith("2."):
         assert _errors(result) == []
         return
     assert _errors(result) == ["FM02"]

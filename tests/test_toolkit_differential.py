@@ -21,13 +21,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import Distro, EditMode, profile
 from gpuplane.planner import PlanOptions, ToolkitMode, plan_node, rendered_layout
 
 import oracle
-import toolkit_oracle
 from layouts import host_path, write_layout
 
 PROFILES = {
