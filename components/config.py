@@ -23,8 +23,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import Distro, DistroProfile, profile
+from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.toolkit.operator import toolkit_for_chart
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
@@ -91,6 +92,15 @@ class ClusterConfig(_Section):
     def _base_dir_distro(self) -> ClusterConfig:
         if self.containerd_base_dir and self.distro is not Distro.K8S_SNAP:
             raise ValueError("containerdBaseDir applies to distro k8s-snap only")
+        bundled = bundled_containerd_major(self.distro, self.kubernetes_version)
+        line = ContainerdVersion.parse(self.containerd_version)
+        if bundled is not None and bundled != line.major:
+            ships = "2.0" if bundled == 2 else "1.7"
+            raise ValueError(
+                f"containerdVersion {self.containerd_version} contradicts kubernetesVersion "
+                f"{self.kubernetes_version}: {self.distro.value} {self.kubernetes_version} "
+                f"ships containerd {ships}; set containerdVersion: \"{ships}\" (check with "
+                "`containerd --version` on a node)")
         return self
 
 
@@ -152,6 +162,15 @@ class GpuOperatorConfig(_Section):
     cdi: bool = False
     toolkit_image: ImageConfig | None = None
     values: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("chart_version")
+    @classmethod
+    def _known_toolkit(cls, value: str) -> str:
+        """An exact chart version must be one whose toolkit gpuplane has measured: the plan
+        predicts what that toolkit writes on every node. Ranges and tags are FM18's."""
+        if re.fullmatch(r"v?\d+\.\d+\.\d+", value.strip()):
+            toolkit_for_chart(value)   # ValueError naming the known charts
+        return value
 
     @property
     def toolkit_writes_dropin(self) -> bool:
@@ -294,6 +313,7 @@ class StackConfig(_Section):
             toolkit_dropin=self.gpu_operator.toolkit_writes_dropin,
             runtime_name=self.runtime.name,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
+            writes_files=self.cluster.node_access == "ssh",
         )
 
     def intent(self) -> ClusterIntent:

@@ -156,6 +156,25 @@ PROFILES: dict[Distro, DistroProfile] = {
     ),
 }
 
+# RKE2 and K3s bundle containerd: 2.0 from these Kubernetes patch releases of a minor
+# (rancher/rke2 v1.31.6+rke2r1 and v1.32.2+rke2r1 build `hardened-containerd:v2.0.x`,
+# Dockerfile at those tags; K3s v1.31.6+k3s1 / v1.32.2+k3s1 ship its 2.0 fork), 1.7 before.
+_CONTAINERD_2_FROM: dict[tuple[int, int], int] = {(1, 31): 6, (1, 32): 2}
+BUNDLES_CONTAINERD = (Distro.RKE2, Distro.K3S)
+
+
+def bundled_containerd_major(distro: Distro, kubernetes_version: str) -> int | None:
+    """The containerd major (1 or 2) RKE2/K3s ship with `kubernetes_version` ("1.31.6");
+    None for distributions that use the node's own containerd."""
+    if distro not in BUNDLES_CONTAINERD:
+        return None
+    major, minor, patch = (int(x) for x in kubernetes_version.split(".")[:3])
+    if (major, minor) < (1, 31):
+        return 1
+    first = _CONTAINERD_2_FROM.get((major, minor))
+    return 2 if first is None or patch >= first else 1
+
+
 K8S_SNAP_BASE_DIR_LOCK = "/var/snap/k8s/common/lock/.containerd-base-dir"
 K8S_SNAP_LEGACY_ROOT = "/var/snap/k8s/common"
 

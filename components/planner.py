@@ -114,6 +114,8 @@ def plan_node(
         if patch and options.toolkit is not ToolkitMode.OPERATOR:
             state = {**baseline, **files}
             files[_dropin_path(profile)] = _dropin(state, top, version, patch)
+    if not options.writes_files:
+        files = {}
     return assess(profile, version, options, files, baseline)
 
 

@@ -108,4 +108,5 @@ def test_invalid_stack_config_exits_2_with_file_line(capsys: pytest.CaptureFixtu
     stack.write_text(stack.read_text().replace("distro: rke2", "distro: rke3"))
     code, _, err = run(capsys, "--stack", "rke2-lab", "--stacks-dir", str(stacks))
     assert code == 2
-    assert "Pulumi.rke2-lab.yaml:6: gpuplane:cluster.distro" in err
+    line = stack.read_text().splitlines().index("    distro: rke3") + 1
+    assert f"Pulumi.rke2-lab.yaml:{line}: gpuplane:cluster.distro" in err

@@ -99,7 +99,7 @@ def test_rke2_points_the_toolkit_at_the_template_and_k3s_socket(
     values = plans["rke2-lab"]["helm"]["gpu-operator"]["values"]
     env = env_of(values)
     etc = "/var/lib/rancher/rke2/agent/etc/containerd"
-    assert env["CONTAINERD_CONFIG"] == f"{etc}/config.toml.tmpl"
+    assert env["CONTAINERD_CONFIG"] == f"{etc}/config-v3.toml.tmpl"   # containerd 2.0
     assert env["CONTAINERD_SOCKET"] == "/run/k3s/containerd/containerd.sock"
     assert env["RUNTIME_CONFIG_SOURCE"] == f"file={etc}/config.toml"
     # Set to RKE2's own dir: left unset, the operator writes the host-wide

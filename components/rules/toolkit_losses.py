@@ -67,7 +67,8 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
         f"{shown}{more}.", where,
         "Let gpuplane render `toolkit.env` (do not override CONTAINERD_CONFIG, "
         "RUNTIME_CONFIG_SOURCE or RUNTIME_DROP_IN_CONFIG in `gpuplane:gpuOperator.values`); "
-        "on RKE2/K3s/MicroK8s gpuplane then writes the whole template first. On containerd "
+        "on RKE2/K3s/MicroK8s gpuplane then writes the whole template first, which needs "
+        "`gpuplane:cluster.nodeAccess: ssh`. On containerd "
         "< 2.0 keep CRI settings in the top-level config (the toolkit's config source), or "
         "set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
 

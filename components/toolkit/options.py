@@ -25,6 +25,9 @@ class PlanOptions:
     toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
     runtime_name: str = "nvidia"
     kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
+    # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
+    # nodes, so the plan judges what the toolkit does to the node as it is.
+    writes_files: bool = True
 
 
 __all__ = ["PlanOptions", "ToolkitMode"]
