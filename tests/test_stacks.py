@@ -107,7 +107,9 @@ def test_rke2_points_the_toolkit_at_the_template_and_k3s_socket(
     assert env["RUNTIME_DROP_IN_CONFIG"] == f"{etc}/conf.d/99-nvidia.toml"
     assert values["driver"] == {"enabled": True}
     assert values["operator"] == {"runtimeClass": "nvidia"}
-    assert plans["rke2-lab"]["batches"] == []  # nodeAccess none: no node commands
+    # gpuplane writes RKE2's whole template over SSH before the toolkit runs, one node
+    # at a time (canary first).
+    assert plans["rke2-lab"]["batches"] == [["lab-gpu-1"], ["lab-gpu-2"]]
 
 
 def test_hami_shared_disables_the_operator_plugin_and_labels_nodes() -> None:
