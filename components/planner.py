@@ -27,10 +27,11 @@ from gpuplane.distros import DistroProfile, EditMode
 from gpuplane.findings import Finding
 from gpuplane.rules import ContainerdFacts, check_containerd
 from gpuplane.rules.toolkit_losses import check_toolkit_losses
+from gpuplane.rules.toolkit_source import check_toolkit_source_version
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
-from gpuplane.toolkit.output import toolkit_writes
+from gpuplane.toolkit.output import config_sources, toolkit_writes
 
 GPUPLANE_DROPIN = "50-gpuplane.toml"
 HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
@@ -135,11 +136,14 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     losses: list[Finding] = []
     if options.toolkit is ToolkitMode.OPERATOR:
         toolkit_env = toolkit_env_for(profile, version, options)
-        toolkit_files = toolkit_writes(after, installer_env(toolkit_env, options))
+        env = installer_env(toolkit_env, options)
+        toolkit_files = toolkit_writes(after, env)
+        source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
         written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
-        losses = check_toolkit_losses(_merged(top, written_layout, version),
-                                      _merged(top, after, version), where=_where(profile))
+        losses = [*check_toolkit_source_version(source, written_layout.get(source)),
+                  *check_toolkit_losses(_merged(top, written_layout, version),
+                                        _merged(top, after, version), where=_where(profile))]
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(

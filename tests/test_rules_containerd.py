@@ -405,3 +405,29 @@ def test_every_refusal_is_an_error_and_told_once(layout: dict[str, str], line: s
         assert any(f.severity is Severity.ERROR for f in findings)
     told = sum("no corresponding runtime configured" in f.message for f in findings)
     assert told == sum(r.startswith("no corresponding runtime configured") for r in refusals)
+
+
+@pytest.mark.parametrize("line", ["1.7", "2.0", "2.2"])
+def test_a_doubly_named_v1_plugin_is_unpredictable_on_2x(line: str) -> None:
+    """The toolkit's version-1 engine writes `plugins.cri` into a version-less file that
+    already names `plugins."io.containerd.grpc.v1.cri"`. containerd 2.x keeps either table
+    (a Go map walk: both outcomes measured with the real 2.0 and 2.2); 1.x reads only the
+    short name. The plan cannot predict 2.x, so it refuses the layout."""
+    layout = {
+        "/etc/containerd/config.toml": (
+            'version = 1\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+            '[plugins.cri.containerd.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+            'runtime_type = "io.containerd.runc.v2"\n'),
+        "/etc/containerd/conf.d/10-registry.toml": (
+            'version = 2\n[plugins."io.containerd.grpc.v1.cri".registry]\nconfig_path = "/x"\n'),
+    }
+    eff = effective_config("/etc/containerd/config.toml", MemoryFiles(layout),
+                           ContainerdVersion.parse(line))
+    found = [f for f in check_containerd(ContainerdFacts(effective=eff))
+             if "changes from one start" in f.message]
+    if line.startswith("1."):
+        assert not eff.ambiguities and not found
+    else:
+        assert eff.ambiguities and found and found[0].severity is Severity.ERROR
+        assert found[0].id == "FM03" and "version = 2" in found[0].fix

@@ -55,6 +55,7 @@ class EffectiveConfig:
     plugins: dict[str, Any]
     refusals: list[str] = field(default_factory=list)
     load: LoadResult | None = None
+    ambiguities: list[str] = field(default_factory=list)  # containerd picks one at random
 
     @property
     def starts(self) -> bool:
@@ -156,4 +157,5 @@ def decode(loaded: LoadResult) -> EffectiveConfig:
         plugins=merged.plugins,
         refusals=refusals,
         load=loaded,
+        ambiguities=merged.ambiguities,
     )

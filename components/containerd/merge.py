@@ -5,6 +5,13 @@ the last file's non-zero version. 2.x: every file is deep-merged (later values w
 empty ones); v0/v1 files are first renamed to v2 plugin keys and take the running
 version; if the result is below 3, the v2 CRI table is migrated into the v3 runtime
 plugin, copying only keys the v3 table does not already have.
+
+A v0/v1 file holding one plugin under both names (`plugins.cri` and
+`plugins."io.containerd.grpc.v1.cri"`, what the toolkit's version-1 engine writes into a
+version-less file) has no single 2.x result: the rename walks a Go map, so which table
+survives changes from one start to the next (measured: 2.0.11 and 2.2.7 each gave both
+outcomes over eight `config dump` runs of one file). The model keeps the short name's
+table and records the collision in `Merged.ambiguities`; the rulebook reports it.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ class Merged:
     plugins: dict[str, Any]
     cri_key: str
     refusals: list[str] = field(default_factory=list)
+    ambiguities: list[str] = field(default_factory=list)  # 2.x picks one at random
 
 
 def merge(loaded: LoadResult) -> Merged:
@@ -94,21 +102,38 @@ def _v1_name(key: str) -> str:
 
 def _merge_v2(loaded: LoadResult) -> Merged:
     version, plugins = 3, {}
+    ambiguities: list[str] = []
     for f in loaded.files:
         tables = f.plugins
         file_version = f.version
         if file_version in (0, 1):
-            tables = {_v1_name(k): v for k, v in tables.items()}
+            tables, clashes = _renamed_v1(tables)
+            ambiguities += [f"{f.path}: `plugins.{short}` and `plugins.\"{full}\"` both name "
+                            f"plugin {full} in a version-{file_version} file"
+                            for short, full in clashes]
             file_version = version
         deep_merge(plugins, copy_data(tables))
         version = file_version
-    merged = Merged(version, plugins, CRI_V3_RUNTIME)
+    merged = Merged(version, plugins, CRI_V3_RUNTIME, ambiguities=ambiguities)
     if version > 3:
         merged.refusals.append(
             f"expected containerd config version equal to or less than `3`, got `{version}`")
     elif version < 3:
         _migrate_cri_v2_to_v3(plugins)
     return merged
+
+
+def _renamed_v1(tables: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A v0/v1 file's plugin tables under their v2 names, and the (short, full) name pairs
+    that collide (the short name's table is kept; containerd 2.x keeps either)."""
+    renamed: dict[str, Any] = {}
+    clashes: list[tuple[str, str]] = []
+    for key in sorted(tables, key=lambda k: "." not in k):   # full names first
+        full = _v1_name(key)
+        if full in renamed and key != full:
+            clashes.append((key, full))
+        renamed[full] = tables[key]
+    return renamed, clashes
 
 
 def copy_data(value: Any) -> Any:

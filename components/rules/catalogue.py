@@ -66,7 +66,11 @@ _ALL = [
         '`io.containerd.grpc.v1.cri`, `io.containerd.cri.v1.runtime`). containerd 1.7 '
         "refuses version 3, 1.6 ignores it, and 2.x settles on one version for all files, "
         "so a section written for another version is ignored or dropped while migrating. A "
-        "runtime without `runtime_type` gives containerd no shim to start.",
+        "file without `version` is version 1: the GPU Operator's toolkit (1.17.8, 1.18.1, "
+        "`pkg/config/engine/containerd/config_v1.go`) then adds `plugins.cri` beside the "
+        "file's version-2 tables, and containerd 2.x keeps either one at random at each "
+        "start (a Go map walk; measured with 2.0.11 and 2.2.7). A runtime without "
+        "`runtime_type` gives containerd no shim to start.",
         "A version-2 top-level config plus a version-3 99-nvidia.toml on containerd 2.1: the "
         "merged config ends at version 3 and the version-2 runc section is ignored.",
         "Write every file in the version the top-level uses (version 2 for containerd 1.x; "

@@ -19,6 +19,14 @@ v1.17.8 `tools/container/nvidia-toolkit`, with gpu-operator v25.10.1 / v25.3.4's
   [.cdi|.legacy]`.
 - Set-as-default: `NVIDIA_RUNTIME_SET_AS_DEFAULT` (the operator sets it false with CDI),
   else `CONTAINERD_SET_AS_DEFAULT`, else true. CDI (`CDI_ENABLED`) writes `enable_cdi`.
+- A non-empty config **without `version`** goes to the installer's version-1 engine (both
+  versions; `pkg/config/engine/containerd/config_v1.go` at v1.17.8 and v1.18.1): the whole
+  file is kept and stamped `version = 1`, the runtimes go under the v1 plugin name
+  `plugins.cri` (copied from `plugins.cri`'s default runtime, or a bare runc.v2 entry with
+  the engine's empty v1 fields), each with `options.Runtime` beside `BinaryName`, and
+  `default_runtime_name` / `enable_cdi` land in `plugins.cri.containerd`. 1.17 writes that
+  back in place; 1.18 writes it, whole (root, state, grpc, every plugin), as the drop-in and
+  does **not** add an `imports` entry to the top-level file. An empty file is version 2.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any
 
 import tomlkit
 
-from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2
+from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, RUNC_V2
 
 RUNTIME_BINARY = "nvidia-container-runtime"
 MODE_RUNTIMES = {"nvidia-cdi": ".cdi", "nvidia-legacy": ".legacy"}
@@ -69,21 +77,25 @@ def _load(text: str | None) -> dict[str, Any]:
     return tomllib.loads(text) if text else {}
 
 
-def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any]) -> None:
-    """Add the nvidia runtimes (and the default and CDI settings) to a CRI table."""
+def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any], *,
+              v1: bool = False) -> None:
+    """Add the nvidia runtimes (and the default and CDI settings) to a CRI table; `v1`: the
+    version-1 engine's shape (`options.Runtime` too, `enable_cdi` under `containerd`)."""
     ctd = table.setdefault("containerd", {})
     runtimes = ctd.setdefault("runtimes", {})
     root = env.get("ROOT", "/usr/local/nvidia").rstrip("/")
     name = env.get("CONTAINERD_RUNTIME_CLASS") or env.get("NVIDIA_RUNTIME_NAME") or "nvidia"
     for runtime, suffix in {name: "", **MODE_RUNTIMES}.items():
         entry = copy.deepcopy(base)
-        entry["options"] = {**entry.get("options", {}),
-                            "BinaryName": f"{root}/toolkit/{RUNTIME_BINARY}{suffix}"}
+        binary = f"{root}/toolkit/{RUNTIME_BINARY}{suffix}"
+        entry["options"] = {**entry.get("options", {}), "BinaryName": binary}
+        if v1:
+            entry["options"]["Runtime"] = binary
         runtimes[runtime] = entry
     if set_as_default(env):
         ctd["default_runtime_name"] = name
     if _truthy(env.get("CDI_ENABLED")) or _truthy(env.get("RUNTIME_ENABLE_CDI")):
-        table["enable_cdi"] = True
+        (ctd if v1 else table)["enable_cdi"] = True
 
 
 def _default_runtime(table: dict[str, Any]) -> dict[str, Any] | None:
@@ -107,8 +119,9 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str]) -> dict[str
     sources = config_sources(env) or [target]
     source = _load(files.get(sources[0]))
     if source and "version" not in source:
-        # No `version`: a v1 config to the installer, which edits it in place.
-        return {target: _dump(_edit_in_place(source, env))}
+        # No `version`: the v1 engine, whose drop-in is the whole edited file; the
+        # top-level file is left alone (no `imports` entry is added).
+        return {dropin: _dump(_edit_v1(source, env))}
     version = int(source.get("version", 2))
     key = _cri_key(version)
     table = copy.deepcopy(source.get("plugins", {}).get(key, {}))
@@ -128,9 +141,22 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str]) -> dict[str
     return out
 
 
+def _edit_v1(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """The version-1 engine (a non-empty file without `version`): the whole file, stamped
+    version 1, with the runtimes under `plugins.cri`."""
+    doc = copy.deepcopy(doc)
+    doc["version"] = 1
+    table = doc.setdefault("plugins", {}).setdefault(CRI_V1, {})
+    base = _default_runtime(table) or copy.deepcopy(_BARE_RUNTIME_117)
+    _runtimes(table, env, base, v1=True)
+    return doc
+
+
 def _edit_in_place(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """1.17's way (and 1.18's for a version-less file): the runtimes go into the edited
-    file's own CRI table."""
+    """1.17's way: the runtimes go into the edited file's own CRI table (an empty or
+    missing file is version 2; a version-less one goes to the v1 engine)."""
+    if doc and "version" not in doc:
+        return _edit_v1(doc, env)
     doc = copy.deepcopy(doc)
     version = int(doc.setdefault("version", 2))
     key = _cri_key(version)

@@ -124,6 +124,17 @@ def fm03(a: Analysis) -> list[Finding]:
             a.where(at(src, group[0].dotted)),
             _mixing_fix(eff, src, group[0].key),
         ))
+    for ambiguity in eff.ambiguities:
+        path = ambiguity.split(":", 1)[0]
+        out.append(Finding(
+            "FM03", Severity.ERROR,
+            f"{ambiguity}: containerd {line} renames version-1 plugin names while walking an "
+            "unordered map, so which of the two tables it runs with changes from one start "
+            "to the next (both outcomes seen with the real 2.0 and 2.2).",
+            a.where(path),
+            f"Write {path} as version 2 (`version = 2`, full plugin names only); if the GPU "
+            "Operator's toolkit wrote it, give the file it reads a `version` key first.",
+        ))
     lost_types = {x.runtime for x in a.losses if x.kind == "runtime_type"}
     for name, view in sorted(eff.runtimes.items()):
         if view.runtime_type is None and name not in lost_types:
