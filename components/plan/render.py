@@ -10,6 +10,8 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from gpuplane.plan.toolkit_view import toolkit_lines
+
 
 def _files_by_content(plan: dict[str, Any]) -> list[tuple[list[str], str, str]]:
     """(nodes, path, content): nodes that get the same file are listed once."""
@@ -80,6 +82,8 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
         console.print(f"  {escape(line)}")
     for line in _baselines(plan):
         console.print(f"  planned from: {escape(line)}")
+    for line in toolkit_lines(plan.get("toolkit")):
+        console.print(f"  toolkit: {escape(line)}")
     for nodes, path, content in _files_by_content(plan):
         console.print(f"[bold]{path}[/bold] on {', '.join(nodes)}")
         console.print(Syntax(content, "toml"))
@@ -135,6 +139,7 @@ def render_markdown(plan: dict[str, Any]) -> str:
         out += ["No policy findings.", ""]
     out += ["#### Rollout", ""] + [f"- {line}" for line in _batches(plan) or ["no node changes"]]
     out += [f"- planned from: {line}" for line in _baselines(plan)]
+    out += [f"- toolkit: {line}" for line in toolkit_lines(plan.get("toolkit"))]
     out.append("")
     for nodes, path, content in _files_by_content(plan):
         out += [f"<details><summary><code>{path}</code> on {len(nodes)} node(s)</summary>", "",

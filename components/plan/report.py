@@ -13,6 +13,7 @@ from gpuplane.agent import agent_source
 from gpuplane.config import StackConfig
 from gpuplane.findings import Finding, Severity
 from gpuplane.plan.engine import Registered
+from gpuplane.plan.toolkit_view import toolkit_view
 from gpuplane.stack.cluster import GpuCluster
 
 PLAN_FORMAT = 1
@@ -70,6 +71,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "devicePlugin": cfg.device_plugin,
         },
         "effectiveRuntimes": {"afterGpuplane": written, "afterToolkit": plan.effective.to_dict()},
+        "toolkit": toolkit_view(plan),
         "resources": [{
             "type": r.type, "name": r.name, "parent": names.get(r.parent),
             "dependsOn": sorted({names.get(d, d) for d in r.dependencies}),
