@@ -297,3 +297,49 @@ def test_generated_captured_files_agree_with_the_real_toolkit(
     plan = _plan_from(PROFILES[name], line, toolkit, OPTIONS[opts], files)
     with tempfile.TemporaryDirectory(prefix="gp-tk-") as tmp:
         assert_toolkit_agrees(plan, toolkit, Path(tmp))
+
+
+# ---------------------------------------------------------------------------------------
+# Host toolkit: no installer runs; gpuplane writes the nvidia runtime itself. It must be
+# the runtime NVIDIA's own host configuration gives containerd.
+
+HOST_PROFILES = [n for n, p in PROFILES.items() if p.edit_mode is EditMode.DROP_IN]
+HOST_OPTIONS = {
+    "plain": ({}, []),
+    "nvidia-default": ({"nvidia_default": True}, ["--set-as-default"]),
+    "cdi": ({"cdi": True}, ["--enable-cdi"]),
+    "runtime-gpu": ({"runtime_name": "gpu"}, ["--nvidia-runtime-name=gpu"]),
+}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("opts", HOST_OPTIONS)
+@pytest.mark.parametrize("line", oracle.LINES)
+@pytest.mark.parametrize("name", HOST_PROFILES)
+def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: str,
+                                                   tmp_path: Path) -> None:
+    """gpuplane's host-toolkit files vs `nvidia-ctk runtime configure --runtime=containerd
+    --drop-in-config=<the distro's drop-in dir>/99-nvidia.toml --nvidia-runtime-path=
+    /usr/bin/nvidia-container-runtime` (toolkit 1.18.1) on the same node: real containerd
+    runs both with the same CRI runtimes, default and CDI setting."""
+    prof = PROFILES[name]
+    plan_opts, ctk_args = HOST_OPTIONS[opts]
+    plan = plan_node(prof, ContainerdVersion.parse(line),
+                     PlanOptions(toolkit=ToolkitMode.HOST, **plan_opts))
+    assert not plan.toolkit_files
+    configured = toolkit_oracle.host_configure(
+        "1.18.1", plan.baseline, config=prof.config_path,
+        dropin=f"{prof.dropin_dir}/99-nvidia.toml",
+        args=["--nvidia-runtime-path=/usr/bin/nvidia-container-runtime", *ctk_args],
+        tmp=tmp_path / "ctk")
+    oracle.require_line(line)
+    views = []
+    for label, layout in (("gpuplane", {**plan.baseline, **plan.files}),
+                          ("nvidia-ctk", configured)):
+        write_layout(layout, tmp_path / label)
+        dumped = oracle.dump(line, host_path(tmp_path / label, prof.config_path))
+        assert dumped.ok, (label, dumped.error)
+        views.append(oracle.effective_from_dump(line, dumped.config))
+    ours, theirs = views
+    assert ours == theirs
+    assert ours == plan.effective.to_dict()

@@ -126,3 +126,34 @@ def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
 def _snapshot(host: Path) -> dict[str, str]:
     return {"/" + p.relative_to(host).as_posix(): p.read_text(encoding="utf-8")
             for p in host.rglob("*") if p.is_file()}
+
+
+def nvidia_ctk(version: str) -> Path:
+    """The `nvidia-ctk` of toolkit `version` (what a host install's docs tell users to run:
+    `nvidia-ctk runtime configure --runtime=containerd`); skips (fails in CI) when absent."""
+    folder, _ = TOOLKITS[version]
+    path = oracle.cache_dir() / "oracles" / folder / "nvidia-ctk"
+    if not (path.exists() and os.access(path, os.X_OK)):
+        oracle.unavailable(f"nvidia-ctk {version}: {path} is missing "
+                           "(scripts/fetch-oracles.sh unpacks ../shared/oracles)")
+    return path
+
+
+def host_configure(version: str, layout: dict[str, str], *, config: str, dropin: str,
+                   args: list[str], tmp: Path) -> dict[str, str]:
+    """Run `nvidia-ctk runtime configure --runtime=containerd` on `layout` (node paths) with
+    the drop-in at `dropin`, the way a host install configures containerd; returns the
+    node's files afterwards, with the sandbox prefix taken out of any `imports` entry."""
+    host = tmp / "host"
+    for node_path, text in layout.items():
+        target = host / node_path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    proc = subprocess.run(
+        [str(nvidia_ctk(version)), "runtime", "configure", "--runtime=containerd",
+         f"--config={host}{config}", f"--drop-in-config={host}{dropin}", *args],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp)
+    if proc.returncode != 0:
+        raise oracle.OracleError(f"nvidia-ctk {version} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}{proc.stderr}")
+    return {path: text.replace(str(host), "") for path, text in _snapshot(host).items()}
