@@ -202,11 +202,11 @@ def _input_error(message: str) -> int:
 
 
 def _console() -> Console:
-    """Rich console; when piped, no colour and a wide line so paths are not broken."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 120), no_color=True, highlight=False)
-    return console
+    """One console for every command: the terminal's width on a terminal; piped, no
+    colour, padding or truncation (`gpuplane.console`)."""
+    from gpuplane.console import make_console
+
+    return make_console()
 
 
 if __name__ == "__main__":

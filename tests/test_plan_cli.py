@@ -58,8 +58,9 @@ def test_diff_against_base_lists_disrupted_nodes_in_order(
     assert diff["resources"]["added"] == diff["resources"]["removed"] == []
     _, md, _ = run(capsys, "--stack", "kubeadm-prod", "--stacks-dir", str(stacks),
                       "--format", "markdown", "--base", str(base))
-    assert "#### Nodes disrupted (containerd restart), in order" in md
-    assert "1. `a100-01` (batch 0)" in md and "```diff" in md
+    assert "- containerd restarts, in order: `a100-01` (batch 0: containerd's effective " \
+        "config changes (/etc/containerd/config.toml)); `a100-02` (batch 1" in md
+    assert "```diff" in md
 
 
 def test_same_plan_as_base_disrupts_nothing(capsys: pytest.CaptureFixture[str],

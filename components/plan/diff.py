@@ -170,6 +170,18 @@ def _workload_restarts(changed: list[dict[str, Any]],
     return out
 
 
+def toolkit_env(plan: dict[str, Any]) -> dict[str, str]:
+    """The operator toolkit's env per Helm release, as `NAME=value` lines: where the
+    toolkit writes containerd's config (the fix of field incident 1)."""
+    out = {}
+    for release, rel in plan.get("helm", {}).items():
+        env = ((rel.get("values") or {}).get("toolkit") or {}).get("env")
+        if isinstance(env, list) and env:
+            out[release] = "".join(f"{e.get('name')}={e.get('value')}\n" for e in env
+                                   if isinstance(e, dict))
+    return out
+
+
 def _finding_key(f: dict[str, Any]) -> tuple[str, str]:
     return f["id"], f.get("where", "")
 
@@ -232,6 +244,13 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
                        f"a/{release}", f"b/{release}")
         if text:
             values[release] = text
+    old_env, new_env = toolkit_env(base), toolkit_env(new)
+    env = {}
+    for release in sorted({*old_env, *new_env}):
+        text = unified(old_env.get(release, ""), new_env.get(release, ""),
+                       f"a/{release} toolkit.env", f"b/{release} toolkit.env")
+        if text:
+            env[release] = text
     resources = resources_diff(base, new, rejected)
     old_batches = base.get("batches") or base.get("withheldBatches") or []
     new_batches = new.get("batches") or new.get("withheldBatches") or []
@@ -244,6 +263,7 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "config": config_diff(base, new),
         "files": files,
         "values": values,
+        "toolkitEnv": env,
         "resources": resources,
         "rollout": rollout,
         "disrupted": [] if rejected else disrupted,
@@ -262,4 +282,4 @@ def is_empty(diff: dict[str, Any]) -> bool:
                 or diff["findings"]["new"] or diff["findings"]["fixed"])
 
 
-__all__ = ["changed_paths", "is_empty", "plan_diff", "to_yaml", "unified"]
+__all__ = ["changed_paths", "is_empty", "plan_diff", "to_yaml", "toolkit_env", "unified"]
