@@ -102,7 +102,7 @@ def test_markdown_is_cut_to_the_limit_with_a_note(tmp_path: Path, limit: int) ->
     assert len(full) > limit    # the case is real
     md = render_markdown(plan, limit=limit)
     assert len(md) <= limit and fences_balanced(md)
-    assert "**Truncated** to fit GitHub's comment limit" in md
+    assert f"**Truncated** to {limit:,} characters" in md
     assert "`gpuplane-plan` artifact" in md
     assert md.startswith(full.split("\n\n")[0])    # the verdict always stays
 

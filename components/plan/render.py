@@ -19,8 +19,11 @@ from gpuplane.console import print_block, print_line, print_table
 from gpuplane.plan.diff import to_yaml, toolkit_env
 
 GITHUB_COMMENT_LIMIT = 65_536
+# What a comment may hold after the room kept for what the PR workflow adds around it
+# (a note when the base plan failed, the sticky comment's marker).
+COMMENT_BUDGET = GITHUB_COMMENT_LIMIT - 4_096
 TRUNCATED_NOTE = (
-    "\n---\n**Truncated** to fit GitHub's comment limit ({limit:,} characters): {count} "
+    "\n---\n**Truncated** to {limit:,} characters (GitHub's comment limit is 65,536): {count} "
     "section(s) left out ({names}). The full plan and diff are in the JSON plan "
     "(`gpuplane plan --format json --base ...`), uploaded by the PR workflow as the "
     "`gpuplane-plan` artifact of this run.\n")
@@ -368,7 +371,7 @@ def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str,
     return out
 
 
-def render_markdown(plan: dict[str, Any], limit: int = GITHUB_COMMENT_LIMIT) -> str:
+def render_markdown(plan: dict[str, Any], limit: int = COMMENT_BUDGET) -> str:
     """The PR comment: never longer than `limit` characters; sections that do not fit are
     left out, in reading order, with a note pointing at the full JSON plan."""
     sections = _md_sections(plan)
@@ -393,4 +396,4 @@ def render_markdown(plan: dict[str, Any], limit: int = GITHUB_COMMENT_LIMIT) -> 
     return body + TRUNCATED_NOTE.format(limit=limit, count=len(left_out), names=names)
 
 
-__all__ = ["GITHUB_COMMENT_LIMIT", "render_markdown", "render_text"]
+__all__ = ["COMMENT_BUDGET", "GITHUB_COMMENT_LIMIT", "render_markdown", "render_text"]
