@@ -161,3 +161,14 @@ def test_containerd_check_uses_the_same_table_style(capsys: pytest.CaptureFixtur
     head = lines.index("Merge order")
     assert re.fullmatch(r"#  file +version +imported by", lines[head + 1])
     assert re.fullmatch(r"-  -+  -+  -+", lines[head + 2])
+
+
+def test_doctor_uses_the_same_table_style(capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(__file__).resolve().parent / "data" / "doctor" / "incident-3"
+    main(["doctor", "--from", str(data)])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []
+    head = lines.index("Inspected nodes")
+    assert re.fullmatch(r"node +containerd +daemons +kubelet's containerd +default runtime"
+                        r" +runtimes", lines[head + 1])
+    assert re.fullmatch(r"-+(  -+){5}", lines[head + 2])
