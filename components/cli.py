@@ -148,8 +148,9 @@ def _plan(argv: list[str]) -> int:
     parser.add_argument("--stacks-dir", default="stacks", type=Path)
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     parser.add_argument("--base", type=Path, metavar="PLAN.json",
-                        help="a previous JSON plan: show file and values diffs and the nodes "
-                             "that will be disrupted, in order")
+                        help="a previous JSON plan (e.g. main's): diff every resource's inputs, "
+                             "the stack settings, node files, Helm values, the rollout (with "
+                             "the nodes that restart, in order, and why) and the findings")
     parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
                         help="policy config JSON, as `pulumi preview --policy-pack-config`")
     ns = parser.parse_args(argv)

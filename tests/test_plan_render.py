@@ -172,3 +172,13 @@ def test_doctor_uses_the_same_table_style(capsys: pytest.CaptureFixture[str]) ->
     assert re.fullmatch(r"node +containerd +daemons +kubelet's containerd +default runtime"
                         r" +runtimes", lines[head + 1])
     assert re.fullmatch(r"-+(  -+){5}", lines[head + 2])
+
+
+def test_rejected_plan_without_base_shows_what_it_holds_back(tmp_path: Path) -> None:
+    plan = changed("kubeadm-prod", tmp_path, "gpuplane:runtime", "systemdCgroup", False)
+    del plan["diff"]
+    md = render_markdown(plan)
+    assert "- write `/etc/containerd/config.toml` on 5 node(s) in 3 batch(es)" in md
+    assert "- batch 0 [canary]: a100-01 (withheld: the plan is rejected)" in md
+    assert ("<summary><code>/etc/containerd/config.toml</code> on 5 node(s): a100-01, "
+            "a100-02, a100-03, l40s-01, l40s-02 (withheld: the plan is rejected)") in md

@@ -62,6 +62,14 @@ def _files_by_content(plan: dict[str, Any], key: str = "files") -> list[tuple[li
     return [(nodes, path, content) for (path, content), nodes in groups.items()]
 
 
+def _all_files(plan: dict[str, Any]) -> list[tuple[list[str], str, str, str]]:
+    """(nodes, path, content, note): the files written, or those a rejected plan holds
+    back, marked as such."""
+    held = " (withheld: the plan is rejected)"
+    return ([(*group, "") for group in _files_by_content(plan)]
+            + [(*group, held) for group in _files_by_content(plan, "withheldFiles")])
+
+
 def _node_diffs(diff: dict[str, Any]) -> list[tuple[list[str], str, str]]:
     """(nodes, path, diff): a file diff shared by several nodes shows once."""
     groups: dict[tuple[str, str], list[str]] = {}
@@ -155,8 +163,8 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
         print_line(console, f"  {line}")
     for line in baseline_lines(plan):
         print_line(console, f"  planned from: {line}")
-    for nodes, path, content in _files_by_content(plan):
-        print_line(console, (path, "bold"), f" on {', '.join(nodes)}")
+    for nodes, path, content, held in _all_files(plan):
+        print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
         print_block(console, content, "toml")
     _findings_text(console, "Findings", plan["findings"])
 
@@ -307,9 +315,9 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         for release, env in toolkit_env(plan).items():
             out.append((f"toolkit env {release}", _details(
                 f"Toolkit env {_code(release)}", _fence(env, "sh")), False))
-    for nodes, path, content in _files_by_content(plan):
+    for nodes, path, content, held in _all_files(plan):
         out.append((f"file {path}", _details(
-            f"{_code(path)} on {len(nodes)} node(s): {html.escape(', '.join(nodes))}",
+            f"{_code(path)} on {len(nodes)} node(s): {html.escape(', '.join(nodes))}{held}",
             _fence(content, "toml")), False))
     return out
 
