@@ -9,6 +9,7 @@ with SSH access and N nodes, canary then batches of 10, planned with `plan_stack
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -59,7 +60,12 @@ def measure(n: int) -> dict:
 
 
 def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or SIZES
+    parser = argparse.ArgumentParser(
+        description="Plan time and peak memory of a kubeadm stack with N GPU nodes (SSH, "
+                    "canary then batches of 10, every policy), each size in a fresh process.")
+    parser.add_argument("sizes", nargs="*", type=int, metavar="SIZES",
+                        help=f"node counts to plan (default: {' '.join(map(str, SIZES))})")
+    sizes = parser.parse_args().sizes or SIZES
     print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'ms/node':>8} {'json s':>7} "
           f"{'import s':>8} {'peak MB':>8} {'findings':>8}")
     for n in sizes:

@@ -148,8 +148,9 @@ def _plan(argv: list[str]) -> int:
     parser.add_argument("--stacks-dir", default="stacks", type=Path)
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     parser.add_argument("--base", type=Path, metavar="PLAN.json",
-                        help="a previous JSON plan: show file and values diffs and the nodes "
-                             "that will be disrupted, in order")
+                        help="a previous JSON plan (e.g. main's): diff every resource's inputs, "
+                             "the stack settings, node files, Helm values, the rollout (with "
+                             "the nodes that restart, in order, and why) and the findings")
     parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
                         help="policy config JSON, as `pulumi preview --policy-pack-config`")
     ns = parser.parse_args(argv)
@@ -202,11 +203,11 @@ def _input_error(message: str) -> int:
 
 
 def _console() -> Console:
-    """Rich console; when piped, no colour and a wide line so paths are not broken."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 120), no_color=True, highlight=False)
-    return console
+    """One console for every command: the terminal's width on a terminal; piped, no
+    colour, padding or truncation (`gpuplane.console`)."""
+    from gpuplane.console import make_console
+
+    return make_console()
 
 
 if __name__ == "__main__":

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from gpuplane.console import print_table
 from gpuplane.findings import Finding, Severity
 from gpuplane.nodecheck import NodeCheck
 
@@ -29,32 +28,24 @@ def check_to_json(check: NodeCheck) -> dict[str, Any]:
 
 
 def render_check(check: NodeCheck, console: Console) -> None:
-    """Merge order, effective CRI view and findings; plain text when not a terminal."""
+    """Merge order, effective CRI view and findings, in the CLI's one table style."""
     eff = check.effective
-    boxes = box.SIMPLE if console.is_terminal else box.ASCII2
     console.print(Text.assemble(
         ("containerd ", "bold"), (str(eff.containerd_version), "bold"),
-        f"  config version {eff.config_version}  {check.config}"), soft_wrap=True)
-
-    order = Table(title="Merge order", box=boxes, title_justify="left")
-    for column in ("#", "file", "version", "imported by"):
-        order.add_column(column)
-    for index, f in enumerate(eff.files, start=1):
-        order.add_row(str(index), f.path, str(f.version or "1 (none)"), f.imported_by or "")
-    console.print(order)
-
+        f"  config version {eff.config_version}  {check.config}"),
+        soft_wrap=not console.is_terminal)
+    print_table(console, "Merge order", ("#", "file", "version", "imported by"), [
+        (str(index), f.path, str(f.version or "1 (none)"), f.imported_by or "")
+        for index, f in enumerate(eff.files, start=1)])
     cdi = {True: "on", False: "off", None: "not supported"}[eff.cdi]
-    runtimes = Table(
-        title=f'Effective CRI (plugins."{eff.cri_key}"): default runtime '
-              f"{eff.default_runtime}, CDI {cdi}",
-        box=boxes, title_justify="left")
-    for column in ("runtime", "runtime_type", "options"):
-        runtimes.add_column(column)
+    rows = []
     for name, view in sorted(eff.runtimes.items()):
         options = ", ".join(f"{k} = {_toml(v)}" for k, v in sorted(view.options.items()))
         marker = " (default)" if name == eff.default_runtime else ""
-        runtimes.add_row(name + marker, view.runtime_type or "(missing)", options)
-    console.print(runtimes)
+        rows.append((name + marker, view.runtime_type or "(missing)", options))
+    print_table(console, f'Effective CRI (plugins."{eff.cri_key}"): default runtime '
+                         f"{eff.default_runtime}, CDI {cdi}",
+                ("runtime", "runtime_type", "options"), rows)
 
     if check.findings:
         console.print(Text("Findings", style="bold"))

@@ -23,12 +23,16 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--stack", "kubeadm-prod", "--format", "json")
     assert code == 0
     plan = json.loads(out)
-    assert set(plan) == {"format", "stack", "cluster", "effectiveRuntimes", "resources", "helm",
-                         "batches", "nodes", "findings", "summary"}
+    assert set(plan) == {"format", "stack", "verdict", "cluster", "effectiveRuntimes", "toolkit",
+                         "resources", "helm", "batches", "withheldBatches", "config", "nodes",
+                         "findings", "summary"}
+    assert plan["verdict"] == "ok" and plan["withheldBatches"] == []
+    assert plan["config"]["rollout"] == {"canary": True, "maxUnavailable": 2}
+    assert plan["config"]["sshPrivateKey"] == "[secret]"
     assert plan["batches"] == [["a100-01"], ["a100-02", "a100-03"], ["l40s-01", "l40s-02"]]
     node = plan["nodes"][0]
-    assert set(node) == {"name", "pool", "gpus", "batch", "baselineFiles", "files", "restart",
-                         "effectiveSha"}
+    assert set(node) == {"name", "pool", "gpus", "batch", "baselineFiles", "files",
+                         "withheldFiles", "restart", "effectiveSha"}
     assert node["files"]["/etc/containerd/config.toml"].count('"/etc/containerd/conf.d/*.toml"')
     assert plan["summary"]["nodes"] == 5
 
@@ -51,11 +55,12 @@ def test_diff_against_base_lists_disrupted_nodes_in_order(
     assert [d["batch"] for d in diff["disrupted"]] == [0, 1, 1, 2, 2]
     text = diff["files"]["a100-01"]["/etc/containerd/config.toml"]
     assert "-        SystemdCgroup = true" in text and "+        SystemdCgroup = false" in text
-    assert diff["resources"] == {"added": [], "removed": []}
+    assert diff["resources"]["added"] == diff["resources"]["removed"] == []
     _, md, _ = run(capsys, "--stack", "kubeadm-prod", "--stacks-dir", str(stacks),
                       "--format", "markdown", "--base", str(base))
-    assert "#### Nodes disrupted (containerd restart), in order" in md
-    assert "1. `a100-01` (batch 0)" in md and "```diff" in md
+    assert "- containerd restarts, in order: `a100-01` (batch 0: containerd's effective " \
+        "config changes (/etc/containerd/config.toml)); `a100-02` (batch 1" in md
+    assert "```diff" in md
 
 
 def test_same_plan_as_base_disrupts_nothing(capsys: pytest.CaptureFixture[str],

@@ -14,11 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from gpuplane.console import print_table
 from gpuplane.doctor.analyse import DoctorReport
 from gpuplane.findings import Severity
 from gpuplane.rules import RULES
@@ -93,19 +92,17 @@ def render_report(report: DoctorReport, console: Console) -> None:
             console.print(Text.assemble(("  fix: ", "green"), f.fix), soft_wrap=True)
     if report.nodes:
         console.print()
-        table = Table(title="Inspected nodes", title_justify="left",
-                      box=box.SIMPLE if console.is_terminal else box.ASCII2)
-        for column in ("node", "containerd", "daemons", "kubelet's containerd",
-                       "default runtime", "runtimes"):
-            table.add_column(column)
+        rows = []
         for node, facts in report.nodes.items():
             kubelet = facts.get("kubelet_containerd") or {}
             effective = facts.get("effective") or {}
-            table.add_row(node, str(facts.get("containerd", "?")), str(facts.get("daemons", "?")),
-                          f"{kubelet.get('config', '?')} ({kubelet.get('socket', '?')})",
-                          str(effective.get("default_runtime", "?")),
-                          ", ".join(sorted(effective.get("runtimes") or {})))
-        console.print(table)
+            rows.append((node, str(facts.get("containerd", "?")), str(facts.get("daemons", "?")),
+                         f"{kubelet.get('config', '?')} ({kubelet.get('socket', '?')})",
+                         str(effective.get("default_runtime", "?")),
+                         ", ".join(sorted(effective.get("runtimes") or {}))))
+        print_table(console, "Inspected nodes", ("node", "containerd", "daemons",
+                                                 "kubelet's containerd", "default runtime",
+                                                 "runtimes"), rows)
     if report.notes:
         console.print()
         console.print(Text("Notes", style="bold"))

@@ -1,62 +1,285 @@
 """The preview diff before a node rollout: this plan against a base plan (e.g. main's).
 
-Unified diffs of every node file and every Helm release's values, resources added and
-removed, and the nodes whose containerd restarts, in rollout order.
+A reviewer approves a change that restarts containerd on a fleet from this diff alone, so
+nothing that changes in the Pulumi program may be left out: every resource's inputs and
+dependencies (added, removed, changed, with a YAML diff of what changed), the stack
+settings, the node files and Helm values (unified diffs), the rollout (batches, order,
+which nodes restart and why) and the findings (new, fixed). A plan that the rulebook or a
+mandatory policy rejects changes nothing: what it would have written is shown as the
+attempted change and the resources it holds back as withheld, never as removals.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any
 
 import yaml
 
-
-def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
-                                        new.splitlines(keepends=True), old_name, new_name))
+ROLLOUT_TYPE = "gpuplane:index:ContainerdRollout"
+MAX_PATHS = 12   # changed input paths listed per resource; the YAML diff has them all
 
 
-def _yaml(value: Any) -> str:
-    return yaml.safe_dump(value, sort_keys=True, default_flow_style=False) if value else ""
+class _Dumper(yaml.SafeDumper):
+    """YAML with multi-line strings as literal blocks, so an embedded file or manifest
+    diffs line by line instead of as one escaped line."""
+
+
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    if "\n" in text:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def readable(value: Any) -> Any:
+    """`value` with JSON embedded in strings (the intent in ConfigMaps and checks) spread
+    out as indented text, so a one-field change is a one-line diff."""
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    if isinstance(value, str) and value[:1] in "{[" and "\n" not in value:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(parsed, dict | list):
+            return json.dumps(parsed, indent=2, sort_keys=True) + "\n"
+    return value
+
+
+def to_yaml(value: Any) -> str:
+    """Stable YAML (sorted keys, literal blocks) of a plan value; empty for nothing."""
+    if value in (None, {}, []):
+        return ""
+    return yaml.dump(readable(value), Dumper=_Dumper, sort_keys=True,
+                     default_flow_style=False, allow_unicode=True, width=100)
+
+
+def unified(old: str, new: str, old_name: str, new_name: str) -> str:
+    """A unified diff, with a newline after a last line that lacks one."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 old_name, new_name)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def changed_paths(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the leaves that differ between two JSON values."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted({*old, *new}, key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old or key not in new:
+                out.append(path)
+            else:
+                out += changed_paths(old[key], new[key], path)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += changed_paths(a, b, f"{prefix}[{i}]")
+        return out
+    return [] if old == new else [prefix or "."]
+
+
+def resource_key(resource: dict[str, Any]) -> str:
+    return f"{resource['type']}::{resource['name']}"
+
+
+def _compared(resource: dict[str, Any]) -> dict[str, Any]:
+    """What a resource's change consists of: its inputs and what it waits for."""
+    return {"inputs": resource.get("inputs", {}), "dependsOn": resource.get("dependsOn", []),
+            "parent": resource.get("parent")}
+
+
+def _rollout_subtree(resources: list[dict[str, Any]]) -> set[str]:
+    """Keys of the node rollout component and everything below it."""
+    parents = {r["name"]: r.get("parent") for r in resources}
+    roots = {r["name"] for r in resources if r["type"] == ROLLOUT_TYPE}
+
+    def under(name: str | None) -> bool:
+        seen: set[str] = set()
+        while name and name not in seen:
+            if name in roots:
+                return True
+            seen.add(name)
+            name = parents.get(name)
+        return False
+
+    return {resource_key(r) for r in resources if under(r["name"])}
+
+
+def resources_diff(base: dict[str, Any], new: dict[str, Any],
+                   rejected: bool) -> dict[str, Any]:
+    """Added, removed (or withheld by a rejection) and changed resources."""
+    old_res = {resource_key(r): r for r in base.get("resources", [])}
+    new_res = {resource_key(r): r for r in new.get("resources", [])}
+    removed = sorted(old_res.keys() - new_res.keys())
+    withheld: list[str] = []
+    if rejected:
+        held = _rollout_subtree(base.get("resources", []))
+        withheld = [k for k in removed if k in held]
+        removed = [k for k in removed if k not in held]
+    changed = []
+    for key in sorted(old_res.keys() & new_res.keys()):
+        before, after = _compared(old_res[key]), _compared(new_res[key])
+        if before == after:
+            continue
+        paths = changed_paths(before, after)
+        changed.append({
+            "resource": key,
+            "paths": paths[:MAX_PATHS] + ([f"... {len(paths) - MAX_PATHS} more"]
+                                          if len(paths) > MAX_PATHS else []),
+            "diff": unified(to_yaml(before), to_yaml(after), f"a/{key}", f"b/{key}"),
+        })
+    return {"added": sorted(new_res.keys() - old_res.keys()), "removed": removed,
+            "withheld": withheld, "changed": changed}
+
+
+def _node_files(node: dict[str, Any]) -> dict[str, str]:
+    """What the node gets, or would get were the plan not rejected."""
+    return node.get("files") or node.get("withheldFiles") or {}
+
+
+def _restart_reason(node: dict[str, Any], old: dict[str, Any], files: list[str]) -> str:
+    if not old:
+        return "new GPU node: gpuplane writes its containerd config"
+    if old.get("batch") is None:
+        return "gpuplane starts writing this node's containerd config"
+    where = f" ({', '.join(files)})" if files else ""
+    return f"containerd's effective config changes{where}"
+
+
+def _workload_restarts(changed: list[dict[str, Any]],
+                       new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Changed restart resources (e.g. the device plugin's on a new sharing config): their
+    update restarts pods on every GPU node."""
+    by_key = {resource_key(r): r for r in new.get("resources", [])}
+    out = []
+    for change in changed:
+        r = by_key[change["resource"]]
+        if r["name"].endswith("-restart"):
+            inputs = r.get("inputs", {})
+            out.append({"resource": change["resource"], "namespace": inputs.get("namespace"),
+                        "selector": inputs.get("selector"),
+                        "reason": "changed " + ", ".join(change["paths"])})
+    return out
+
+
+def toolkit_env(plan: dict[str, Any]) -> dict[str, str]:
+    """The operator toolkit's env per Helm release, as `NAME=value` lines: where the
+    toolkit writes containerd's config (the fix of field incident 1)."""
+    out = {}
+    for release, rel in plan.get("helm", {}).items():
+        env = ((rel.get("values") or {}).get("toolkit") or {}).get("env")
+        if isinstance(env, list) and env:
+            out[release] = "".join(f"{e.get('name')}={e.get('value')}\n" for e in env
+                                   if isinstance(e, dict))
+    return out
+
+
+def _finding_key(f: dict[str, Any]) -> tuple[str, str]:
+    return f["id"], f.get("where", "")
+
+
+def findings_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Findings this change brings (new) and those it removes (fixed)."""
+    old = {_finding_key(f): f for f in base.get("findings", [])}
+    now = {_finding_key(f): f for f in new.get("findings", [])}
+    return {"new": [f for k, f in now.items() if k not in old],
+            "fixed": [f for k, f in old.items() if k not in now]}
+
+
+def config_diff(base: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stack settings that differ, as `gpuplane:<path>` with both values (plans made
+    before `config` was in the JSON have none: then nothing is listed)."""
+    old, now = base.get("config"), new.get("config")
+    if old is None or now is None:
+        return []
+    out = []
+    for path in changed_paths(old, now):
+        out.append({"key": f"gpuplane:{path}", "base": _at(old, path), "new": _at(now, path)})
+    return out
+
+
+def _at(value: Any, path: str) -> Any:
+    """The value at a `changed_paths` path, None where it is absent."""
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("["):
+            index = int(part[1:-1])
+            value = value[index] if isinstance(value, list) and index < len(value) else None
+        elif part and part != ".":
+            value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """What changes from `base` to `new`; both are `build_report` dicts."""
+    rejected = new.get("verdict") == "rejected"
     base_nodes = {n["name"]: n for n in base.get("nodes", [])}
     files: dict[str, dict[str, str]] = {}
     disrupted: list[dict[str, Any]] = []
     for node in new.get("nodes", []):
         old = base_nodes.get(node["name"], {})
-        old_files, new_files = old.get("files", {}), node.get("files", {})
+        old_files, new_files = _node_files(old), _node_files(node)
         for path in sorted({*old_files, *new_files}):
-            text = _unified(old_files.get(path, ""), new_files.get(path, ""),
-                            f"a{path}", f"b{path}")
+            text = unified(old_files.get(path, ""), new_files.get(path, ""),
+                           f"a{path}", f"b{path}")
             if text:
                 files.setdefault(node["name"], {})[path] = text
         changed = node.get("effectiveSha") != old.get("effectiveSha")
         if node.get("batch") is not None and (changed if old else node.get("restart")):
-            disrupted.append({"node": node["name"], "batch": node["batch"]})
+            disrupted.append({"node": node["name"], "batch": node["batch"],
+                              "reason": _restart_reason(node, old,
+                                                        sorted(files.get(node["name"], {})))})
     disrupted.sort(key=lambda d: d["batch"])
     base_helm, new_helm = base.get("helm", {}), new.get("helm", {})
     values = {}
     for release in sorted({*base_helm, *new_helm}):
-        old_r, new_r = base_helm.get(release, {}), new_helm.get(release, {})
-        text = _unified(_yaml({k: v for k, v in old_r.items()}),
-                        _yaml({k: v for k, v in new_r.items()}),
-                        f"a/{release}", f"b/{release}")
+        text = unified(to_yaml(base_helm.get(release, {})), to_yaml(new_helm.get(release, {})),
+                       f"a/{release}", f"b/{release}")
         if text:
             values[release] = text
-    key = lambda r: f"{r['type']}::{r['name']}"  # noqa: E731
-    old_res = {key(r) for r in base.get("resources", [])}
-    new_res = {key(r) for r in new.get("resources", [])}
-    return {
+    old_env, new_env = toolkit_env(base), toolkit_env(new)
+    env = {}
+    for release in sorted({*old_env, *new_env}):
+        text = unified(old_env.get(release, ""), new_env.get(release, ""),
+                       f"a/{release} toolkit.env", f"b/{release} toolkit.env")
+        if text:
+            env[release] = text
+    resources = resources_diff(base, new, rejected)
+    old_batches = base.get("batches") or base.get("withheldBatches") or []
+    new_batches = new.get("batches") or new.get("withheldBatches") or []
+    rollout = {"changed": old_batches != new_batches, "base": old_batches, "new": new_batches,
+               "workloadRestarts": _workload_restarts(resources["changed"], new)}
+    out = {
         "baseStack": base.get("stack"),
+        "verdict": new.get("verdict", "ok"),
+        "rejected": rejected,
+        "config": config_diff(base, new),
         "files": files,
         "values": values,
-        "resources": {"added": sorted(new_res - old_res), "removed": sorted(old_res - new_res)},
-        "disrupted": disrupted,
+        "toolkitEnv": env,
+        "resources": resources,
+        "rollout": rollout,
+        "disrupted": [] if rejected else disrupted,
+        "findings": findings_diff(base, new),
     }
+    out["empty"] = is_empty(out)
+    return out
 
 
-__all__ = ["plan_diff"]
+def is_empty(diff: dict[str, Any]) -> bool:
+    """Whether the diff shows no change at all."""
+    res = diff["resources"]
+    return not (diff["config"] or diff["files"] or diff["values"] or res["added"]
+                or res["removed"] or res["withheld"] or res["changed"]
+                or diff["rollout"]["changed"] or diff["disrupted"]
+                or diff["findings"]["new"] or diff["findings"]["fixed"])
+
+
+__all__ = ["changed_paths", "is_empty", "plan_diff", "to_yaml", "toolkit_env", "unified"]

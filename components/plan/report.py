@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuplane.agent import agent_source
 from gpuplane.config import StackConfig
-from gpuplane.findings import Finding, Severity
+from gpuplane.findings import Finding, Severity, has_errors
 from gpuplane.plan.engine import Registered
 from gpuplane.plan.toolkit_view import toolkit_view
 from gpuplane.stack.cluster import GpuCluster
@@ -33,6 +33,12 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     batch_of = {node: i for i, batch in enumerate(cluster.batches) for node in batch}
     managed = cluster.rollout is not None
     written = plan.written.to_dict()
+    errors = sum(f.severity is Severity.ERROR for f in findings)
+    # The program holds the node rollout back when the rulebook rejects the plan: the
+    # files and batches it would have rolled out are kept as `withheld*`, so a diff shows
+    # the rejected change instead of files that disappear.
+    held = (not managed and bool(cfg.node_access) and bool(cluster.batches)
+            and has_errors(cluster.plan_findings))
     nodes = []
     for index, node in enumerate(cfg.nodes):
         mine = cluster.node_plans.get(node.name, plan)
@@ -45,6 +51,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "baselineFiles": {path: local for path, (_, local)
                               in cfg.baseline_files_of(index).items()},
             "files": dict(mine.files) if managed else {},
+            "withheldFiles": dict(mine.files) if held else {},
             "restart": managed and mine.restarts and node.name in batch_of,
             "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
         })
@@ -56,10 +63,10 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
                 "repo": (r.inputs.get("repositoryOpts") or {}).get("repo"),
                 "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {}),
             }
-    errors = sum(f.severity is Severity.ERROR for f in findings)
     return {
         "format": PLAN_FORMAT,
         "stack": stack,
+        "verdict": verdict(findings),
         "cluster": {
             "distro": cfg.cluster.distro.value,
             "kubernetesVersion": cfg.cluster.kubernetes_version,
@@ -79,6 +86,8 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
         } for r in resources],
         "helm": helm,
         "batches": cluster.batches if managed else [],
+        "withheldBatches": cluster.batches if held else [],
+        "config": stack_settings(cfg),
         "nodes": nodes,
         "findings": [f.to_dict() for f in findings],
         "summary": {
@@ -89,6 +98,21 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "warnings": sum(f.severity is Severity.WARNING for f in findings),
         },
     }
+
+
+def verdict(findings: list[Finding]) -> str:
+    """`rejected` when an error finding (mandatory policy or the rulebook) blocks the
+    update, else `ok` (advisories allowed)."""
+    return "rejected" if any(f.severity is Severity.ERROR for f in findings) else "ok"
+
+
+def stack_settings(cfg: StackConfig) -> dict[str, Any]:
+    """The stack's `gpuplane:*` settings as validated (defaults filled in), secrets masked:
+    a diff names the keys a change touched."""
+    settings = cfg.model_dump(mode="json", by_alias=True)
+    if settings.get("sshPrivateKey") is not None:
+        settings["sshPrivateKey"] = SECRET_MASK
+    return settings
 
 
 def _compact(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -124,4 +148,4 @@ def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["PLAN_FORMAT", "build_report", "effective_sha"]
+__all__ = ["PLAN_FORMAT", "build_report", "effective_sha", "stack_settings", "verdict"]
