@@ -8,10 +8,11 @@ events → `combine`, which files each symptom as evidence under the cause that 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuplane.config import chart_at_least
+from gpuplane.containerd import ContainerdVersion
 from gpuplane.doctor import health
 from gpuplane.doctor.cluster import ClusterView, name, namespace
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
@@ -25,6 +26,10 @@ from gpuplane.rules.hami import check_hami_nodes, check_hami_values
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.rules.timeslicing import check_time_slicing
 from gpuplane.rules.workloads import check_workload
+
+# The containerd lines the rules are run against when the nodes run one gpuplane does not
+# model: its oldest, the last 1.x and the deep-merging 2.x.
+MODEL_LINES = ("1.6", "1.7", "2.1")
 
 
 @dataclass
@@ -53,29 +58,16 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
         notes.append(f"{exc}; inferring the intent instead")
         source = infer(view, snapshot.inspections)
     intent = source.intent
-    diagnoses: list[Diagnosis] = []
     symptoms: list[Symptom] = []
-
     operator = view.operator_values()
-    if operator is not None:
-        values, where, chart = operator
-        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
-                                                  where=where), "operator")
-        diagnoses += _time_slicing(view, intent)
-    elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
-        notes.append("no GPU Operator release or ClusterPolicy found: its values were not "
-                     "checked")
-    hami_values: dict[str, Any] | None = None
     release = view.release("hami")
-    if release is not None:
-        hami_values = release.values
-        diagnoses += causes(check_hami_values(hami_values, intent,
-                                              chart_version=release.chart_version,
-                                              where=release.where), "hami")
-    diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
-                        "hami")
-    diagnoses += _workloads(view, intent)
-    diagnoses += health.runtimeclass(view, intent)
+    hami_values: dict[str, Any] | None = release.values if release is not None else None
+
+    outside = outside_model(intent.containerd_version)
+    if outside is None:
+        diagnoses = _rules(view, intent, notes)
+    else:
+        diagnoses = _rules_outside_model(view, intent, notes, outside)
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -111,6 +103,62 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
                   "gpuNodes": [name(n) for n in view.gpu_nodes(n.name for n in intent.nodes)],
                   "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections)},
     )
+
+
+def outside_model(version: str) -> str | None:
+    """Why gpuplane cannot model containerd `version` (<= 1.5, >= 3), or None."""
+    try:
+        ContainerdVersion.parse(version)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[Diagnosis]:
+    """Every rule over what was collected, judged against `intent`."""
+    diagnoses: list[Diagnosis] = []
+    operator = view.operator_values()
+    if operator is not None:
+        values, where, chart = operator
+        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
+                                                  where=where), "operator")
+        diagnoses += _time_slicing(view, intent)
+    elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
+        notes.append("no GPU Operator release or ClusterPolicy found: its values were not "
+                     "checked")
+    release = view.release("hami")
+    if release is not None:
+        diagnoses += causes(check_hami_values(release.values, intent,
+                                              chart_version=release.chart_version,
+                                              where=release.where), "hami")
+    diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
+                        "hami")
+    diagnoses += _workloads(view, intent)
+    diagnoses += health.runtimeclass(view, intent)
+    return diagnoses
+
+
+def _rules_outside_model(view: ClusterView, intent: ClusterIntent, notes: list[str],
+                         why: str) -> list[Diagnosis]:
+    """The rules on a containerd gpuplane does not model: each is run as if the nodes ran
+    every modelled line, and only findings that come out the same whatever the line are
+    kept. Those do not depend on containerd's merge model; the others are not checked."""
+    runs = []
+    for line in MODEL_LINES:
+        scratch: list[str] = []
+        runs.append(_rules(view, replace(intent, containerd_version=line), scratch))
+    first = runs[0]
+    notes += scratch
+    kept = [d for d in first if all(any(d.finding == o.finding and d.scope == o.scope
+                                         for o in run) for run in runs[1:])]
+    dropped = sorted({d.finding.id for run in runs for d in run
+                      if not any(d.finding == k.finding and d.scope == k.scope for k in kept)})
+    notes.append(
+        f"containerd {intent.containerd_version} on the nodes: {why}. The rules that do not "
+        "depend on containerd's line still ran; its config files, CDI support and the "
+        "toolkit's containerd paths were not judged"
+        + (f" (not checked: {', '.join(dropped)})" if dropped else ""))
+    return kept
 
 
 def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,

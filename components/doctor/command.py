@@ -79,6 +79,10 @@ def main(argv: list[str], console: Callable[[], Console]) -> int:
         return _error(f"cannot read the snapshot: {exc}")
     except OSError as exc:
         return _error(f"cannot write the snapshot: {exc}")
+    if not snapshot.nodes:
+        where = f"the snapshot {ns.source}" if ns.source else "the cluster"
+        return _error(f"nothing to diagnose: {where} has no nodes (a snapshot needs at least "
+                      "nodes.json, e.g. `kubectl get nodes -o json > nodes.json`)")
     report = analyse(snapshot)
     if ns.format == "json":
         print(json.dumps(report_to_json(report), indent=2))

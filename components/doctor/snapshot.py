@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpuplane.doctor import schema
+
 FORMAT = "gpuplane-doctor-snapshot"
 FORMAT_VERSION = 1
 META_FILE = "snapshot.json"
@@ -109,13 +111,18 @@ def save(snapshot: Snapshot, directory: Path | str) -> Path:
 
 def load(directory: Path | str) -> Snapshot:
     """Read a snapshot directory. Missing list files are empty lists (a hand-made snapshot
-    may hold only `nodes.json` and `pods.json`); a wrong format or bad JSON is an error."""
+    may hold only `nodes.json` and `pods.json`), unless `snapshot.json` lists them; bad
+    JSON, a wrong shape or a listed file that is missing is an error naming the file."""
     root = Path(directory)
     if not root.is_dir():
         raise SnapshotError(f"{root}: not a directory; pass the folder `gpuplane doctor "
                             "--save DIR` wrote")
-    meta = _read(root / META_FILE, required=False) or {}
-    if meta:
+    meta = _read(root / META_FILE, required=False)
+    if meta is None:
+        meta = {}
+    else:
+        _check(root / META_FILE, schema.Meta, meta, "the snapshot's metadata object "
+               '{"format": "gpuplane-doctor-snapshot", "formatVersion": 1, ...}')
         if meta.get("format") != FORMAT:
             raise SnapshotError(f"{root / META_FILE}: `format` is {meta.get('format')!r}, "
                                 f"expected {FORMAT!r}")
@@ -124,11 +131,22 @@ def load(directory: Path | str) -> Snapshot:
                 f"{root / META_FILE}: formatVersion {meta.get('formatVersion')!r} is not "
                 f"supported (this gpuplane reads {FORMAT_VERSION}); use the gpuplane version "
                 "that wrote it")
-    snap = Snapshot(collected_at=str(meta.get("collectedAt", "")),
+        for listed in meta.get("files") or []:
+            if isinstance(listed, str) and not (root / listed).is_file():
+                raise SnapshotError(
+                    f"{root / listed}: missing, but {META_FILE} lists it: the snapshot is "
+                    "incomplete; copy the whole folder again (or remove the name from "
+                    f"`files` in {META_FILE} if it was left out on purpose)")
+    snap = Snapshot(collected_at=str(meta.get("collectedAt") or ""),
                     source=dict(meta.get("source") or {}),
                     notes=[str(n) for n in meta.get("notes") or []])
-    snap.version = _read(root / VERSION_FILE, required=False) or {}
-    for name, (attr, _kind) in LISTS.items():
+    version = _read(root / VERSION_FILE, required=False)
+    if version is not None:
+        _check(root / VERSION_FILE, schema.Version, version,
+               'the API server\'s version object {"gitVersion": "v1.31.4", ...} as '
+               "`kubectl get --raw /version` prints it")
+        snap.version = version
+    for name, (attr, kind) in LISTS.items():
         data = _read(root / name, required=False)
         if data is None:
             continue
@@ -137,16 +155,30 @@ def load(directory: Path | str) -> Snapshot:
             raise SnapshotError(f"{root / name}: expected a list object "
                                 '{"kind": ..., "items": [objects]} as `kubectl get -o json` '
                                 "prints it")
+        model = schema.ITEM_MODELS[kind]
+        for index, item in enumerate(items):
+            found = schema.problem(model, item, f"items[{index}].")
+            if found is not None:
+                raise SnapshotError(f"{root / name}: {found} (a {kind} item as the API "
+                                    "returns it)")
         setattr(snap, attr, items)
     nodes_dir = root / "nodes"
     if nodes_dir.is_dir():
         for sub in sorted(nodes_dir.iterdir()):
             data = _read(sub / INSPECTION_FILE, required=False)
             if data is not None:
-                if not isinstance(data, dict):
-                    raise SnapshotError(f"{sub / INSPECTION_FILE}: expected a JSON object")
+                _check(sub / INSPECTION_FILE, schema.Inspection, data,
+                       "the JSON object the node inspection program prints")
                 snap.inspections[sub.name] = data
     return snap
+
+
+def _check(path: Path, model: type, data: Any, what: str) -> None:
+    if not isinstance(data, dict):
+        raise SnapshotError(f"{path}: expected {what}, got {schema.json_type(data)}")
+    found = schema.problem(model, data)
+    if found is not None:
+        raise SnapshotError(f"{path}: {found}")
 
 
 def _write(path: Path, data: Any) -> None:
@@ -160,11 +192,17 @@ def _read(path: Path, *, required: bool) -> Any:
             raise SnapshotError(f"{path}: missing")
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from exc
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise SnapshotError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+        raise SnapshotError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise SnapshotError(f"{path}: not JSON the doctor can read ({exc})") from None
 
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "LISTS", "Snapshot", "SnapshotError", "load", "save"]
