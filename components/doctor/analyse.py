@@ -8,6 +8,7 @@ events → `combine`, which files each symptom as evidence under the cause that 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,6 +53,9 @@ class DoctorReport:
 def analyse(snapshot: Snapshot) -> DoctorReport:
     view = ClusterView(snapshot)
     notes = list(snapshot.notes)
+    if (unseen := view.missing("configmaps")) is not None:
+        notes.append(f"{unseen}: a gpuplane-intent record could not be read, so the intent is "
+                     "inferred")
     try:
         source = intent_of(view, snapshot.inspections)
     except IntentError as exc:
@@ -68,6 +72,8 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
         diagnoses = _rules(view, intent, notes)
     else:
         diagnoses = _rules_outside_model(view, intent, notes, outside)
+    if source.source == "inferred" and "nvidia_default" not in source.inferred:
+        diagnoses = [_hedged(d) for d in diagnoses]
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -105,6 +111,25 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     )
 
 
+# Findings whose claim rests on runc being containerd's default runtime.
+_ASSUMES_RUNC_DEFAULT = re.compile(r"runc is (containerd's )?(the )?default|nvidia is not "
+                                   r"containerd's default runtime")
+
+
+def _hedged(diagnosis: Diagnosis) -> Diagnosis:
+    """A finding that assumes runc is the default runtime, when no node's containerd said
+    which one is: a warning that says what it depends on, not an error from missing data."""
+    finding = diagnosis.finding
+    if finding.severity is not Severity.ERROR or not _ASSUMES_RUNC_DEFAULT.search(
+            finding.message):
+        return diagnosis
+    message = ("not known whether nvidia is containerd's default runtime (no node was "
+               "inspected and no gpuplane-intent record says): if it is not, "
+               + finding.message)
+    return replace(diagnosis, finding=replace(finding, severity=Severity.WARNING,
+                                              message=message))
+
+
 def outside_model(version: str) -> str | None:
     """Why gpuplane cannot model containerd `version` (<= 1.5, >= 3), or None."""
     try:
@@ -122,9 +147,11 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
         values, where, chart = operator
         diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
                                                   where=where), "operator")
-        diagnoses += _time_slicing(view, intent)
+        diagnoses += _time_slicing(view, intent, notes)
     elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
-        notes.append("no GPU Operator release or ClusterPolicy found: its values were not "
+        unseen = view.missing("helm-releases", "clusterpolicies")
+        notes.append(f"not checked: {unseen}: the GPU Operator's values" if unseen else
+                     "no GPU Operator release or ClusterPolicy found: its values were not "
                      "checked")
     release = view.release("hami")
     if release is not None:
@@ -134,7 +161,11 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
     diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
                         "hami")
     diagnoses += _workloads(view, intent)
-    diagnoses += health.runtimeclass(view, intent)
+    if (unseen := view.missing("runtimeclasses")) is not None:
+        notes.append(f"not checked: {unseen}: whether RuntimeClass {intent.runtime_class} "
+                     "exists (FM11)")
+    else:
+        diagnoses += health.runtimeclass(view, intent)
     return diagnoses
 
 
@@ -176,13 +207,17 @@ def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
     return NodeContext(node_name, intent, runtime, target)
 
 
-def _time_slicing(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
+def _time_slicing(view: ClusterView, intent: ClusterIntent, notes: list[str]
+                  ) -> list[Diagnosis]:
     """FM10 over the ConfigMap the device plugin is told to read."""
     if intent.time_slicing_replicas <= 0 or intent.device_plugin != "gpu-operator":
         return []
     ns = view.operator_namespace() or intent.operator_namespace
     cm = view.configmap(ns, intent.time_slicing_configmap)
     where = f"ConfigMap {ns}/{intent.time_slicing_configmap}"
+    if cm is None and (unseen := view.missing("configmaps")) is not None:
+        notes.append(f"not checked: {unseen}: the time-slicing {where} (FM10)")
+        return []
     if cm is None:
         return [Diagnosis(Finding(
             "FM10", Severity.ERROR,

@@ -135,6 +135,12 @@ class ClusterView:
     def __init__(self, snapshot: Snapshot):
         self.snap = snapshot
 
+    def missing(self, *kinds: str) -> str | None:
+        """`a not collected (why); b not collected` for the kinds the snapshot lacks, or
+        None when it has them all: a rule that needs them says "not checked" instead."""
+        found = [m for m in (self.snap.missing(k) for k in kinds) if m]
+        return "; ".join(found) if found else None
+
     # -------------------------------------------------------------- nodes and pods
     def gpu_nodes(self, named: Iterable[str] = ()) -> list[dict[str, Any]]:
         named = set(named) | {str((p.get("spec") or {}).get("nodeName"))

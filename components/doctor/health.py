@@ -63,6 +63,8 @@ def operator_health(view: ClusterView, intent: ClusterIntent) -> tuple[list[Symp
     """Operator DaemonSets that are not ready, and why their pods say they are not."""
     symptoms: list[Symptom] = []
     notes: list[str] = []
+    if (unseen := view.missing("daemonsets")) is not None:
+        notes.append(f"not checked: {unseen}: the GPU Operator's DaemonSets")
     for ds in view.daemonsets_in(view.operator_namespace()):
         status = ds.get("status") or {}
         desired = int(status.get("desiredNumberScheduled") or 0)
@@ -199,6 +201,10 @@ def hami_health(view: ClusterView, intent: ClusterIntent, intent_declared: bool,
     if intent.device_plugin != "hami":
         return diagnoses, symptoms, notes
     actual = view.hami_namespace()
+    if actual is None and (unseen := view.missing("helm-releases", "deployments",
+                                                  "daemonsets")) is not None:
+        notes.append(f"not checked: {unseen}: where HAMi runs (FM13)")
+        return diagnoses, symptoms, notes
     if actual is None:
         diagnoses.append(Diagnosis(Finding(
             "FM13", Severity.ERROR,
@@ -295,10 +301,13 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
              and "hami" in str(((hook.get("clientConfig") or {}).get("service") or {})
                                .get("name", "")))]
     if not hooks:
-        notes.append("no HAMi MutatingWebhookConfiguration found: GPU pods are not sent to "
+        unseen = view.missing("mutatingwebhookconfigurations")
+        notes.append(f"not checked: {unseen}: HAMi's webhook" if unseen else
+                     "no HAMi MutatingWebhookConfiguration found: GPU pods are not sent to "
                      "hami-scheduler")
         return out, notes
     namespaces = {name(n): labels(n) for n in view.snap.namespaces}
+    unseen_ns = view.missing("namespaces")
     for cfg, hook in hooks:
         source = f"MutatingWebhookConfiguration {name(cfg)} webhook {hook.get('name')}"
         if hook.get("failurePolicy", "Fail") == "Ignore":
@@ -316,7 +325,10 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
             pod_ns = namespace(pod)
             ns_labels = namespaces.get(pod_ns, {"kubernetes.io/metadata.name": pod_ns})
             excluded = None
-            if not selects(hook.get("namespaceSelector"), ns_labels):
+            if unseen_ns and _other_keys(hook.get("namespaceSelector")):
+                notes.append(f"not checked: {unseen_ns}: whether HAMi's webhook selects "
+                             f"namespace {pod_ns} (its namespaceSelector reads labels)")
+            elif not selects(hook.get("namespaceSelector"), ns_labels):
                 excluded = f"its namespaceSelector does not select namespace {pod_ns}"
             elif not selects(hook.get("objectSelector"), labels(pod)):
                 excluded = f"its objectSelector does not select pod {pod_ns}/{name(pod)}"
@@ -335,6 +347,15 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
                 "admissionWebhook), or label the namespace/pods to match; raw Helm: the "
                 "chart's scheduler.admissionWebhook selectors.")))
     return out, notes
+
+
+def _other_keys(selector: Any) -> bool:
+    """Whether a selector reads namespace labels other than the name the API sets."""
+    if not isinstance(selector, dict):
+        return False
+    keys = set((selector.get("matchLabels") or {}).keys())
+    keys |= {e.get("key") for e in selector.get("matchExpressions") or []}
+    return bool(keys - {"kubernetes.io/metadata.name"})
 
 
 def selects(selector: Any, lbl: dict[str, str]) -> bool:

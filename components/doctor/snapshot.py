@@ -32,6 +32,7 @@ LISTS: dict[str, tuple[str, str]] = {
     "events.json": ("events", "EventList"),
     "daemonsets.json": ("daemonsets", "DaemonSetList"),
     "deployments.json": ("deployments", "DeploymentList"),
+    "replicasets.json": ("replicasets", "ReplicaSetList"),
     "runtimeclasses.json": ("runtimeclasses", "RuntimeClassList"),
     "configmaps.json": ("configmaps", "ConfigMapList"),
     "mutatingwebhookconfigurations.json": ("webhooks", "MutatingWebhookConfigurationList"),
@@ -42,7 +43,7 @@ LISTS: dict[str, tuple[str, str]] = {
 _API_VERSION = {
     "NodeList": "v1", "NamespaceList": "v1", "PodList": "v1", "EventList": "v1",
     "ConfigMapList": "v1",
-    "DaemonSetList": "apps/v1", "DeploymentList": "apps/v1",
+    "DaemonSetList": "apps/v1", "DeploymentList": "apps/v1", "ReplicaSetList": "apps/v1",
     "RuntimeClassList": "node.k8s.io/v1",
     "MutatingWebhookConfigurationList": "admissionregistration.k8s.io/v1",
     "ClusterPolicyList": "nvidia.com/v1",
@@ -51,8 +52,45 @@ _API_VERSION = {
 _NODE_DIR = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+# What a snapshot can hold: the server version and each list, named like their files.
+KINDS = ("version", *(name.removesuffix(".json") for name in LISTS))
+ALL_NAMESPACES = "all"
+
+
 class SnapshotError(Exception):
     """A snapshot directory that cannot be read; the message names the file and the fix."""
+
+
+@dataclass
+class Collected:
+    """What a snapshot holds, so a rule never mistakes "not collected" for "absent".
+
+    `kinds` are the lists that were read (None: all of them, as for a snapshot built in
+    memory); `denied` and `failed` say why a kind is missing (the RBAC permission, the
+    API error); `namespaces` is `all` when the namespaced lists were read cluster-wide, a
+    list when only some namespaces were read, None when unknown (a hand-made snapshot)."""
+
+    kinds: frozenset[str] | None = None
+    denied: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    namespaces: str | list[str] | None = ALL_NAMESPACES
+
+    def has(self, kind: str) -> bool:
+        return kind not in self.denied and kind not in self.failed and (
+            self.kinds is None or kind in self.kinds)
+
+    def missing(self, kind: str) -> str | None:
+        """`<kind> not collected (why)`, or None when it was collected."""
+        if self.has(kind):
+            return None
+        why = (f"forbidden: needs permission to {self.denied[kind]}" if kind in self.denied
+               else self.failed.get(kind))
+        return f"{kind} not collected" + (f" ({why})" if why else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        kinds = KINDS if self.kinds is None else sorted(self.kinds)
+        return {"kinds": [k for k in kinds if self.has(k)], "denied": dict(self.denied),
+                "failed": dict(self.failed), "namespaces": self.namespaces}
 
 
 @dataclass
@@ -66,6 +104,7 @@ class Snapshot:
     events: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     deployments: list[dict[str, Any]] = field(default_factory=list)
+    replicasets: list[dict[str, Any]] = field(default_factory=list)
     runtimeclasses: list[dict[str, Any]] = field(default_factory=list)
     configmaps: list[dict[str, Any]] = field(default_factory=list)
     webhooks: list[dict[str, Any]] = field(default_factory=list)
@@ -76,15 +115,23 @@ class Snapshot:
     collected_at: str = ""
     source: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)   # what could not be collected, and why
+    collected: Collected = field(default_factory=Collected)
+
+    def missing(self, kind: str) -> str | None:
+        """`<kind> not collected (why)` when the snapshot lacks that list, else None."""
+        return self.collected.missing(kind)
 
     def meta(self) -> dict[str, Any]:
+        lists = [name for name in LISTS if self.collected.has(name.removesuffix(".json"))]
+        version = [VERSION_FILE] if self.collected.has("version") else []
         return {
             "format": FORMAT,
             "formatVersion": FORMAT_VERSION,
             "collectedAt": self.collected_at or now(),
             "source": self.source,
             "notes": self.notes,
-            "files": sorted([META_FILE, VERSION_FILE, *LISTS,
+            "collected": self.collected.to_dict(),
+            "files": sorted([META_FILE, *version, *lists,
                              *(f"nodes/{n}/{INSPECTION_FILE}" for n in self.inspections)]),
         }
 
@@ -98,8 +145,11 @@ def save(snapshot: Snapshot, directory: Path | str) -> Path:
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     _write(root / META_FILE, snapshot.meta())
-    _write(root / VERSION_FILE, snapshot.version)
+    if snapshot.collected.has("version"):
+        _write(root / VERSION_FILE, snapshot.version)
     for name, (attr, kind) in LISTS.items():
+        if not snapshot.collected.has(name.removesuffix(".json")):
+            continue   # not collected: no file, so a reader cannot take it for "none"
         _write(root / name, {"apiVersion": _API_VERSION[kind], "kind": kind,
                              "items": getattr(snapshot, attr)})
     for node, inspection in snapshot.inspections.items():
@@ -140,6 +190,13 @@ def load(directory: Path | str) -> Snapshot:
     snap = Snapshot(collected_at=str(meta.get("collectedAt") or ""),
                     source=dict(meta.get("source") or {}),
                     notes=[str(n) for n in meta.get("notes") or []])
+    record = meta.get("collected") or {}
+    present = {kind for kind in KINDS if (root / f"{kind}.json").is_file()}
+    snap.collected = Collected(
+        kinds=frozenset(present), denied=dict(record.get("denied") or {}),
+        failed=dict(record.get("failed") or {}),
+        # a hand-made snapshot does not say how its lists were read
+        namespaces=record.get("namespaces") if meta else None)
     version = _read(root / VERSION_FILE, required=False)
     if version is not None:
         _check(root / VERSION_FILE, schema.Version, version,
