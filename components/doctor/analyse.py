@@ -15,7 +15,7 @@ from typing import Any
 from gpuplane.config import chart_at_least
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.doctor import health
-from gpuplane.doctor.cluster import ClusterView, name, namespace
+from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
 from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
@@ -87,9 +87,10 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     symptoms += found
     notes += more
     symptoms += health.node_readiness(view)
-    symptoms += health.allocatable(view, intent, hami_values)
+    symptoms += health.allocatable(view, intent, hami_values, notes)
+    kube_known = source.source != "inferred" or "kubernetes_version" in source.inferred
     hami_diag, found, more = health.hami_health(view, intent, source.source != "inferred",
-                                               hami_values)
+                                               hami_values, kube_known)
     diagnoses += hami_diag
     symptoms += found
     notes += more
@@ -233,14 +234,35 @@ def _time_slicing(view: ClusterView, intent: ClusterIntent, notes: list[str]
 
 
 def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
-    """FM11/FM14 per GPU pod; pods of one controller are checked once (the first). The
-    spec is checked as submitted: spec.nodeName of a live pod is the scheduler's binding
-    (a pod that set it itself would have been refused by HAMi's webhook)."""
+    """FM11/FM14 for each GPU workload, checked once, at the highest controller collected:
+    a Deployment, a DaemonSet, a ReplicaSet no collected Deployment owns, else its pods
+    (one per controller, the first). A workload whose pods were refused (no RuntimeClass,
+    a webhook) is seen only here. A pod's spec is checked as submitted: spec.nodeName of a
+    live pod is the scheduler's binding (a pod that set it itself would have been refused
+    by HAMi's webhook)."""
     out: list[Diagnosis] = []
+    checked: set[tuple[str, str, str]] = set()
+    deployments = {(namespace(d), name(d)) for d in view.snap.deployments}
+    objects = [("Deployment", d) for d in view.snap.deployments]
+    objects += [("DaemonSet", d) for d in view.snap.daemonsets]
+    objects += [("ReplicaSet", r) for r in view.snap.replicasets
+                if not any(o.get("kind") == "Deployment" and (namespace(r), o.get("name"))
+                           in deployments for o in _owners(r))]
+    for kind, obj in objects:
+        typed = {**obj, "kind": kind}
+        if not requests_of(typed):
+            continue
+        checked.add((kind, namespace(obj), name(obj)))
+        where = f"{kind} {namespace(obj)}/{name(obj)}"
+        out += causes(check_workload(typed, intent, where),
+                      f"workload:{namespace(obj)}/{kind}/{name(obj)}")
+    owned_by = {(namespace(r), name(r)): [(o.get("kind"), o.get("name")) for o in _owners(r)]
+                for r in view.snap.replicasets}
     seen: set[str] = set()
     for pod in view.gpu_pods:
-        owner = next((o for o in (pod.get("metadata") or {}).get("ownerReferences") or []
-                      if o.get("controller")), None)
+        owner = next((o for o in _owners(pod) if o.get("controller")), None)
+        if owner and _covered(namespace(pod), owner, checked, owned_by):
+            continue
         key = f"{namespace(pod)}/{owner['kind']}/{owner['name']}" if owner else \
             f"{namespace(pod)}/Pod/{name(pod)}"
         if key in seen:
@@ -254,6 +276,19 @@ def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
         findings = check_workload({**pod, "kind": "Pod", "spec": spec}, intent, where)
         out += causes(findings, f"pod:{namespace(pod)}/{name(pod)}")
     return out
+
+
+def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _covered(ns: str, owner: dict[str, Any], checked: set[tuple[str, str, str]],
+             owned_by: dict[tuple[str, str], list[tuple[Any, Any]]]) -> bool:
+    """Whether the pod's controller, or the Deployment above its ReplicaSet, was checked."""
+    kind, owner_name = str(owner.get("kind")), str(owner.get("name"))
+    if (kind, ns, owner_name) in checked:
+        return True
+    return any((str(k), ns, str(n)) in checked for k, n in owned_by.get((ns, owner_name), []))
 
 
 __all__ = ["DoctorReport", "IntentSource", "analyse"]

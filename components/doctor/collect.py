@@ -24,6 +24,7 @@ from gpuplane.doctor.cluster import (
     is_gpu_pod,
     name,
     namespace,
+    requests_of,
 )
 from gpuplane.doctor.helm import (
     LABEL_SELECTOR,
@@ -78,8 +79,10 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
     snap.nodes = _items(_required(client, "nodes", PATHS["nodes"]))
     all_pods = _items(_required(client, "pods", PATHS["pods"]))
 
-    snap.daemonsets = [d for d in _optional(client, snap, "daemonsets") if is_component(d)]
-    snap.deployments = [d for d in _optional(client, snap, "deployments") if is_component(d)]
+    snap.daemonsets = [d for d in _optional(client, snap, "daemonsets")
+                       if is_component(d) or _gpu_workload(d, "DaemonSet")]
+    snap.deployments = [d for d in _optional(client, snap, "deployments")
+                        if is_component(d) or _gpu_workload(d, "Deployment")]
     snap.clusterpolicies = _optional(client, snap, "clusterpolicies", missing_ok=True)
     snap.helm_releases = _releases(client, snap)
     snap.runtimeclasses = _optional(client, snap, "runtimeclasses")
@@ -95,7 +98,8 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
               for o in (p.get("metadata") or {}).get("ownerReferences") or []
               if o.get("kind") == "ReplicaSet"}
     snap.replicasets = [r for r in _optional(client, snap, "replicasets")
-                        if is_component(r) or (namespace(r), name(r)) in owners]
+                        if is_component(r) or (namespace(r), name(r)) in owners
+                        or _gpu_workload(r, "ReplicaSet")]
     snap.configmaps = _configmaps(client, snap, component_ns)
     wanted_ns = component_ns | {namespace(p) for p in snap.pods}
     snap.namespaces = [n for n in _optional(client, snap, "namespaces")
@@ -121,6 +125,11 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
             except InspectionFailed as exc:
                 snap.notes.append(f"node {node} was not inspected: {exc}")
     return snap
+
+
+def _gpu_workload(obj: dict[str, Any], kind: str) -> bool:
+    """A workload whose pods ask for NVIDIA resources (list items carry no `kind`)."""
+    return bool(requests_of({**obj, "kind": kind}))
 
 
 def _items(data: Any) -> list[dict[str, Any]]:
