@@ -147,6 +147,7 @@ def test_findings_that_depend_on_the_containerd_line_are_not_guessed(tmp_path: P
 # ------------------------------------------------------------------ fuzz
 
 _FILES = ["snapshot.json", "version.json", "nodes.json", "pods.json", "events.json",
+          "replicasets.json",
           "daemonsets.json", "deployments.json", "runtimeclasses.json", "configmaps.json",
           "mutatingwebhookconfigurations.json", "clusterpolicies.json", "helm-releases.json",
           "logs.json", "namespaces.json"]

@@ -73,7 +73,7 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     else:
         diagnoses = _rules_outside_model(view, intent, notes, outside)
     if source.source == "inferred" and "nvidia_default" not in source.inferred:
-        diagnoses = [_hedged(d) for d in diagnoses]
+        diagnoses = _default_unknown(diagnoses, notes)
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -115,6 +115,21 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
 # Findings whose claim rests on runc being containerd's default runtime.
 _ASSUMES_RUNC_DEFAULT = re.compile(r"runc is (containerd's )?(the )?default|nvidia is not "
                                    r"containerd's default runtime")
+
+
+def _default_unknown(diagnoses: list[Diagnosis], notes: list[str]) -> list[Diagnosis]:
+    """No node's containerd said which runtime is the default and no stack record did: a
+    finding that compares the cluster with a made-up `nvidiaDefault` (FM09) is dropped, and
+    one that assumes runc is the default becomes a warning that says so."""
+    out = []
+    for diagnosis in diagnoses:
+        finding = diagnosis.finding
+        if finding.id == "FM09" and "nvidiaDefault is false" in finding.message:
+            notes.append(f"not checked: whether nvidia should be the default runtime "
+                         f"({finding.where}): no node was inspected")
+            continue
+        out.append(_hedged(diagnosis))
+    return out
 
 
 def _hedged(diagnosis: Diagnosis) -> Diagnosis:
