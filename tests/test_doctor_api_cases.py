@@ -352,3 +352,44 @@ def test_distro_from_version_suffixes_then_labels(tmp_path: Path, kubelet: str, 
     report = analyse(load(tmp_path))
     assert report.intent.distro == distro
     assert report.inferred["distro"] == why
+
+
+def test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept(tmp_path: Path) -> None:
+    """The operator's device-plugin DaemonSet (no pods of it collected) whose nodeSelector
+    selects the node and that has pods scheduled is evidence of the second plugin too."""
+    snap = _hami(tmp_path, scheduler="v1.31.4", allocatable=2)
+    nodes = json.loads((snap / "nodes.json").read_text())
+    nodes["items"][1]["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] = "true"
+    (snap / "nodes.json").write_text(json.dumps(nodes))
+    plugin = workload("DaemonSet", "nvidia-device-plugin-daemonset", "gpu-operator",
+                      [container("nvidia-device-plugin-ctr",
+                                 "nvcr.io/nvidia/k8s-device-plugin:v0.17.0")],
+                      node_selector={"nvidia.com/gpu.deploy.device-plugin": "true"})
+    write(snap, "daemonsets.json", [plugin])
+    fm12 = [d for d in analyse(load(snap)).diagnoses if d.finding.id == "FM12"]
+    assert len(fm12) == 1
+    assert any("DaemonSet gpu-operator/nvidia-device-plugin-daemonset (1 pod(s) scheduled, "
+               "nodeSelector nvidia.com/gpu.deploy.device-plugin=true)" in e.detail
+               for e in fm12[0].evidence), fm12[0].evidence
+    # Its nodeSelector does not select a node without the label: no evidence, no finding.
+    del nodes["items"][1]["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"]
+    (snap / "nodes.json").write_text(json.dumps(nodes))
+    assert not [d for d in analyse(load(snap)).diagnoses if d.finding.id == "FM12"]
+
+
+def test_a_node_that_does_not_run_containerd_assumes_no_line(tmp_path: Path) -> None:
+    """cri-o: the containerd version is not known, so nothing that depends on the line is
+    claimed (CDI on would be FM16 on an assumed 1.6)."""
+    write(tmp_path, "nodes.json", [node("gpu-o1", kubelet="v1.31.4", runtime="cri-o://1.31.2",
+                                        gpus=1)])
+    write(tmp_path, "clusterpolicies.json", [{
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy",
+                     "labels": {"helm.sh/chart": "gpu-operator-v25.10.1"}},
+        "spec": {"driver": {"enabled": False}, "cdi": {"enabled": True}}}])
+    report = analyse(load(tmp_path))
+    assert report.intent.containerd_version == "unknown"
+    assert report.inferred["containerd_version"] == \
+        "not known: Node gpu-o1 reports containerRuntimeVersion cri-o://1.31.2"
+    assert "FM16" not in {d.finding.id for d in report.diagnoses}
+    assert any(n.startswith("the nodes' containerd version is not known") for n in report.notes)

@@ -17,7 +17,7 @@ from gpuplane.containerd import ContainerdVersion
 from gpuplane.doctor import health
 from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
-from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
+from gpuplane.doctor.infer import UNKNOWN, IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
 from gpuplane.doctor.snapshot import Snapshot
 from gpuplane.doctor.symptoms import pod_symptoms
@@ -200,10 +200,11 @@ def _rules_outside_model(view: ClusterView, intent: ClusterIntent, notes: list[s
                                          for o in run) for run in runs[1:])]
     dropped = sorted({d.finding.id for run in runs for d in run
                       if not any(d.finding == k.finding and d.scope == k.scope for k in kept)})
+    what = ("the nodes' containerd version is not known" if intent.containerd_version ==
+            UNKNOWN else f"containerd {intent.containerd_version} on the nodes: {why}")
     notes.append(
-        f"containerd {intent.containerd_version} on the nodes: {why}. The rules that do not "
-        "depend on containerd's line still ran; its config files, CDI support and the "
-        "toolkit's containerd paths were not judged"
+        f"{what}. The rules that do not depend on containerd's line still ran; its config "
+        "files, CDI support and the toolkit's containerd paths were not judged"
         + (f" (not checked: {', '.join(dropped)})" if dropped else ""))
     return kept
 

@@ -22,6 +22,8 @@ from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeInt
 from gpuplane.rules._shared import flag, lookup, version_tuple
 from gpuplane.rules.operator import cdi_enabled
 
+UNKNOWN = "unknown"     # a fact no collected object shows
+
 
 class IntentError(ValueError):
     """The gpuplane-intent ConfigMap exists but cannot be read."""
@@ -79,6 +81,11 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     if runtime.startswith("containerd://"):
         fields["containerd_version"] = runtime.removeprefix("containerd://")
         why["containerd_version"] = f"Node {name(first or {})} containerRuntimeVersion"
+    else:   # never assume a line: the rules that depend on it are then not checked
+        fields["containerd_version"] = UNKNOWN
+        why["containerd_version"] = (
+            f"not known: Node {name(first)} reports containerRuntimeVersion "
+            f"{runtime or '(none)'}" if first is not None else "not known: no GPU node")
     kube = _kubernetes(view)
     if kube is not None:
         fields["kubernetes_version"], why["kubernetes_version"] = kube
@@ -299,4 +306,4 @@ def _os(node: dict[str, Any], inspection: dict[str, Any] | None) -> str:
     return "ubuntu22.04"
 
 
-__all__ = ["IntentError", "IntentSource", "infer", "intent_of"]
+__all__ = ["UNKNOWN", "IntentError", "IntentSource", "infer", "intent_of"]
