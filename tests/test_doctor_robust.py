@@ -23,6 +23,11 @@ AL2_NODE = "ip-10-0-3-17.ec2.internal"
 
 
 def _copy(incident: str, target: Path) -> Path:
+    if incident == "hand-made":
+        target.mkdir(parents=True)
+        for file in ("nodes.json", "pods.json"):
+            shutil.copy(DATA / "incident-4" / file, target / file)
+        return target
     shutil.copytree(DATA / incident, target)
     return target
 
@@ -152,13 +157,17 @@ _FILES = ["snapshot.json", "version.json", "nodes.json", "pods.json", "events.js
           "mutatingwebhookconfigurations.json", "clusterpolicies.json", "helm-releases.json",
           "logs.json", "namespaces.json"]
 _BASES = {"incident-1": "nodes/gpu-a1/inspection.json",
-          "incident-5": None, "healthy": "nodes/gpu-d1/inspection.json"}
+          "incident-5": None, "healthy": "nodes/gpu-d1/inspection.json",
+          "hand-made": None}       # incident-4's nodes and pods only, no snapshot.json
 _TEMPLATES: dict[str, Path] = {}
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False)
-    | st.text(max_size=12) | st.sampled_from(["nvidia", "containerd://1.4.13", "v1.31.4+k3s1",
-                                              "Ready", "True", "Warning", "1", "-1", "10Gi"]),
+    | st.text(max_size=12) | st.sampled_from([
+        "nvidia", "containerd://1.4.13", "containerd://3.0.0", "v1.31.4+k3s1", "v1.29.0",
+        "registry.k8s.io/kube-scheduler:v1.2", "Ready", "True", "Warning", "1", "-1",
+        "10Gi", "0.5", "1e309", "abc", "", "/etc/containerd/config.toml", "[plugins",
+        "hami-scheduler", "device-plugin", "GLIBC_2.27' not found"]),
     lambda children: st.lists(children, max_size=3)
     | st.dictionaries(st.sampled_from(["items", "metadata", "name", "spec", "status",
                                        "labels", "kind", "data", "count"]) | st.text(max_size=6),
@@ -201,10 +210,15 @@ def test_fuzzed_snapshot_files_never_give_a_traceback(
         snap = _copy(base, Path(tmp) / "snap")
         for file in chosen:
             path = snap / file
+            if not path.is_file():
+                path.write_text(json.dumps(data.draw(json_values)))
+                continue
             if data.draw(st.integers(0, 9)) == 0:
                 path.write_bytes(data.draw(st.binary(max_size=20)))
                 continue
-            doc = _mutate(data, json.loads(path.read_text()))
+            doc = json.loads(path.read_text())
+            for _ in range(data.draw(st.integers(1, 3))):
+                doc = _mutate(data, doc)
             path.write_text(json.dumps(doc))
         rc = main(["doctor", "--from", str(snap), "--format", "json"])
         out, err = capsys.readouterr()

@@ -38,6 +38,14 @@ class ObjectMeta(_Open):
     ownerReferences: list[OwnerReference] | None = None
 
 
+class _ApiObject(_Open):
+    """What every API object has: `kind` is read too (pod_spec_of picks the spec by it)."""
+
+    apiVersion: StrictStr | None = None
+    kind: StrictStr | None = None
+    metadata: ObjectMeta | None = None
+
+
 class EnvVar(_Open):
     name: StrictStr | None = None
     value: StrictStr | None = None
@@ -100,8 +108,7 @@ class PodStatus(_Open):
     initContainerStatuses: list[ContainerStatus] | None = None
 
 
-class Pod(_Open):
-    metadata: ObjectMeta | None = None
+class Pod(_ApiObject):
     spec: PodSpec | None = None
     status: PodStatus | None = None
 
@@ -120,13 +127,12 @@ class NodeStatus(_Open):
     nodeInfo: Strings | None = None
 
 
-class Node(_Open):
-    metadata: ObjectMeta | None = None
+class Node(_ApiObject):
     status: NodeStatus | None = None
 
 
-class Namespace(_Open):
-    metadata: ObjectMeta | None = None
+class Namespace(_ApiObject):
+    """Only its metadata (labels) is read."""
 
 
 class ObjectReference(_Open):
@@ -139,8 +145,7 @@ class EventSeries(_Open):
     count: StrictInt | None = None
 
 
-class Event(_Open):
-    metadata: ObjectMeta | None = None
+class Event(_ApiObject):
     involvedObject: ObjectReference | None = None
     reason: StrictStr | None = None
     message: StrictStr | None = None
@@ -181,21 +186,18 @@ class WorkloadStatus(_Open):
     replicas: StrictInt | None = None
 
 
-class Workload(_Open):
+class Workload(_ApiObject):
     """DaemonSet, Deployment, ReplicaSet."""
 
-    metadata: ObjectMeta | None = None
     spec: WorkloadSpec | None = None
     status: WorkloadStatus | None = None
 
 
-class RuntimeClass(_Open):
-    metadata: ObjectMeta | None = None
+class RuntimeClass(_ApiObject):
     handler: StrictStr | None = None
 
 
-class ConfigMap(_Open):
-    metadata: ObjectMeta | None = None
+class ConfigMap(_ApiObject):
     data: Strings | None = None
 
 
@@ -216,13 +218,11 @@ class Webhook(_Open):
     objectSelector: LabelSelector | None = None
 
 
-class WebhookConfiguration(_Open):
-    metadata: ObjectMeta | None = None
+class WebhookConfiguration(_ApiObject):
     webhooks: list[Webhook] | None = None
 
 
-class ClusterPolicy(_Open):
-    metadata: ObjectMeta | None = None
+class ClusterPolicy(_ApiObject):
     spec: dict[str, Any] | None = None
 
 
