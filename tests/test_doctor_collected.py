@@ -85,13 +85,14 @@ def test_live_save_fills_the_record(server: str, tmp_path: Path,  # noqa: F811
     kubeconfig = _kubeconfig(tmp_path / "kc", server)
     assert main(["doctor", "--kubeconfig", str(kubeconfig), "--no-inspect", "--format",
                  "json", "--save", str(tmp_path / "snap")]) == 1
-    capsys.readouterr()
+    data = json.loads(capsys.readouterr().out)
     meta = json.loads((tmp_path / "snap" / "snapshot.json").read_text())
     assert meta["collected"]["denied"] == {"helm-releases": "list secrets (all namespaces)"}
     assert meta["collected"]["namespaces"] == "all"
     assert "helm-releases" not in meta["collected"]["kinds"]
     assert not (tmp_path / "snap" / "helm-releases.json").exists()
     assert load(tmp_path / "snap").collected.denied == meta["collected"]["denied"]
+    assert data["cluster"]["collected"]["denied"] == meta["collected"]["denied"]
 
 
 def test_without_a_node_inspection_a_missing_runtime_class_is_a_hedged_warning(

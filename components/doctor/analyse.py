@@ -108,7 +108,8 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
         snapshot={"collectedAt": snapshot.collected_at, "source": snapshot.source,
                   "serverVersion": snapshot.version.get("gitVersion"),
                   "gpuNodes": [name(n) for n in view.gpu_nodes(n.name for n in intent.nodes)],
-                  "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections)},
+                  "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections),
+                  "collected": snapshot.collected.to_dict()},
     )
 
 

@@ -2,11 +2,11 @@
 
 JSON (`gpuplane doctor --format json`, formatVersion 1): `verdict` (healthy | problems),
 `summary` (counts per severity), `cluster` (server version, collection time, GPU nodes and
-pods seen, nodes inspected), `intent` (`source`, the `inferred` fields with where each
-came from, and the intent's `values`), `findings` (errors first: id, severity, title,
-message, where, fix, scope, evidence [{source, detail}]), `nodes` (per inspected node:
-containerd line, daemons, the kubelet's containerd and its effective runtimes) and
-`notes` (what could not be collected or explained). Keys are only ever added.
+pods seen, nodes inspected, what was collected), `intent` (`source`, the `inferred` fields
+with where each came from, and the intent's `values`), `findings` (errors first: id,
+severity, title, message, where, fix, scope, evidence [{source, detail}]), `nodes` (per
+inspected node: containerd line, daemons, the kubelet's containerd and its effective
+runtimes) and `notes` (what could not be collected, checked or explained). Keys are only ever added.
 """
 
 from __future__ import annotations
