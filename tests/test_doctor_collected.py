@@ -107,3 +107,35 @@ def test_without_a_node_inspection_a_missing_runtime_class_is_a_hedged_warning(
     full = analyse(load(DATA / "incident-4"))
     assert [d.finding.severity for d in full.diagnoses
             if d.finding.where.startswith("Pod ")] == ["error"]
+
+
+def test_collect_keeps_gpu_workloads_whose_pods_were_refused(tmp_path: Path) -> None:
+    """A GPU Deployment with no pods (refused: RuntimeClass not found), its ReplicaSet and
+    the ReplicaSet's event are kept; other workloads are not."""
+    api = tmp_path / "api"
+    shutil.copytree(API, api)
+    limits = {"limits": {"nvidia.com/gpu": "1"}}
+    template = {"spec": {"runtimeClassName": "nvidia-gpu", "containers": [
+        {"name": "infer", "image": "ghcr.io/acme/infer:2.3.1", "resources": limits}]}}
+    deployment = {"metadata": {"name": "infer", "namespace": "ml"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "infer"}},
+                           "template": template}}
+    replicaset = {"metadata": {"name": "infer-7d9c", "namespace": "ml", "ownerReferences": [
+        {"kind": "Deployment", "name": "infer", "controller": True}]},
+        "spec": {"replicas": 1, "template": template}}
+    rejected = {"metadata": {"name": "infer-7d9c.1", "namespace": "ml"}, "type": "Warning",
+                "involvedObject": {"kind": "ReplicaSet", "namespace": "ml",
+                                   "name": "infer-7d9c"},
+                "reason": "FailedCreate", "message": "Error creating: pods is forbidden"}
+    for path, extra in (("apis/apps/v1/deployments.json", deployment),
+                        ("apis/apps/v1/replicasets.json", replicaset),
+                        ("api/v1/events.json", rejected)):
+        body = json.loads((api / path).read_text())
+        body["items"].append(extra)
+        (api / path).write_text(json.dumps(body))
+    snap = collect(RecordedClient(api), inspect=False)
+    assert [d["metadata"]["name"] for d in snap.deployments] == ["gpu-operator", "infer"]
+    assert [r["metadata"]["name"] for r in snap.replicasets] == ["infer-7d9c"]
+    assert rejected in snap.events
+    report = analyse(snap)
+    assert any(d.finding.where.startswith("Deployment ml/infer") for d in report.diagnoses)

@@ -231,6 +231,7 @@ def _events(client: ClusterClient, snap: Snapshot) -> list[dict[str, Any]]:
     kept = {("Pod", namespace(p), name(p)) for p in snap.pods}
     kept |= {("DaemonSet", namespace(d), name(d)) for d in snap.daemonsets}
     kept |= {("Deployment", namespace(d), name(d)) for d in snap.deployments}
+    kept |= {("ReplicaSet", namespace(r), name(r)) for r in snap.replicasets}
     kept |= {("Node", "", name(n)) for n in snap.nodes if is_gpu_node(n)}
     out = []
     for event in _optional(client, snap, "events"):
