@@ -139,3 +139,18 @@ def test_collect_keeps_gpu_workloads_whose_pods_were_refused(tmp_path: Path) -> 
     assert rejected in snap.events
     report = analyse(snap)
     assert any(d.finding.where.startswith("Deployment ml/infer") for d in report.diagnoses)
+
+
+def test_scheduler_tag_not_judged_without_the_clusters_version(tmp_path: Path) -> None:
+    """HAMi's values set kube-scheduler v1.29.0: against an unknown API server version (no
+    version.json, no control-plane node, no gpuplane-intent) it is not checked."""
+    snap = load(DATA / "incident-5")
+    snap.configmaps = []              # no gpuplane-intent: the intent is inferred
+    tag = [d for d in analyse(snap).diagnoses if "kubeScheduler" in d.finding.where]
+    assert [d.finding.severity for d in tag] == ["error"]       # v1.31.4 from version.json
+    snap.version = {}
+    snap.collected.kinds = (snap.collected.kinds or frozenset()) - {"version"}
+    report = analyse(snap)
+    assert not [d for d in report.diagnoses if "kubeScheduler" in d.finding.where]
+    assert any(n.startswith("not checked: Release hami-system/hami values.scheduler."
+                            "kubeScheduler.image.tag") for n in report.notes), report.notes

@@ -74,6 +74,12 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
         diagnoses = _rules_outside_model(view, intent, notes, outside)
     if source.source == "inferred" and "nvidia_default" not in source.inferred:
         diagnoses = _default_unknown(diagnoses, notes)
+    kube_known = source.source != "inferred" or "kubernetes_version" in source.inferred
+    if not kube_known:
+        for d in [d for d in diagnoses if "kubeScheduler" in d.finding.where]:
+            notes.append(f"not checked: {d.finding.where} against the API server (its "
+                         "version was not collected and no control-plane node was seen)")
+            diagnoses.remove(d)
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -88,7 +94,6 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     notes += more
     symptoms += health.node_readiness(view)
     symptoms += health.allocatable(view, intent, hami_values, notes)
-    kube_known = source.source != "inferred" or "kubernetes_version" in source.inferred
     hami_diag, found, more = health.hami_health(view, intent, source.source != "inferred",
                                                hami_values, kube_known)
     diagnoses += hami_diag

@@ -119,7 +119,9 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
         why["runtime_class"] = f"{where} operator.runtimeClass"
         fields.update(_time_slicing(view, values, where, why))
     else:
-        fields["toolkit"], why["toolkit"] = "host", "no GPU Operator found"
+        unseen = view.missing("helm-releases", "clusterpolicies")
+        fields["toolkit"] = "host"
+        why["toolkit"] = "no GPU Operator found" + (f" ({unseen})" if unseen else "")
 
     default = _nvidia_default(inspections, fields.get("runtime_class", "nvidia"))
     if default is not None:
