@@ -393,3 +393,21 @@ def test_a_node_that_does_not_run_containerd_assumes_no_line(tmp_path: Path) -> 
         "not known: Node gpu-o1 reports containerRuntimeVersion cri-o://1.31.2"
     assert "FM16" not in {d.finding.id for d in report.diagnoses}
     assert any(n.startswith("the nodes' containerd version is not known") for n in report.notes)
+
+
+def test_the_operators_toolkit_is_seen_from_its_pod(tmp_path: Path) -> None:
+    """No values collected: a toolkit pod of the operator still says who owns the toolkit."""
+    _al2(tmp_path, policy=False)
+    pods = json.loads((tmp_path / "pods.json").read_text())["items"]
+    image = "nvcr.io/nvidia/k8s/container-toolkit:v1.14.3-ubuntu20.04"
+    pods.append(pod("nvidia-container-toolkit-daemonset-q2x7d", "gpu-operator",
+                    [container("nvidia-container-toolkit-ctr", image)],
+                    node_name="ip-10-0-3-17.ec2.internal",
+                    owner=("DaemonSet", "nvidia-container-toolkit-daemonset")))
+    write(tmp_path, "pods.json", pods)
+    report = analyse(load(tmp_path))
+    assert report.intent.toolkit == "operator"
+    assert report.inferred["toolkit"] == (
+        "the operator's toolkit runs as gpu-operator/nvidia-container-toolkit-daemonset-q2x7d "
+        "(its values were not collected)")
+    assert report.intent.operator_namespace == "gpu-operator"

@@ -25,6 +25,8 @@ COMPONENT = re.compile(r"nvidia|gpu-operator|hami|vgpu|container-toolkit|device-
                        r"gpu-feature-discovery|dcgm", re.IGNORECASE)
 OPERATOR = re.compile(r"^gpu-operator$|nvidia-gpu-operator|^gpu-operator-")
 HAMI = re.compile(r"hami|vgpu")
+# Images only the GPU Operator's operands run (validator, operator-deployed toolkit).
+OPERAND_IMAGE = re.compile(r"/gpu-operator-validator:|/gpu-operator:|/k8s/container-toolkit:")
 
 
 def name(obj: dict[str, Any]) -> str:
@@ -227,7 +229,17 @@ class ClusterView:
             if OPERATOR.search(name(obj)) or \
                     labels(obj).get("app.kubernetes.io/name") == "gpu-operator":
                 return namespace(obj)
+        for obj in [*self.snap.daemonsets, *self.component_pods]:   # its operands' images
+            if any(OPERAND_IMAGE.search(str(c.get("image", ""))) for c in _containers(obj)):
+                return namespace(obj)
         return None
+
+    def operator_toolkit(self) -> dict[str, Any] | None:
+        """The operator's toolkit DaemonSet or pod, when one was collected."""
+        return next((o for o in [*self.snap.daemonsets, *self.component_pods]
+                     if "container-toolkit" in name(o) or any(
+                         "/container-toolkit:" in str(c.get("image", ""))
+                         for c in _containers(o))), None)
 
     def hami_namespace(self) -> str | None:
         release = self.release("hami")

@@ -118,10 +118,17 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
         fields["runtime_class"] = str(lookup(values, "operator.runtimeClass", "nvidia"))
         why["runtime_class"] = f"{where} operator.runtimeClass"
         fields.update(_time_slicing(view, values, where, why))
+    elif (toolkit_obj := view.operator_toolkit()) is not None:
+        fields["toolkit"] = "operator"
+        why["toolkit"] = (f"the operator's toolkit runs as {namespace(toolkit_obj)}/"
+                          f"{name(toolkit_obj)} (its values were not collected)")
     else:
         unseen = view.missing("helm-releases", "clusterpolicies")
         fields["toolkit"] = "host"
-        why["toolkit"] = "no GPU Operator found" + (f" ({unseen})" if unseen else "")
+        found = view.operator_namespace()
+        why["toolkit"] = (f"the GPU Operator runs in {found} but no toolkit of it was seen"
+                          if found else "no GPU Operator found") + (
+            f" ({unseen})" if unseen else "")
 
     default = _nvidia_default(inspections, fields.get("runtime_class", "nvidia"))
     if default is not None:

@@ -65,10 +65,13 @@ def render_report(report: DoctorReport, console: Console) -> None:
     intent = report.intent
     what = "stack intent from " + report.intent_source if report.intent_source != "inferred" \
         else "intent inferred from the cluster (no gpuplane-intent ConfigMap)"
+    default = str(intent.nvidia_default).lower()
+    if report.intent_source == "inferred" and "nvidia_default" not in report.inferred:
+        default = "unknown"      # no node's containerd said: the rules assumed nothing
     console.print(Text(f"{what}: distro {intent.distro}, containerd "
                        f"{intent.containerd_version}, device plugin {intent.device_plugin}, "
                        f"toolkit {intent.toolkit}, runtime class {intent.runtime_class}, "
-                       f"nvidia default {str(intent.nvidia_default).lower()}, CDI "
+                       f"nvidia default {default}, CDI "
                        f"{str(intent.cdi).lower()}"), soft_wrap=True)
     if report.inferred:
         for key, why in report.inferred.items():
