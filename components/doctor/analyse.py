@@ -2,22 +2,22 @@
 
 Order of work: the intent (the stack's record or inferred) → every rule over what was
 collected (operator and HAMi values, HAMi's nodes, the time-slicing ConfigMap, GPU
-workloads, each inspected node's containerd) → symptoms from nodes, components, pods and
-events → `combine`, which files each symptom as evidence under the cause that explains it.
+workloads, each inspected node's containerd), where a list the rule needs was not
+collected saying "not checked" instead, and where a fact is unknown (`unknowns`) never
+letting a default stand in for it → symptoms from nodes, components, pods and events →
+`combine`, which files each symptom as evidence under the cause that explains it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.config import chart_at_least
-from gpuplane.containerd import ContainerdVersion
-from gpuplane.doctor import health
+from gpuplane.doctor import health, unknowns
 from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
-from gpuplane.doctor.infer import UNKNOWN, IntentError, IntentSource, infer, intent_of
+from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
 from gpuplane.doctor.snapshot import Snapshot
 from gpuplane.doctor.symptoms import pod_symptoms
@@ -27,10 +27,6 @@ from gpuplane.rules.hami import check_hami_nodes, check_hami_values
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.rules.timeslicing import check_time_slicing
 from gpuplane.rules.workloads import check_workload
-
-# The containerd lines the rules are run against when the nodes run one gpuplane does not
-# model: its oldest, the last 1.x and the deep-merging 2.x.
-MODEL_LINES = ("1.6", "1.7", "2.1")
 
 
 @dataclass
@@ -67,19 +63,18 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     release = view.release("hami")
     hami_values: dict[str, Any] | None = release.values if release is not None else None
 
-    outside = outside_model(intent.containerd_version)
+    outside = unknowns.outside_model(intent.containerd_version)
     if outside is None:
         diagnoses = _rules(view, intent, notes)
     else:
-        diagnoses = _rules_outside_model(view, intent, notes, outside)
-    if source.source == "inferred" and "nvidia_default" not in source.inferred:
-        diagnoses = _default_unknown(diagnoses, notes)
-    kube_known = source.source != "inferred" or "kubernetes_version" in source.inferred
+        diagnoses = unknowns.line_independent(lambda i, n: _rules(view, i, n), intent, notes,
+                                              outside)
+    declared = source.source != "inferred"
+    if not declared and "nvidia_default" not in source.inferred:
+        diagnoses = unknowns.default_runtime_unknown(diagnoses, notes)
+    kube_known = declared or "kubernetes_version" in source.inferred
     if not kube_known:
-        for d in [d for d in diagnoses if "kubeScheduler" in d.finding.where]:
-            notes.append(f"not checked: {d.finding.where} against the API server (its "
-                         "version was not collected and no control-plane node was seen)")
-            diagnoses.remove(d)
+        diagnoses = unknowns.kubernetes_unknown(diagnoses, notes)
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -118,49 +113,6 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     )
 
 
-# Findings whose claim rests on runc being containerd's default runtime.
-_ASSUMES_RUNC_DEFAULT = re.compile(r"runc is (containerd's )?(the )?default|nvidia is not "
-                                   r"containerd's default runtime")
-
-
-def _default_unknown(diagnoses: list[Diagnosis], notes: list[str]) -> list[Diagnosis]:
-    """No node's containerd said which runtime is the default and no stack record did: a
-    finding that compares the cluster with a made-up `nvidiaDefault` (FM09) is dropped, and
-    one that assumes runc is the default becomes a warning that says so."""
-    out = []
-    for diagnosis in diagnoses:
-        finding = diagnosis.finding
-        if finding.id == "FM09" and "nvidiaDefault is false" in finding.message:
-            notes.append(f"not checked: whether nvidia should be the default runtime "
-                         f"({finding.where}): no node was inspected")
-            continue
-        out.append(_hedged(diagnosis))
-    return out
-
-
-def _hedged(diagnosis: Diagnosis) -> Diagnosis:
-    """A finding that assumes runc is the default runtime, when no node's containerd said
-    which one is: a warning that says what it depends on, not an error from missing data."""
-    finding = diagnosis.finding
-    if finding.severity is not Severity.ERROR or not _ASSUMES_RUNC_DEFAULT.search(
-            finding.message):
-        return diagnosis
-    message = ("not known whether nvidia is containerd's default runtime (no node was "
-               "inspected and no gpuplane-intent record says): if it is not, "
-               + finding.message)
-    return replace(diagnosis, finding=replace(finding, severity=Severity.WARNING,
-                                              message=message))
-
-
-def outside_model(version: str) -> str | None:
-    """Why gpuplane cannot model containerd `version` (<= 1.5, >= 3), or None."""
-    try:
-        ContainerdVersion.parse(version)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
 def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[Diagnosis]:
     """Every rule over what was collected, judged against `intent`."""
     diagnoses: list[Diagnosis] = []
@@ -189,30 +141,6 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
     else:
         diagnoses += health.runtimeclass(view, intent)
     return diagnoses
-
-
-def _rules_outside_model(view: ClusterView, intent: ClusterIntent, notes: list[str],
-                         why: str) -> list[Diagnosis]:
-    """The rules on a containerd gpuplane does not model: each is run as if the nodes ran
-    every modelled line, and only findings that come out the same whatever the line are
-    kept. Those do not depend on containerd's merge model; the others are not checked."""
-    runs = []
-    for line in MODEL_LINES:
-        scratch: list[str] = []
-        runs.append(_rules(view, replace(intent, containerd_version=line), scratch))
-    first = runs[0]
-    notes += scratch
-    kept = [d for d in first if all(any(d.finding == o.finding and d.scope == o.scope
-                                         for o in run) for run in runs[1:])]
-    dropped = sorted({d.finding.id for run in runs for d in run
-                      if not any(d.finding == k.finding and d.scope == k.scope for k in kept)})
-    what = ("the nodes' containerd version is not known" if intent.containerd_version ==
-            UNKNOWN else f"containerd {intent.containerd_version} on the nodes: {why}")
-    notes.append(
-        f"{what}. The rules that do not depend on containerd's line still ran; its config "
-        "files, CDI support and the toolkit's containerd paths were not judged"
-        + (f" (not checked: {', '.join(dropped)})" if dropped else ""))
-    return kept
 
 
 def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
