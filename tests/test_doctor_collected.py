@@ -68,6 +68,11 @@ def test_a_hand_made_snapshot_says_its_namespaces_are_unknown(tmp_path: Path) ->
     assert snap.collected.kinds == frozenset({"nodes", "pods"})
     assert snap.missing("events") == "events not collected"
     assert snap.missing("pods") is None
+    only_nodes = tmp_path / "only-nodes"
+    only_nodes.mkdir()
+    (only_nodes / "nodes.json").write_text((tmp_path / "snap" / "nodes.json").read_text())
+    assert ("not checked: pods not collected: GPU workloads (FM11, FM14) and the GPU "
+            "components' pods") in analyse(load(only_nodes)).notes
 
 
 def test_without_configmaps_the_intent_is_inferred_and_says_why(tmp_path: Path) -> None:

@@ -134,6 +134,9 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
                                               where=release.where), "hami")
     diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
                         "hami")
+    if (unseen := view.missing("pods")) is not None:
+        notes.append(f"not checked: {unseen}: GPU workloads (FM11, FM14) and the GPU "
+                     "components' pods")
     diagnoses += _workloads(view, intent)
     if (unseen := view.missing("runtimeclasses")) is not None:
         notes.append(f"not checked: {unseen}: whether RuntimeClass {intent.runtime_class} "
