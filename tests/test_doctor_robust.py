@@ -229,3 +229,22 @@ def test_fuzzed_snapshot_files_never_give_a_traceback(
         assert err.startswith("gpuplane doctor: ") and out == ""
     else:
         assert json.loads(out)["verdict"] in ("healthy", "problems")
+
+
+def test_fields_newer_servers_add_are_accepted(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The shape check reads only what the doctor uses: a v1.31 node's `nodeInfo.swap`
+    object, a pod's `resources.claims`, an event with `eventTime: null` are fine."""
+    snap = _copy("incident-4", tmp_path / "snap")
+    nodes = json.loads((snap / "nodes.json").read_text())
+    nodes["items"][0]["status"]["nodeInfo"]["swap"] = {"capacity": 0}
+    nodes["items"][0]["status"]["features"] = {"supplementalGroupsPolicy": True}
+    (snap / "nodes.json").write_text(json.dumps(nodes))
+    pods = json.loads((snap / "pods.json").read_text())
+    pods["items"][0]["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    (snap / "pods.json").write_text(json.dumps(pods))
+    (snap / "events.json").write_text(json.dumps({"kind": "EventList", "items": [{
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "x"},
+        "eventTime": None, "series": None, "reason": "Scheduled", "type": "Normal"}]}))
+    rc, _, err = _doctor(snap, capsys)
+    assert rc == 1, err

@@ -120,11 +120,19 @@ class NodeCondition(_Open):
     message: StrictStr | None = None
 
 
+class NodeSystemInfo(_Open):
+    """Only the strings read; newer servers add objects here (`swap` from 1.30)."""
+
+    kubeletVersion: StrictStr | None = None
+    containerRuntimeVersion: StrictStr | None = None
+    osImage: StrictStr | None = None
+
+
 class NodeStatus(_Open):
     capacity: dict[StrictStr, Quantity] | None = None
     allocatable: dict[StrictStr, Quantity] | None = None
     conditions: list[NodeCondition] | None = None
-    nodeInfo: Strings | None = None
+    nodeInfo: NodeSystemInfo | None = None
 
 
 class Node(_ApiObject):
