@@ -52,7 +52,8 @@ def _doctor(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, s
      "nodes.json: items[0].metadata.labels: expected an object, got a list"),
     ("pods.json", '{"items": [{"spec": {"containers": [{"resources": {"limits": '
                   '{"nvidia.com/gpu": [1]}}}]}}]}',
-     "pods.json: items[0].spec.containers[0].resources.limits.nvidia.com/gpu"),
+     "pods.json: items[0].spec.containers[0].resources.limits.nvidia.com/gpu: expected a "
+     "string or an integer or a number, got a list"),
     ("events.json", '{"items": [{"involvedObject": "Pod x"}]}',
      "events.json: items[0].involvedObject: expected an object, got the string 'Pod x'"),
     ("nodes/gpu-d1/inspection.json", "[]", "inspection.json: expected the JSON object"),

@@ -346,10 +346,13 @@ def problem(model: type[BaseModel], data: Any, prefix: str = "") -> str | None:
     try:
         model.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        path = prefix + _path(error["loc"])
-        expected = _expected(error)
-        return f"{path or 'the file'}: expected {expected}, got {json_type(error['input'])}"
+        errors = exc.errors()
+        first = _path(errors[0]["loc"])
+        # a union (a quantity: string or number) fails once per branch at the same field
+        expected = " or ".join(dict.fromkeys(_expected(e) for e in errors
+                                             if _path(e["loc"]) == first))
+        return (f"{prefix + first or 'the file'}: expected {expected}, got "
+                f"{json_type(errors[0]['input'])}")
     return None
 
 
