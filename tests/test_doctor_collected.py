@@ -159,3 +159,29 @@ def test_scheduler_tag_not_judged_without_the_clusters_version(tmp_path: Path) -
     assert not [d for d in report.diagnoses if "kubeScheduler" in d.finding.where]
     assert any(n.startswith("not checked: Release hami-system/hami values.scheduler."
                             "kubeScheduler.image.tag") for n in report.notes), report.notes
+
+
+def test_an_unexpected_api_answer_is_exit_2_not_a_traceback(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live API (or a CRD) answering a shape the doctor does not read: the same check as
+    for a snapshot file, naming the list, item and field."""
+    api = tmp_path / "api"
+    shutil.copytree(API, api)
+    path = api / "apis/node.k8s.io/v1/runtimeclasses.json"
+    body = json.loads(path.read_text())
+    body["items"][0]["metadata"]["labels"] = ["nvidia"]
+    path.write_text(json.dumps(body))
+
+    class Recorded(RecordedClient):
+        server = "recorded"
+
+        def __init__(self, *_: object) -> None:
+            super().__init__(api)
+
+    monkeypatch.setattr("gpuplane.doctor.client.KubeClient", Recorded)
+    rc = main(["doctor", "--no-inspect", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert (rc, out) == (2, "")
+    assert ("gpuplane doctor: could not collect: runtimeclasses as the API returned them: "
+            "items[0].metadata.labels: expected an object, got a list") in err

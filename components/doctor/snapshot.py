@@ -230,6 +230,21 @@ def load(directory: Path | str) -> Snapshot:
     return snap
 
 
+def validate(snapshot: Snapshot) -> None:
+    """The same shape check `load` makes, for a snapshot collected live (an API server or
+    CRD may return what the doctor does not expect: exit 2 naming it, not a traceback)."""
+    for name, (attr, kind) in LISTS.items():
+        for index, item in enumerate(getattr(snapshot, attr)):
+            found = schema.problem(schema.ITEM_MODELS[kind], item, f"items[{index}].")
+            if found is not None:
+                raise SnapshotError(f"{name.removesuffix('.json')} as the API returned them: "
+                                    f"{found}")
+    for node, inspection in snapshot.inspections.items():
+        found = schema.problem(schema.Inspection, inspection)
+        if found is not None:
+            raise SnapshotError(f"node {node}'s inspection: {found}")
+
+
 def _check(path: Path, model: type, data: Any, what: str) -> None:
     if not isinstance(data, dict):
         raise SnapshotError(f"{path}: expected {what}, got {schema.json_type(data)}")
@@ -262,4 +277,5 @@ def _read(path: Path, *, required: bool) -> Any:
         raise SnapshotError(f"{path}: not JSON the doctor can read ({exc})") from None
 
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "LISTS", "Snapshot", "SnapshotError", "load", "save"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "LISTS", "Collected", "Snapshot", "SnapshotError",
+           "load", "save", "validate"]
