@@ -737,6 +737,10 @@ def record_api(snap: Snapshot, target: Path) -> None:
             image="registry.k8s.io/kube-proxy:v1.31.4")],
         "apis/apps/v1/deployments": [*snap.deployments, deployment(
             "coredns", "kube-system", images={"coredns": "registry.k8s.io/coredns:v1.11.1"})],
+        "apis/apps/v1/replicasets": [*snap.replicasets, {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": meta("coredns-7db6d8ff4d", "kube-system"),
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"k8s-app": "kube-dns"}}}}],
         "apis/node.k8s.io/v1/runtimeclasses": snap.runtimeclasses,
         "api/v1/configmaps": [*snap.configmaps, configmap("kube-root-ca.crt", "default",
                                                           {"ca.crt": "-----BEGIN..."})],

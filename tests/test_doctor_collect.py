@@ -87,7 +87,8 @@ def test_collect_keeps_the_gpu_objects_and_drops_the_rest() -> None:
     snap = load(SNAP)
     client = RecordedClient(API)
     got = collect(client, inspect=False)
-    for attr in ("nodes", "pods", "events", "daemonsets", "deployments", "runtimeclasses",
+    for attr in ("nodes", "pods", "events", "daemonsets", "deployments", "replicasets",
+                 "runtimeclasses",
                  "configmaps", "webhooks", "clusterpolicies", "namespaces", "logs"):
         assert getattr(got, attr) == getattr(snap, attr), attr
     assert got.version == snap.version

@@ -1,6 +1,7 @@
 """`gpuplane doctor`: diagnose a live GPU cluster or a saved snapshot with the rulebook.
 
-collect (client → Snapshot) → snapshot (save/load a directory of JSON files) → inspect
+collect (client → Snapshot, with a record of what was collected) → snapshot (save/load a
+directory of JSON files, each checked against `schema`) → inspect
 (a short-lived pod per GPU node runs the packaged inspection program) → analyse (the
 rules plus symptom → cause mapping) → report (text and stable JSON).
 """

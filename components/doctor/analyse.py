@@ -2,8 +2,10 @@
 
 Order of work: the intent (the stack's record or inferred) → every rule over what was
 collected (operator and HAMi values, HAMi's nodes, the time-slicing ConfigMap, GPU
-workloads, each inspected node's containerd) → symptoms from nodes, components, pods and
-events → `combine`, which files each symptom as evidence under the cause that explains it.
+workloads, each inspected node's containerd), where a list the rule needs was not
+collected saying "not checked" instead, and where a fact is unknown (`unknowns`) never
+letting a default stand in for it → symptoms from nodes, components, pods and events →
+`combine`, which files each symptom as evidence under the cause that explains it.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.config import chart_at_least
-from gpuplane.doctor import health
-from gpuplane.doctor.cluster import ClusterView, name, namespace
+from gpuplane.doctor import health, unknowns
+from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
 from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
@@ -47,35 +49,32 @@ class DoctorReport:
 def analyse(snapshot: Snapshot) -> DoctorReport:
     view = ClusterView(snapshot)
     notes = list(snapshot.notes)
+    if (unseen := view.missing("configmaps")) is not None:
+        notes.append(f"{unseen}: a gpuplane-intent record could not be read, so the intent is "
+                     "inferred")
     try:
         source = intent_of(view, snapshot.inspections)
     except IntentError as exc:
         notes.append(f"{exc}; inferring the intent instead")
         source = infer(view, snapshot.inspections)
     intent = source.intent
-    diagnoses: list[Diagnosis] = []
     symptoms: list[Symptom] = []
-
     operator = view.operator_values()
-    if operator is not None:
-        values, where, chart = operator
-        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
-                                                  where=where), "operator")
-        diagnoses += _time_slicing(view, intent)
-    elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
-        notes.append("no GPU Operator release or ClusterPolicy found: its values were not "
-                     "checked")
-    hami_values: dict[str, Any] | None = None
     release = view.release("hami")
-    if release is not None:
-        hami_values = release.values
-        diagnoses += causes(check_hami_values(hami_values, intent,
-                                              chart_version=release.chart_version,
-                                              where=release.where), "hami")
-    diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
-                        "hami")
-    diagnoses += _workloads(view, intent)
-    diagnoses += health.runtimeclass(view, intent)
+    hami_values: dict[str, Any] | None = release.values if release is not None else None
+
+    outside = unknowns.outside_model(intent.containerd_version)
+    if outside is None:
+        diagnoses = _rules(view, intent, notes)
+    else:
+        diagnoses = unknowns.line_independent(lambda i, n: _rules(view, i, n), intent, notes,
+                                              outside)
+    declared = source.source != "inferred"
+    if not declared and "nvidia_default" not in source.inferred:
+        diagnoses = unknowns.default_runtime_unknown(diagnoses, notes)
+    kube_known = declared or "kubernetes_version" in source.inferred
+    if not kube_known:
+        diagnoses = unknowns.kubernetes_unknown(diagnoses, notes)
 
     node_facts: dict[str, dict[str, Any]] = {}
     for node_name, inspection in sorted(snapshot.inspections.items()):
@@ -89,9 +88,9 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     symptoms += found
     notes += more
     symptoms += health.node_readiness(view)
-    symptoms += health.allocatable(view, intent, hami_values)
+    symptoms += health.allocatable(view, intent, hami_values, notes)
     hami_diag, found, more = health.hami_health(view, intent, source.source != "inferred",
-                                               hami_values)
+                                               hami_values, kube_known)
     diagnoses += hami_diag
     symptoms += found
     notes += more
@@ -109,8 +108,42 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
         snapshot={"collectedAt": snapshot.collected_at, "source": snapshot.source,
                   "serverVersion": snapshot.version.get("gitVersion"),
                   "gpuNodes": [name(n) for n in view.gpu_nodes(n.name for n in intent.nodes)],
-                  "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections)},
+                  "gpuPods": len(view.gpu_pods), "inspectedNodes": sorted(snapshot.inspections),
+                  "collected": snapshot.collected.to_dict()},
     )
+
+
+def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[Diagnosis]:
+    """Every rule over what was collected, judged against `intent`."""
+    diagnoses: list[Diagnosis] = []
+    operator = view.operator_values()
+    if operator is not None:
+        values, where, chart = operator
+        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
+                                                  where=where), "operator")
+        diagnoses += _time_slicing(view, intent, notes)
+    elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
+        unseen = view.missing("helm-releases", "clusterpolicies")
+        notes.append(f"not checked: {unseen}: the GPU Operator's values" if unseen else
+                     "no GPU Operator release or ClusterPolicy found: its values were not "
+                     "checked")
+    release = view.release("hami")
+    if release is not None:
+        diagnoses += causes(check_hami_values(release.values, intent,
+                                              chart_version=release.chart_version,
+                                              where=release.where), "hami")
+    diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
+                        "hami")
+    if (unseen := view.missing("pods")) is not None:
+        notes.append(f"not checked: {unseen}: GPU workloads (FM11, FM14) and the GPU "
+                     "components' pods")
+    diagnoses += _workloads(view, intent)
+    if (unseen := view.missing("runtimeclasses")) is not None:
+        notes.append(f"not checked: {unseen}: whether RuntimeClass {intent.runtime_class} "
+                     "exists (FM11)")
+    else:
+        diagnoses += health.runtimeclass(view, intent)
+    return diagnoses
 
 
 def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
@@ -128,13 +161,17 @@ def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
     return NodeContext(node_name, intent, runtime, target)
 
 
-def _time_slicing(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
+def _time_slicing(view: ClusterView, intent: ClusterIntent, notes: list[str]
+                  ) -> list[Diagnosis]:
     """FM10 over the ConfigMap the device plugin is told to read."""
     if intent.time_slicing_replicas <= 0 or intent.device_plugin != "gpu-operator":
         return []
     ns = view.operator_namespace() or intent.operator_namespace
     cm = view.configmap(ns, intent.time_slicing_configmap)
     where = f"ConfigMap {ns}/{intent.time_slicing_configmap}"
+    if cm is None and (unseen := view.missing("configmaps")) is not None:
+        notes.append(f"not checked: {unseen}: the time-slicing {where} (FM10)")
+        return []
     if cm is None:
         return [Diagnosis(Finding(
             "FM10", Severity.ERROR,
@@ -150,14 +187,35 @@ def _time_slicing(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
 
 
 def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
-    """FM11/FM14 per GPU pod; pods of one controller are checked once (the first). The
-    spec is checked as submitted: spec.nodeName of a live pod is the scheduler's binding
-    (a pod that set it itself would have been refused by HAMi's webhook)."""
+    """FM11/FM14 for each GPU workload, checked once, at the highest controller collected:
+    a Deployment, a DaemonSet, a ReplicaSet no collected Deployment owns, else its pods
+    (one per controller, the first). A workload whose pods were refused (no RuntimeClass,
+    a webhook) is seen only here. A pod's spec is checked as submitted: spec.nodeName of a
+    live pod is the scheduler's binding (a pod that set it itself would have been refused
+    by HAMi's webhook)."""
     out: list[Diagnosis] = []
+    checked: set[tuple[str, str, str]] = set()
+    deployments = {(namespace(d), name(d)) for d in view.snap.deployments}
+    objects = [("Deployment", d) for d in view.snap.deployments]
+    objects += [("DaemonSet", d) for d in view.snap.daemonsets]
+    objects += [("ReplicaSet", r) for r in view.snap.replicasets
+                if not any(o.get("kind") == "Deployment" and (namespace(r), o.get("name"))
+                           in deployments for o in _owners(r))]
+    for kind, obj in objects:
+        typed = {**obj, "kind": kind}
+        if not requests_of(typed):
+            continue
+        checked.add((kind, namespace(obj), name(obj)))
+        where = f"{kind} {namespace(obj)}/{name(obj)}"
+        out += causes(check_workload(typed, intent, where),
+                      f"workload:{namespace(obj)}/{kind}/{name(obj)}")
+    owned_by = {(namespace(r), name(r)): [(o.get("kind"), o.get("name")) for o in _owners(r)]
+                for r in view.snap.replicasets}
     seen: set[str] = set()
     for pod in view.gpu_pods:
-        owner = next((o for o in (pod.get("metadata") or {}).get("ownerReferences") or []
-                      if o.get("controller")), None)
+        owner = next((o for o in _owners(pod) if o.get("controller")), None)
+        if owner and _covered(namespace(pod), owner, checked, owned_by):
+            continue
         key = f"{namespace(pod)}/{owner['kind']}/{owner['name']}" if owner else \
             f"{namespace(pod)}/Pod/{name(pod)}"
         if key in seen:
@@ -171,6 +229,19 @@ def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
         findings = check_workload({**pod, "kind": "Pod", "spec": spec}, intent, where)
         out += causes(findings, f"pod:{namespace(pod)}/{name(pod)}")
     return out
+
+
+def _owners(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _covered(ns: str, owner: dict[str, Any], checked: set[tuple[str, str, str]],
+             owned_by: dict[tuple[str, str], list[tuple[Any, Any]]]) -> bool:
+    """Whether the pod's controller, or the Deployment above its ReplicaSet, was checked."""
+    kind, owner_name = str(owner.get("kind")), str(owner.get("name"))
+    if (kind, ns, owner_name) in checked:
+        return True
+    return any((str(k), ns, str(n)) in checked for k, n in owned_by.get((ns, owner_name), []))
 
 
 __all__ = ["DoctorReport", "IntentSource", "analyse"]

@@ -25,6 +25,8 @@ COMPONENT = re.compile(r"nvidia|gpu-operator|hami|vgpu|container-toolkit|device-
                        r"gpu-feature-discovery|dcgm", re.IGNORECASE)
 OPERATOR = re.compile(r"^gpu-operator$|nvidia-gpu-operator|^gpu-operator-")
 HAMI = re.compile(r"hami|vgpu")
+# Images only the GPU Operator's operands run (validator, operator-deployed toolkit).
+OPERAND_IMAGE = re.compile(r"/gpu-operator-validator:|/gpu-operator:|/k8s/container-toolkit:")
 
 
 def name(obj: dict[str, Any]) -> str:
@@ -94,6 +96,11 @@ def is_gpu_node(node: dict[str, Any], named: Iterable[str] = ()) -> bool:
     return gpu_count(node, "capacity") > 0
 
 
+def _is_hami(obj: dict[str, Any]) -> bool:
+    return bool(HAMI.search(name(obj))) or any(
+        "projecthami" in str(c.get("image", "")) for c in _containers(obj))
+
+
 @dataclass(frozen=True)
 class Release:
     """A gpu-operator or HAMi Helm release as the snapshot records it."""
@@ -134,6 +141,12 @@ class ClusterView:
 
     def __init__(self, snapshot: Snapshot):
         self.snap = snapshot
+
+    def missing(self, *kinds: str) -> str | None:
+        """`a not collected (why); b not collected` for the kinds the snapshot lacks, or
+        None when it has them all: a rule that needs them says "not checked" instead."""
+        found = [m for m in (self.snap.missing(k) for k in kinds) if m]
+        return "; ".join(found) if found else None
 
     # -------------------------------------------------------------- nodes and pods
     def gpu_nodes(self, named: Iterable[str] = ()) -> list[dict[str, Any]]:
@@ -207,30 +220,76 @@ class ClusterView:
         return list((values.get("toolkit") or {}).get("env") or []), f"{where} toolkit.env"
 
     def operator_namespace(self) -> str | None:
+        """Where the GPU Operator runs: its release, else its Deployment, ReplicaSet or
+        pod (a snapshot may hold only pods)."""
         release = self.release("gpu-operator")
         if release is not None:
             return release.namespace
-        for dep in self.snap.deployments:
-            if OPERATOR.search(name(dep)) or \
-                    labels(dep).get("app.kubernetes.io/name") == "gpu-operator":
-                return namespace(dep)
+        for obj in [*self.snap.deployments, *self.snap.replicasets, *self.component_pods]:
+            if OPERATOR.search(name(obj)) or \
+                    labels(obj).get("app.kubernetes.io/name") == "gpu-operator":
+                return namespace(obj)
+        for obj in [*self.snap.daemonsets, *self.component_pods]:   # its operands' images
+            if any(OPERAND_IMAGE.search(str(c.get("image", ""))) for c in _containers(obj)):
+                return namespace(obj)
         return None
+
+    def operator_toolkit(self) -> dict[str, Any] | None:
+        """The operator's toolkit DaemonSet or pod, when one was collected."""
+        return next((o for o in [*self.snap.daemonsets, *self.component_pods]
+                     if "container-toolkit" in name(o) or any(
+                         "/container-toolkit:" in str(c.get("image", ""))
+                         for c in _containers(o))), None)
 
     def hami_namespace(self) -> str | None:
         release = self.release("hami")
         if release is not None:
             return release.namespace
-        for obj in [*self.snap.deployments, *self.snap.daemonsets]:
-            if HAMI.search(name(obj)):
-                return namespace(obj)
+        for obj in self.hami_objects():
+            return namespace(obj)
         return None
 
     def daemonsets_in(self, ns: str | None) -> list[dict[str, Any]]:
         return [d for d in self.snap.daemonsets if ns and namespace(d) == ns]
 
+    @cached_property
+    def component_pods(self) -> list[dict[str, Any]]:
+        """Pods of the GPU components (not GPU workloads)."""
+        return [p for p in self.snap.pods if is_component(p) and not is_gpu_pod(p)]
+
     def hami_objects(self) -> list[dict[str, Any]]:
-        return [o for o in [*self.snap.deployments, *self.snap.daemonsets]
+        """HAMi's Deployments, DaemonSets, ReplicaSets and pods: whichever were collected."""
+        return [o for o in [*self.snap.deployments, *self.snap.daemonsets,
+                            *self.snap.replicasets, *self.component_pods]
                 if HAMI.search(name(o))]
+
+    def covered(self, pod: dict[str, Any]) -> bool:
+        """Whether a controller of `pod` is in the snapshot (then it speaks for the pod)."""
+        return any(pod in self.pods_of(owner)
+                   for owner in [*self.snap.deployments, *self.snap.daemonsets])
+
+    def device_plugins_on(self, node: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """(HAMi's, any other) device plugins that run on `node`, each named with what shows
+        it: a plugin pod bound to the node, else a DaemonSet with pods scheduled whose
+        nodeSelector selects it."""
+        node_labels = labels(node)
+        hami: list[str] = []
+        other: list[str] = []
+        pods = [p for p in self.component_pods if "device-plugin" in name(p)]
+        for pod in pods:
+            if (pod.get("spec") or {}).get("nodeName") == name(node):
+                (hami if _is_hami(pod) else other).append(ref(pod, "Pod"))
+        for ds in self.snap.daemonsets:
+            if "device-plugin" not in name(ds) or self.pods_of(ds):
+                continue   # its pods (above) say where it runs
+            spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            selector = spec.get("nodeSelector") or {}
+            scheduled = int((ds.get("status") or {}).get("desiredNumberScheduled") or 0)
+            if scheduled and all(node_labels.get(k) == v for k, v in selector.items()):
+                (hami if _is_hami(ds) else other).append(
+                    f"{ref(ds, 'DaemonSet')} ({scheduled} pod(s) scheduled, nodeSelector "
+                    f"{', '.join(f'{k}={v}' for k, v in selector.items()) or 'none'})")
+        return hami, other
 
     def configmap(self, ns: str | None, cm_name: str) -> dict[str, Any] | None:
         return next((c for c in self.snap.configmaps

@@ -24,6 +24,7 @@ from gpuplane.doctor.cluster import (
     is_gpu_pod,
     name,
     namespace,
+    requests_of,
 )
 from gpuplane.doctor.helm import (
     LABEL_SELECTOR,
@@ -38,7 +39,7 @@ from gpuplane.doctor.inspect import (
     InspectionFailed,
     inspect_node,
 )
-from gpuplane.doctor.snapshot import Snapshot, now
+from gpuplane.doctor.snapshot import ALL_NAMESPACES, KINDS, Collected, Snapshot, now
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
 from gpuplane.rules._shared import lookup
 
@@ -54,12 +55,15 @@ PATHS = {
     "namespaces": "/api/v1/namespaces",
     "daemonsets": "/apis/apps/v1/daemonsets",
     "deployments": "/apis/apps/v1/deployments",
+    "replicasets": "/apis/apps/v1/replicasets",
     "runtimeclasses": "/apis/node.k8s.io/v1/runtimeclasses",
     "configmaps": "/api/v1/configmaps",
     "webhooks": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
     "clusterpolicies": "/apis/nvidia.com/v1/clusterpolicies",
     "secrets": "/api/v1/secrets",
 }
+# The snapshot kind (file) each request fills, where the names differ.
+KIND_OF = {"webhooks": "mutatingwebhookconfigurations", "secrets": "helm-releases"}
 
 
 def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str] | None = None,
@@ -68,14 +72,17 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
             progress: Callable[[str], None] = lambda _: None) -> Snapshot:
     """A snapshot of the cluster behind `client`. Raises CollectError when it cannot read
     the cluster at all (unreachable, unauthorised, or forbidden to list nodes or pods)."""
-    snap = Snapshot(collected_at=now(), source=dict(source or {}))
+    snap = Snapshot(collected_at=now(), source=dict(source or {}),
+                    collected=Collected(kinds=frozenset(KINDS), namespaces=ALL_NAMESPACES))
     snap.version = _required(client, "version", PATHS["version"])
     progress("nodes and pods")
     snap.nodes = _items(_required(client, "nodes", PATHS["nodes"]))
     all_pods = _items(_required(client, "pods", PATHS["pods"]))
 
-    snap.daemonsets = [d for d in _optional(client, snap, "daemonsets") if is_component(d)]
-    snap.deployments = [d for d in _optional(client, snap, "deployments") if is_component(d)]
+    snap.daemonsets = [d for d in _optional(client, snap, "daemonsets")
+                       if is_component(d) or _gpu_workload(d, "DaemonSet")]
+    snap.deployments = [d for d in _optional(client, snap, "deployments")
+                        if is_component(d) or _gpu_workload(d, "Deployment")]
     snap.clusterpolicies = _optional(client, snap, "clusterpolicies", missing_ok=True)
     snap.helm_releases = _releases(client, snap)
     snap.runtimeclasses = _optional(client, snap, "runtimeclasses")
@@ -87,6 +94,12 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
     component_ns |= {str(r.get("namespace")) for r in snap.helm_releases}
     snap.pods = [p for p in all_pods if is_gpu_pod(p) or
                  (namespace(p) in component_ns and is_component(p))]
+    owners = {(namespace(p), str(o.get("name"))) for p in snap.pods
+              for o in (p.get("metadata") or {}).get("ownerReferences") or []
+              if o.get("kind") == "ReplicaSet"}
+    snap.replicasets = [r for r in _optional(client, snap, "replicasets")
+                        if is_component(r) or (namespace(r), name(r)) in owners
+                        or _gpu_workload(r, "ReplicaSet")]
     snap.configmaps = _configmaps(client, snap, component_ns)
     wanted_ns = component_ns | {namespace(p) for p in snap.pods}
     snap.namespaces = [n for n in _optional(client, snap, "namespaces")
@@ -112,6 +125,11 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
             except InspectionFailed as exc:
                 snap.notes.append(f"node {node} was not inspected: {exc}")
     return snap
+
+
+def _gpu_workload(obj: dict[str, Any], kind: str) -> bool:
+    """A workload whose pods ask for NVIDIA resources (list items carry no `kind`)."""
+    return bool(requests_of({**obj, "kind": kind}))
 
 
 def _items(data: Any) -> list[dict[str, Any]]:
@@ -146,7 +164,18 @@ def _optional(client: ClusterClient, snap: Snapshot, what: str, *, missing_ok: b
         reason = (f"forbidden: needs permission to {exc.permission}" if exc.status == 403
                   else f"HTTP {exc.status}: {exc}")
         snap.notes.append(f"{what} not collected ({reason})")
+        kind = KIND_OF.get(what, what)
+        _lost(snap, kind)
+        if exc.status == 403:
+            snap.collected.denied[kind] = exc.permission
+        else:
+            snap.collected.failed[kind] = f"HTTP {exc.status}: {exc}"
         return []
+
+
+def _lost(snap: Snapshot, kind: str) -> None:
+    if snap.collected.kinds is not None:
+        snap.collected.kinds = snap.collected.kinds - {kind}
 
 
 def _releases(client: ClusterClient, snap: Snapshot) -> list[dict[str, Any]]:
@@ -202,6 +231,7 @@ def _events(client: ClusterClient, snap: Snapshot) -> list[dict[str, Any]]:
     kept = {("Pod", namespace(p), name(p)) for p in snap.pods}
     kept |= {("DaemonSet", namespace(d), name(d)) for d in snap.daemonsets}
     kept |= {("Deployment", namespace(d), name(d)) for d in snap.deployments}
+    kept |= {("ReplicaSet", namespace(r), name(r)) for r in snap.replicasets}
     kept |= {("Node", "", name(n)) for n in snap.nodes if is_gpu_node(n)}
     out = []
     for event in _optional(client, snap, "events"):
@@ -238,6 +268,8 @@ def _logs(client: ClusterClient, snap: Snapshot) -> list[dict[str, Any]]:
                 if exc.status == 403:
                     snap.notes.append(f"logs not collected (forbidden: needs permission to "
                                       f"{exc.permission})")
+                    snap.collected.denied["logs"] = exc.permission
+                    _lost(snap, "logs")
                     return out
                 continue
             out.append({"namespace": namespace(pod), "pod": name(pod),

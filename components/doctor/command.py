@@ -53,7 +53,7 @@ def main(argv: list[str], console: Callable[[], Console]) -> int:
     from gpuplane.doctor.collect import collect
     from gpuplane.doctor.inspect import DEFAULT_IMAGE, DEFAULT_NAMESPACE
     from gpuplane.doctor.report import render_report, report_to_json
-    from gpuplane.doctor.snapshot import SnapshotError, load, save
+    from gpuplane.doctor.snapshot import SnapshotError, load, save, validate
 
     ns = parser().parse_args(argv)
     if ns.source and ns.context:
@@ -70,15 +70,21 @@ def main(argv: list[str], console: Callable[[], Console]) -> int:
                 cri_probe=not ns.no_cri_probe,
                 source={"server": client.server, "context": ns.context},
                 progress=lambda what: print(f"gpuplane doctor: {what}", file=sys.stderr))
+            validate(snapshot)
         if ns.save:
             save(snapshot, ns.save)
             print(f"gpuplane doctor: snapshot written to {ns.save}", file=sys.stderr)
     except CollectError as exc:
         return _error(f"could not collect: {exc}")
     except SnapshotError as exc:
-        return _error(f"cannot read the snapshot: {exc}")
+        return _error(f"cannot read the snapshot: {exc}" if ns.source else
+                      f"could not collect: {exc}")
     except OSError as exc:
         return _error(f"cannot write the snapshot: {exc}")
+    if not snapshot.nodes:
+        where = f"the snapshot {ns.source}" if ns.source else "the cluster"
+        return _error(f"nothing to diagnose: {where} has no nodes (a snapshot needs at least "
+                      "nodes.json, e.g. `kubectl get nodes -o json > nodes.json`)")
     report = analyse(snapshot)
     if ns.format == "json":
         print(json.dumps(report_to_json(report), indent=2))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpuplane.doctor.cluster import (
+    HAMI,
     ClusterView,
     gpu_count,
     labels,
@@ -32,7 +33,7 @@ from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import lookup, quantity, version_tuple
 from gpuplane.rules.timeslicing import expected_allocatable
-from gpuplane.rules.workloads import GPU, GPUMEM
+from gpuplane.rules.workloads import GPU, GPUMEM, pod_spec_of
 
 FAILING = ("RunContainerError", "CrashLoopBackOff", "CreateContainerError", "Error",
            "CreateContainerConfigError", "ImagePullBackOff", "ErrImagePull")
@@ -60,9 +61,12 @@ def runtimeclass(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
 
 
 def operator_health(view: ClusterView, intent: ClusterIntent) -> tuple[list[Symptom], list[str]]:
-    """Operator DaemonSets that are not ready, and why their pods say they are not."""
+    """Operator DaemonSets that are not ready, and why their pods say they are not; the
+    operator's pods whose DaemonSet was not collected speak for themselves."""
     symptoms: list[Symptom] = []
     notes: list[str] = []
+    if (unseen := view.missing("daemonsets")) is not None:
+        notes.append(f"not checked: {unseen}: the GPU Operator's DaemonSets")
     for ds in view.daemonsets_in(view.operator_namespace()):
         status = ds.get("status") or {}
         desired = int(status.get("desiredNumberScheduled") or 0)
@@ -70,32 +74,40 @@ def operator_health(view: ClusterView, intent: ClusterIntent) -> tuple[list[Symp
         if ready >= desired:
             continue
         explained = False
-        toolkit = "toolkit" in name(ds)
         for pod in view.pods_of(ds):
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            scopes = ("operator", f"node:{node}")
-            for event in view.events_for(pod, "Pod"):
-                if event.get("type") != "Warning":
-                    continue
-                found = classify(event, view, intent, f"pod:{namespace(pod)}/{name(pod)}", node)
-                if found is None and toolkit:
-                    found = Symptom(_TOOLKIT_IDS, scopes, event_evidence(event), serious=True)
-                if found is not None:
-                    symptoms.append(found)
-                    explained = True
-            for text, source in _pod_trouble(view, pod, events=False):
-                evidence = Evidence(source, text)
-                if GLIBC.search(text):
-                    symptoms.append(Symptom(("FM15",), scopes, evidence,
-                                            glibc_fallback(node, text)))
-                elif toolkit:
-                    symptoms.append(Symptom(_TOOLKIT_IDS, scopes, evidence, serious=True))
-                else:
-                    continue
-                explained = True
+            found = _component_pod(view, intent, pod, "toolkit" in name(ds))
+            symptoms += found
+            explained = explained or bool(found)
         if not explained:
             notes.append(f"{ref(ds, 'DaemonSet')}: {ready}/{desired} pods ready")
+    for pod in view.component_pods:
+        if HAMI.search(name(pod)) or view.covered(pod):
+            continue
+        symptoms += _component_pod(view, intent, pod, "toolkit" in name(pod))
     return symptoms, notes
+
+
+def _component_pod(view: ClusterView, intent: ClusterIntent, pod: dict[str, Any],
+                   toolkit: bool) -> list[Symptom]:
+    """What one failing operator pod says: its warning events, container states, logs."""
+    out: list[Symptom] = []
+    node = str((pod.get("spec") or {}).get("nodeName") or "")
+    scopes = ("operator", f"node:{node}")
+    for event in view.events_for(pod, "Pod"):
+        if event.get("type") != "Warning":
+            continue
+        found = classify(event, view, intent, f"pod:{namespace(pod)}/{name(pod)}", node)
+        if found is None and toolkit:
+            found = Symptom(_TOOLKIT_IDS, scopes, event_evidence(event), serious=True)
+        if found is not None:
+            out.append(found)
+    for text, source in _pod_trouble(view, pod, events=False):
+        evidence = Evidence(source, text)
+        if GLIBC.search(text):
+            out.append(Symptom(("FM15",), scopes, evidence, glibc_fallback(node, text)))
+        elif toolkit:
+            out.append(Symptom(_TOOLKIT_IDS, scopes, evidence, serious=True))
+    return out
 
 
 def _pod_trouble(view: ClusterView, pod: dict[str, Any],
@@ -140,10 +152,11 @@ def node_readiness(view: ClusterView) -> list[Symptom]:
     return out
 
 
-def allocatable(view: ClusterView, intent: ClusterIntent,
-                hami_values: dict[str, Any] | None) -> list[Symptom]:
+def allocatable(view: ClusterView, intent: ClusterIntent, hami_values: dict[str, Any] | None,
+                notes: list[str] | None = None) -> list[Symptom]:
     """nvidia.com/gpu each GPU node advertises against what the stack expects."""
     out = []
+    notes = [] if notes is None else notes
     nodes = {n.name: n for n in intent.gpu_nodes}
     for node in view.gpu_nodes(nodes):
         want = nodes.get(name(node))
@@ -154,16 +167,28 @@ def allocatable(view: ClusterView, intent: ClusterIntent,
                             f"{GPU}: {have:g} ({want.gpus} physical GPU(s))")
         if intent.device_plugin == "hami":
             split = lookup(hami_values or {}, "devicePlugin.deviceSplitCount", 10)
-            if have and have == want.gpus and _number(split) > 1:
-                out.append(Symptom(("FM12",), ("operator", "hami"), evidence, Finding(
+            if not (have and have == want.gpus and _number(split) > 1):
+                continue
+            # The physical count alone is no proof: only two plugins on the node are.
+            hami, other = view.device_plugins_on(node)
+            if not (hami and other):
+                if not other:
+                    notes.append(
+                        f"node {name(node)} advertises {have:g} {GPU}, the physical count, "
+                        "but no second device plugin was seen on it: FM12 not reported")
+                continue
+            shown = Evidence(f"node {name(node)}: device plugins",
+                             f"HAMi's: {', '.join(hami)}; another: {', '.join(other)}")
+            for seen in (evidence, shown):
+                out.append(Symptom(("FM12",), ("operator", "hami"), seen, Finding(
                     "FM12", Severity.ERROR,
                     f"node {name(node)} advertises {have:g} {GPU}, the physical count, "
                     f"instead of {want.gpus} x {split} HAMi shares: another device plugin "
-                    "(the operator's) overwrites HAMi's count.",
+                    f"({', '.join(other)}) runs beside HAMi's and overwrites its count.",
                     f"Node {name(node)}",
                     "Keep `gpuplane:devicePlugin: hami` (gpuplane renders the operator's "
                     "devicePlugin.enabled=false); raw Helm: --set devicePlugin.enabled=false "
-                    "on the gpu-operator release.")))
+                    "on the gpu-operator release (or uninstall the other device plugin).")))
             continue
         expected = expected_allocatable(want.gpus, intent)
         if intent.time_slicing_replicas > 0 and have != expected:
@@ -191,14 +216,18 @@ def _number(value: Any) -> float:
 
 
 def hami_health(view: ClusterView, intent: ClusterIntent, intent_declared: bool,
-                hami_values: dict[str, Any] | None) -> tuple[list[Diagnosis], list[Symptom],
-                                                            list[str]]:
+                hami_values: dict[str, Any] | None, kube_known: bool = True
+                ) -> tuple[list[Diagnosis], list[Symptom], list[str]]:
     diagnoses: list[Diagnosis] = []
     symptoms: list[Symptom] = []
     notes: list[str] = []
     if intent.device_plugin != "hami":
         return diagnoses, symptoms, notes
     actual = view.hami_namespace()
+    if actual is None and (unseen := view.missing("helm-releases", "deployments",
+                                                  "daemonsets")) is not None:
+        notes.append(f"not checked: {unseen}: where HAMi runs (FM13)")
+        return diagnoses, symptoms, notes
     if actual is None:
         diagnoses.append(Diagnosis(Finding(
             "FM13", Severity.ERROR,
@@ -217,7 +246,7 @@ def hami_health(view: ClusterView, intent: ClusterIntent, intent_declared: bool,
             f"Set `gpuplane:hami.namespace: {actual}`, or uninstall the release in {actual} "
             f"and let gpuplane install it in {intent.hami_namespace} (raw: helm uninstall hami "
             f"-n {actual})."), "hami"))
-    symptoms += _scheduler(view, intent, actual)
+    symptoms += _scheduler(view, intent, actual, kube_known, notes)
     symptoms += _device_plugin(view, actual)
     found, more = _webhooks(view, actual)
     symptoms += found
@@ -226,41 +255,59 @@ def hami_health(view: ClusterView, intent: ClusterIntent, intent_declared: bool,
     return diagnoses, symptoms, notes
 
 
-def _scheduler(view: ClusterView, intent: ClusterIntent, ns: str) -> list[Symptom]:
-    out = []
+def _scheduler(view: ClusterView, intent: ClusterIntent, ns: str, kube_known: bool,
+               notes: list[str]) -> list[Symptom]:
+    """HAMi's kube-scheduler image against the API server, from its Deployment, its
+    ReplicaSets or its pods (whichever were collected), and why its pods fail (their
+    states, events and logs)."""
+    out: list[Symptom] = []
     want = version_tuple(intent.kubernetes_version)
-    for dep in view.snap.deployments:
-        if namespace(dep) != ns or "scheduler" not in name(dep):
-            continue
-        spec = (((dep.get("spec") or {}).get("template") or {}).get("spec") or {})
+    objects = [(o, kind) for kind, items in (("Deployment", view.snap.deployments),
+                                             ("ReplicaSet", view.snap.replicasets),
+                                             ("Pod", view.component_pods))
+               for o in items if namespace(o) == ns and "scheduler" in name(o)]
+    for obj, kind in objects:
+        spec = pod_spec_of({**obj, "kind": kind}) or {}
         for ctr in spec.get("containers") or []:
             image = str(ctr.get("image", ""))
             if "kube-scheduler" not in image:
                 continue
             tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
             have = version_tuple(tag)
-            if have and want and have[:2] != want[:2]:
-                evidence = Evidence(f"{ref(dep, 'Deployment')} container {ctr.get('name')}",
-                                    f"image {image}; the API server is "
-                                    f"v{intent.kubernetes_version}")
-                out.append(Symptom(("FM13",), ("hami",), evidence, about=("kubeScheduler",),
-                                   fallback=Finding(
-                    "FM13", Severity.ERROR,
-                    f"HAMi's kube-scheduler runs {image} against a v"
-                    f"{intent.kubernetes_version} API server: a scheduler of another minor "
-                    "version crash-loops.",
-                    f"{ref(dep, 'Deployment')} image",
-                    f"Set `gpuplane:hami.schedulerImageTag: v{intent.kubernetes_version}` (or "
-                    "leave it null and set `gpuplane:cluster.kubernetesVersion`); raw Helm: "
-                    f"--set scheduler.kubeScheduler.image.tag=v{intent.kubernetes_version}.")))
+            if have and not kube_known:
+                notes.append(f"not checked: HAMi's kube-scheduler image {image} against the "
+                             "API server (version not collected, no control-plane node seen)")
+            elif have and want and have[:2] != want[:2]:
+                out.append(_scheduler_tag(intent, ns, image, Evidence(
+                    f"{ref(obj, kind)} container {ctr.get('name')}",
+                    f"image {image}; the API server is v{intent.kubernetes_version}")))
+    failing = [p for p in view.component_pods if namespace(p) == ns
+               and "scheduler" in name(p)]
+    for dep in view.snap.deployments:
+        if namespace(dep) != ns or "scheduler" not in name(dep):
+            continue
         status = dep.get("status") or {}
-        if int(status.get("readyReplicas") or 0) < int((dep.get("spec") or {}).get(
+        if int(status.get("readyReplicas") or 0) >= int((dep.get("spec") or {}).get(
                 "replicas", 1) or 1):
-            for pod in view.pods_of(dep):
-                for text, source in _pod_trouble(view, pod):
-                    out.append(Symptom(("FM13",), ("hami",), Evidence(source, text),
-                                       about=("kubeScheduler", "scheduler"), serious=True))
+            failing = [p for p in failing if p not in view.pods_of(dep)]
+    for pod in failing:
+        for text, source in _pod_trouble(view, pod):
+            out.append(Symptom(("FM13",), ("hami",), Evidence(source, text),
+                               about=("kubeScheduler", "scheduler"), serious=True))
     return out
+
+
+def _scheduler_tag(intent: ClusterIntent, ns: str, image: str, evidence: Evidence) -> Symptom:
+    """One finding per image, whichever object showed it (Deployment, ReplicaSet, pod)."""
+    version = intent.kubernetes_version
+    return Symptom(("FM13",), ("hami",), evidence, about=("kubeScheduler",), fallback=Finding(
+        "FM13", Severity.ERROR,
+        f"HAMi's kube-scheduler runs {image} against a v{version} API server: a scheduler "
+        "of another minor version crash-loops.",
+        f"HAMi scheduler in namespace {ns}: kube-scheduler image",
+        f"Set `gpuplane:hami.schedulerImageTag: v{version}` (or leave it null and set "
+        "`gpuplane:cluster.kubernetesVersion`); raw Helm: --set "
+        f"scheduler.kubeScheduler.image.tag=v{version}."))
 
 
 def _device_plugin(view: ClusterView, ns: str) -> list[Symptom]:
@@ -295,10 +342,13 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
              and "hami" in str(((hook.get("clientConfig") or {}).get("service") or {})
                                .get("name", "")))]
     if not hooks:
-        notes.append("no HAMi MutatingWebhookConfiguration found: GPU pods are not sent to "
+        unseen = view.missing("mutatingwebhookconfigurations")
+        notes.append(f"not checked: {unseen}: HAMi's webhook" if unseen else
+                     "no HAMi MutatingWebhookConfiguration found: GPU pods are not sent to "
                      "hami-scheduler")
         return out, notes
     namespaces = {name(n): labels(n) for n in view.snap.namespaces}
+    unseen_ns = view.missing("namespaces")
     for cfg, hook in hooks:
         source = f"MutatingWebhookConfiguration {name(cfg)} webhook {hook.get('name')}"
         if hook.get("failurePolicy", "Fail") == "Ignore":
@@ -316,7 +366,10 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
             pod_ns = namespace(pod)
             ns_labels = namespaces.get(pod_ns, {"kubernetes.io/metadata.name": pod_ns})
             excluded = None
-            if not selects(hook.get("namespaceSelector"), ns_labels):
+            if unseen_ns and _other_keys(hook.get("namespaceSelector")):
+                notes.append(f"not checked: {unseen_ns}: whether HAMi's webhook selects "
+                             f"namespace {pod_ns} (its namespaceSelector reads labels)")
+            elif not selects(hook.get("namespaceSelector"), ns_labels):
                 excluded = f"its namespaceSelector does not select namespace {pod_ns}"
             elif not selects(hook.get("objectSelector"), labels(pod)):
                 excluded = f"its objectSelector does not select pod {pod_ns}/{name(pod)}"
@@ -335,6 +388,15 @@ def _webhooks(view: ClusterView, ns: str) -> tuple[list[Symptom], list[str]]:
                 "admissionWebhook), or label the namespace/pods to match; raw Helm: the "
                 "chart's scheduler.admissionWebhook selectors.")))
     return out, notes
+
+
+def _other_keys(selector: Any) -> bool:
+    """Whether a selector reads namespace labels other than the name the API sets."""
+    if not isinstance(selector, dict):
+        return False
+    keys = set((selector.get("matchLabels") or {}).keys())
+    keys |= {e.get("key") for e in selector.get("matchExpressions") or []}
+    return bool(keys - {"kubernetes.io/metadata.name"})
 
 
 def selects(selector: Any, lbl: dict[str, str]) -> bool:

@@ -17,10 +17,12 @@ from typing import Any
 
 import yaml
 
-from gpuplane.doctor.cluster import ClusterView, gpu_count, labels, name
+from gpuplane.doctor.cluster import ClusterView, gpu_count, labels, name, namespace
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.rules._shared import flag, lookup, version_tuple
 from gpuplane.rules.operator import cdi_enabled
+
+UNKNOWN = "unknown"     # a fact no collected object shows
 
 
 class IntentError(ValueError):
@@ -35,6 +37,16 @@ class IntentSource:
 
 
 _SUFFIX_DISTRO = (("+rke2", "rke2"), ("+k3s", "k3s"), ("+k0s", "k0s"))
+# containerd built by k3s-io (K3s and RKE2): containerRuntimeVersion `containerd://1.7.23-k3s2`
+_K3S_CONTAINERD = re.compile(r"-k3s\d*$")
+# Labels the distribution's kubelet sets (key, value or None for any, distro): K3s and RKE2
+# set instance-type, Canonical Kubernetes k8sd.io/role, MicroK8s microk8s.io/cluster, k0s
+# node.k0sproject.io/role.
+_LABEL_DISTRO = (("node.kubernetes.io/instance-type", "rke2", "rke2"),
+                 ("node.kubernetes.io/instance-type", "k3s", "k3s"),
+                 ("k8sd.io/role", None, "k8s-snap"),
+                 ("microk8s.io/cluster", "true", "microk8s"),
+                 ("node.k0sproject.io/role", None, "k0s"))
 _SNAP_BASE = re.compile(r"^(?P<base>/.+)/k8s-containerd/etc/containerd/config\.toml$")
 
 
@@ -60,7 +72,7 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     first = nodes[0] if nodes else None
     info = ((first or {}).get("status") or {}).get("nodeInfo") or {}
 
-    distro, base, reason = _distro(info, inspections)
+    distro, base, reason = _distro(nodes or view.snap.nodes, inspections)
     fields["distro"], why["distro"] = distro, reason
     if base:
         fields["containerd_base_dir"] = base
@@ -69,15 +81,26 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     if runtime.startswith("containerd://"):
         fields["containerd_version"] = runtime.removeprefix("containerd://")
         why["containerd_version"] = f"Node {name(first or {})} containerRuntimeVersion"
-    server = str(view.snap.version.get("gitVersion") or "")
-    if version_tuple(server):
-        fields["kubernetes_version"] = ".".join(map(str, version_tuple(server) or ()))
-        why["kubernetes_version"] = "the API server's version"
+    else:   # never assume a line: the rules that depend on it are then not checked
+        fields["containerd_version"] = UNKNOWN
+        why["containerd_version"] = (
+            f"not known: Node {name(first)} reports containerRuntimeVersion "
+            f"{runtime or '(none)'}" if first is not None else "not known: no GPU node")
+    kube = _kubernetes(view)
+    if kube is not None:
+        fields["kubernetes_version"], why["kubernetes_version"] = kube
 
-    hami = view.release("hami") is not None or any(
-        "device-plugin" in name(o) for o in view.hami_objects())
-    fields["device_plugin"] = "hami" if hami else "gpu-operator"
-    why["device_plugin"] = "HAMi is installed" if hami else "no HAMi found"
+    release = view.release("hami")
+    parts = [o for o in view.hami_objects()
+             if "device-plugin" in name(o) or "scheduler" in name(o)]
+    fields["device_plugin"] = "hami" if release or parts else "gpu-operator"
+    if release is not None:
+        why["device_plugin"] = f"HAMi is installed ({release.where})"
+    elif parts:
+        why["device_plugin"] = f"HAMi is installed ({namespace(parts[0])}/{name(parts[0])})"
+    else:
+        unseen = view.missing("helm-releases", "deployments", "daemonsets")
+        why["device_plugin"] = "no HAMi found" + (f" ({unseen})" if unseen else "")
     if (ns := view.operator_namespace()) is not None:
         fields["operator_namespace"], why["operator_namespace"] = ns, "where the operator runs"
     if (ns := view.hami_namespace()) is not None:
@@ -95,8 +118,17 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
         fields["runtime_class"] = str(lookup(values, "operator.runtimeClass", "nvidia"))
         why["runtime_class"] = f"{where} operator.runtimeClass"
         fields.update(_time_slicing(view, values, where, why))
+    elif (toolkit_obj := view.operator_toolkit()) is not None:
+        fields["toolkit"] = "operator"
+        why["toolkit"] = (f"the operator's toolkit runs as {namespace(toolkit_obj)}/"
+                          f"{name(toolkit_obj)} (its values were not collected)")
     else:
-        fields["toolkit"], why["toolkit"] = "host", "no GPU Operator found"
+        unseen = view.missing("helm-releases", "clusterpolicies")
+        fields["toolkit"] = "host"
+        found = view.operator_namespace()
+        why["toolkit"] = (f"the GPU Operator runs in {found} but no toolkit of it was seen"
+                          if found else "no GPU Operator found") + (
+            f" ({unseen})" if unseen else "")
 
     default = _nvidia_default(inspections, fields.get("runtime_class", "nvidia"))
     if default is not None:
@@ -107,13 +139,72 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     return IntentSource(ClusterIntent(**fields), "inferred", why)
 
 
-def _distro(info: dict[str, Any], inspections: dict[str, dict[str, Any]]
+def _kubernetes(view: ClusterView) -> tuple[str, str] | None:
+    """The API server's version, else a control-plane node's kubelet (which kubeadm and
+    the distributions keep at the API server's version); None when neither was seen."""
+    server = str(view.snap.version.get("gitVersion") or "")
+    if version_tuple(server):
+        return ".".join(map(str, version_tuple(server) or ())), "the API server's version"
+    for node in view.snap.nodes:
+        lbl = labels(node)
+        if "node-role.kubernetes.io/control-plane" in lbl or \
+                "node-role.kubernetes.io/master" in lbl:
+            kubelet = str(((node.get("status") or {}).get("nodeInfo") or {}).get(
+                "kubeletVersion") or "")
+            if version_tuple(kubelet):
+                return (".".join(map(str, version_tuple(kubelet) or ())),
+                        f"kubeletVersion of control-plane node {name(node)} (the API "
+                        "server's version was not collected)")
+    return None
+
+
+def _distro(nodes: list[dict[str, Any]], inspections: dict[str, dict[str, Any]]
             ) -> tuple[str, str | None, str]:
-    kubelet = str(info.get("kubeletVersion") or "")
-    for suffix, distro in _SUFFIX_DISTRO:
-        if suffix in kubelet:
-            return distro, None, f"kubeletVersion {kubelet}"
-    for node, inspection in inspections.items():
+    """(distro, k8s-snap base dir, why), from the hints in order of trust: the kubelet's
+    and the runtime's version suffixes (the distribution builds them), the labels its
+    kubelet puts on the node, then the containerd daemons a node inspection found."""
+    suffixes: list[tuple[str, str]] = []
+    runtime_hint: str | None = None
+    by_label: list[tuple[str, str]] = []
+    for node in nodes:
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        kubelet = str(info.get("kubeletVersion") or "")
+        for suffix, distro in _SUFFIX_DISTRO:
+            if suffix in kubelet:
+                suffixes.append((distro, f"Node {name(node)} kubeletVersion {kubelet}"))
+        runtime = str(info.get("containerRuntimeVersion") or "")
+        if runtime_hint is None and _K3S_CONTAINERD.search(runtime):
+            runtime_hint = (f"Node {name(node)} containerRuntimeVersion {runtime} (k3s-io's "
+                            "containerd, which K3s and RKE2 ship)")
+        lbl = labels(node)
+        for key, value, distro in _LABEL_DISTRO:
+            if key in lbl and value in (None, lbl[key]):
+                by_label.append((distro, f"Node {name(node)} label {key}={lbl[key]}"))
+    by_daemon, base = _daemon_hints(inspections)
+    hints = suffixes + by_label + by_daemon
+    if suffixes:
+        chosen = suffixes[0]
+    elif runtime_hint is not None:
+        named = [h for h in by_label + by_daemon if h[0] in ("k3s", "rke2")]
+        chosen = (named[0][0], f"{runtime_hint}; {named[0][1]}") if named else \
+            ("k3s", f"{runtime_hint}; K3s taken, as no label or daemon names RKE2")
+    elif hints:
+        chosen = hints[0]
+    else:
+        return "kubeadm", None, ("no distro-specific kubelet or runtime version, node label "
+                                 "or containerd path")
+    disagree = sorted({f"{why} says {d}" for d, why in hints if d != chosen[0]})
+    reason = chosen[1] + (f" (trusted over: {'; '.join(disagree)})" if disagree else "")
+    return chosen[0], base if chosen[0] == "k8s-snap" else None, reason
+
+
+def _daemon_hints(inspections: dict[str, dict[str, Any]]
+                  ) -> tuple[list[tuple[str, str]], str | None]:
+    """Distro hints from the containerd each inspected node's kubelet talks to, and the
+    k8s-snap base dir its config path shows."""
+    out: list[tuple[str, str]] = []
+    base = None
+    for node, inspection in sorted(inspections.items()):
         daemon = next((d for d in inspection.get("daemons") or []
                        if d.get("pid") == inspection.get("kubelet_daemon")), None)
         if daemon is None:
@@ -121,18 +212,19 @@ def _distro(info: dict[str, Any], inspections: dict[str, dict[str, Any]]
         config, binary = str(daemon.get("config")), str(daemon.get("binary"))
         match = _SNAP_BASE.match(config)
         if match:
-            return "k8s-snap", match["base"], f"node {node}: containerd reads {config}"
-        if "/snap/k8s/" in binary or config.startswith("/var/snap/k8s/"):
-            return "k8s-snap", None, f"node {node}: containerd {binary}"
-        if "microk8s" in config:
-            return "microk8s", None, f"node {node}: containerd reads {config}"
-        if config.startswith("/etc/k0s/"):
-            return "k0s", None, f"node {node}: containerd reads {config}"
-        if "/var/lib/rancher/rke2/" in config:
-            return "rke2", None, f"node {node}: containerd reads {config}"
-        if "/var/lib/rancher/k3s/" in config:
-            return "k3s", None, f"node {node}: containerd reads {config}"
-    return "kubeadm", None, "no distro-specific kubelet version or containerd path"
+            base = base or match["base"]
+            out.append(("k8s-snap", f"node {node}: containerd reads {config}"))
+        elif "/snap/k8s/" in binary or config.startswith("/var/snap/k8s/"):
+            out.append(("k8s-snap", f"node {node}: containerd {binary}"))
+        elif "microk8s" in config:
+            out.append(("microk8s", f"node {node}: containerd reads {config}"))
+        elif config.startswith("/etc/k0s/"):
+            out.append(("k0s", f"node {node}: containerd reads {config}"))
+        elif "/var/lib/rancher/rke2/" in config:
+            out.append(("rke2", f"node {node}: containerd reads {config}"))
+        elif "/var/lib/rancher/k3s/" in config:
+            out.append(("k3s", f"node {node}: containerd reads {config}"))
+    return out, base
 
 
 def _nvidia_default(inspections: dict[str, dict[str, Any]],
@@ -223,4 +315,4 @@ def _os(node: dict[str, Any], inspection: dict[str, Any] | None) -> str:
     return "ubuntu22.04"
 
 
-__all__ = ["IntentError", "IntentSource", "infer", "intent_of"]
+__all__ = ["UNKNOWN", "IntentError", "IntentSource", "infer", "intent_of"]

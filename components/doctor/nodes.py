@@ -90,7 +90,13 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
     try:
         version = _version(mine, ctx)
     except (VersionUnknown, ValueError) as exc:
+        # Outside the merge model: what needs no model (the probe, glibc) is still judged.
         out.notes.append(f"node {name}: {exc}; its containerd config was not checked")
+        out.facts = {"containerd": _reported(mine, ctx), "daemons": len(daemons),
+                     "kubelet_containerd": {"pid": mine.get("pid"), "config": mine.get("config"),
+                                            "socket": mine.get("address")}}
+        out.symptoms += _probe_symptoms(inspection, name, intent, ())
+        out.symptoms += _glibc_symptoms(inspection, name, _dump_default(inspection), intent)
         return out
     config = str(mine.get("config") or DEFAULT_CONFIG)
     if config not in files:
@@ -137,7 +143,7 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
     if dump is not None and node_ids:
         out.symptoms.append(Symptom(node_ids, (scope, "operator"), dump))
     out.symptoms += _probe_symptoms(inspection, name, intent, node_ids)
-    out.symptoms += _glibc_symptoms(inspection, name, check.effective, intent)
+    out.symptoms += _glibc_symptoms(inspection, name, check.effective.default_runtime, intent)
     return out
 
 
@@ -152,6 +158,18 @@ def _version(daemon: dict[str, Any], ctx: NodeContext) -> ContainerdVersion:
     if reported:
         return ContainerdVersion.parse(reported)
     return ContainerdVersion.parse(ctx.intent.containerd_version)
+
+
+def _reported(daemon: dict[str, Any], ctx: NodeContext) -> str:
+    """The version text as found (for the report), when it cannot be modelled."""
+    return str(daemon.get("version") or ctx.runtime_version or "unknown")
+
+
+def _dump_default(inspection: dict[str, Any]) -> str | None:
+    """The default runtime real containerd reports, without gpuplane's model."""
+    dump = inspection.get("config_dump") or {}
+    view = dump_view(str(dump.get("stdout", ""))) if dump.get("ok") else None
+    return None if view is None else view["default_runtime"]
 
 
 def _reads(daemon: dict[str, Any], files: dict[str, str],
@@ -312,7 +330,7 @@ def _missing_runtime_fix(intent: ClusterIntent) -> str:
             "check` on the node shows which files it reads).")
 
 
-def _glibc_symptoms(inspection: dict[str, Any], node: str, effective: EffectiveConfig,
+def _glibc_symptoms(inspection: dict[str, Any], node: str, default_runtime: str | None,
                     intent: ClusterIntent) -> list[Symptom]:
     """FM15: toolkit binaries on the host that need a newer glibc than the host has."""
     glibc = (inspection.get("glibc") or {}).get("version")
@@ -327,7 +345,7 @@ def _glibc_symptoms(inspection: dict[str, Any], node: str, effective: EffectiveC
         if not binary.get("present") or need is None or need <= host:
             continue
         path = binary.get("path")
-        default = effective.default_runtime == intent.runtime_class
+        default = default_runtime == intent.runtime_class
         reach = ("nvidia is containerd's default runtime, so every pod on the node fails"
                  if default else "every container started through the nvidia runtime fails")
         evidence = Evidence(f"node {node}: {path}",

@@ -2,11 +2,11 @@
 
 JSON (`gpuplane doctor --format json`, formatVersion 1): `verdict` (healthy | problems),
 `summary` (counts per severity), `cluster` (server version, collection time, GPU nodes and
-pods seen, nodes inspected), `intent` (`source`, the `inferred` fields with where each
-came from, and the intent's `values`), `findings` (errors first: id, severity, title,
-message, where, fix, scope, evidence [{source, detail}]), `nodes` (per inspected node:
-containerd line, daemons, the kubelet's containerd and its effective runtimes) and
-`notes` (what could not be collected or explained). Keys are only ever added.
+pods seen, nodes inspected, what was collected), `intent` (`source`, the `inferred` fields
+with where each came from, and the intent's `values`), `findings` (errors first: id,
+severity, title, message, where, fix, scope, evidence [{source, detail}]), `nodes` (per
+inspected node: containerd line, daemons, the kubelet's containerd and its effective
+runtimes) and `notes` (what could not be collected, checked or explained). Keys are only ever added.
 """
 
 from __future__ import annotations
@@ -64,10 +64,13 @@ def render_report(report: DoctorReport, console: Console) -> None:
     intent = report.intent
     what = "stack intent from " + report.intent_source if report.intent_source != "inferred" \
         else "intent inferred from the cluster (no gpuplane-intent ConfigMap)"
+    default = str(intent.nvidia_default).lower()
+    if report.intent_source == "inferred" and "nvidia_default" not in report.inferred:
+        default = "unknown"      # no node's containerd said: the rules assumed nothing
     console.print(Text(f"{what}: distro {intent.distro}, containerd "
                        f"{intent.containerd_version}, device plugin {intent.device_plugin}, "
                        f"toolkit {intent.toolkit}, runtime class {intent.runtime_class}, "
-                       f"nvidia default {str(intent.nvidia_default).lower()}, CDI "
+                       f"nvidia default {default}, CDI "
                        f"{str(intent.cdi).lower()}"), soft_wrap=True)
     if report.inferred:
         for key, why in report.inferred.items():

@@ -61,7 +61,10 @@ def pod_symptoms(view: ClusterView, intent: ClusterIntent) -> tuple[list[Symptom
                 symptoms.append(symptom)
                 matched = True
         if stuck and not matched:
-            notes.append(f"Pod {namespace(pod)}/{name(pod)} is {stuck} with no event that "
+            unseen = view.missing("events")
+            notes.append(f"Pod {namespace(pod)}/{name(pod)} is {stuck}; not checked why: "
+                         f"{unseen}" if unseen else
+                         f"Pod {namespace(pod)}/{name(pod)} is {stuck} with no event that "
                          "points at a GPU cause")
     for event in view.snap.events:
         obj = event.get("involvedObject") or {}
