@@ -51,23 +51,21 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+import toolkit_oracle
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import oracle  # noqa: E402
-import toolkit_oracle  # noqa: E402
-from layouts import host_path, write_layout  # noqa: E402
-
-from gpuplane.containerd import ContainerdVersion  # noqa: E402
-from gpuplane.distros import Distro, DistroProfile, profile  # noqa: E402
-from gpuplane.findings import Severity  # noqa: E402
-from gpuplane.planner import (  # noqa: E402
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import Distro, DistroProfile, profile
+from gpuplane.findings import Severity
+from gpuplane.planner import (
     PlanOptions,
     ToolkitMode,
     assess,
     plan_node,
     rendered_layout,
 )
+
+import oracle
+from layouts import host_path, write_layout
 
 TOOLKIT = "1.18.1"
 RUNTIME_DIR = f"nvidia-toolkit-{TOOLKIT}"
@@ -394,12 +392,13 @@ def _environ(**values: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def chain_daemon(layout: ChainLayout, workdir: Path, spec_dir: Path
-                 ) -> Iterator[tuple[oracle.Daemon, Path]]:
+def chain_daemon(layout: ChainLayout, workdir: Path, spec_dir: Path,
+                 runtime: Path | None = None) -> Iterator[tuple[oracle.Daemon, Path]]:
     """A started daemon on ``layout`` (adapted), with the oracle runtime configured; yields
     (daemon, the runtime's debug log). The runtime's config reaches it through the env
-    containerd passes to its shims."""
-    runtime = oracle_tool("nvidia-container-runtime")
+    containerd passes to its shims. ``runtime`` replaces the oracle (the tests use it to
+    show that a chain bypassing the real runtime is caught)."""
+    runtime = runtime or oracle_tool("nvidia-container-runtime")
     files = adapt_for_sandbox(layout.files, runtime)
     write_layout(files, workdir / "node")
     config, log = runtime_config(workdir / "runtime", spec_dir)
@@ -514,15 +513,15 @@ def expected_exit(case: str, mode: str) -> int:
     return 0 if case == "positive" and mode == "gpu" else 2
 
 
-def run_layout_cases(layout: ChainLayout, mode: str, workdir: Path,
-                     spec_dir: Path) -> list[CaseResult]:
+def run_layout_cases(layout: ChainLayout, mode: str, workdir: Path, spec_dir: Path,
+                     runtime: Path | None = None) -> list[CaseResult]:
     """The three handler cases on one planned layout, in one daemon."""
     results = []
     if layout.errors:
         return [CaseResult(case, layout.line, layout.distro, handler, "plan is clean", None,
                            False, None, mode, detail=f"rulebook errors: {layout.errors}")
                 for case, handler, _ in HANDLER_CASES]
-    with chain_daemon(layout, workdir, spec_dir) as (daemon, log):
+    with chain_daemon(layout, workdir, spec_dir, runtime) as (daemon, log):
         for case, handler, device in HANDLER_CASES:
             handler_name = layout.runtime_name if handler == "nvidia" else handler
             want = expected_exit(case, mode)
@@ -581,7 +580,7 @@ def run_rejected_case(layout: ChainLayout, mode: str, workdir: Path,
 
 
 def matrix(kind: str) -> list[tuple[str, str]]:
-    """(profile, line) pairs: ``full`` = every profile × every line; ``quick`` (CI's
+    """(profile, line) pairs: ``full`` = every profile x every line; ``quick`` (CI's
     rehearsal) = every profile on 1.7 and kubeadm on every other line."""
     if kind == "full":
         return [(d, line) for line in oracle.LINES for d in PROFILES]
@@ -603,15 +602,17 @@ def short_tmp() -> Path:
     return Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
 
 
-def run_all(mode: str, kind: str, emit: Any = print) -> list[CaseResult]:
-    """Every case of the ``kind`` matrix in ``mode``; ``emit`` gets each JSON line."""
+def run_all(mode: str, pairs: list[tuple[str, str]], rejected: tuple[str, ...] = REJECTED_LINES,
+            emit: Any = print) -> list[CaseResult]:
+    """Every case of ``pairs`` (profile, line) and the rejected layout on the ``rejected``
+    lines, in ``mode``; ``emit`` gets each JSON line as it is known."""
     results: list[CaseResult] = []
     base = short_tmp()
     try:
         spec_dir = base / "cdi"
         prepare_specs(mode, spec_dir)
         n = 0
-        for distro, line in matrix(kind):
+        for distro, line in pairs:
             n += 1
             work = base / f"c{n}"
             oracle.require_line(line)
@@ -619,7 +620,7 @@ def run_all(mode: str, kind: str, emit: Any = print) -> list[CaseResult]:
             for result in run_layout_cases(layout, mode, work, spec_dir):
                 emit(result.json())
                 results.append(result)
-        for line in REJECTED_LINES:
+        for line in rejected:
             n += 1
             result = run_rejected_case(rejected_layout(line), mode, base / f"c{n}", spec_dir)
             emit(result.json())
@@ -635,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", default="auto", choices=("auto", "gpu", "rehearsal"))
     parser.add_argument("--matrix", default=None, choices=("quick", "full"),
                         help="default: full on a GPU, quick in rehearsal")
+    parser.add_argument("--only", action="append", default=[], metavar="PROFILE:LINE",
+                        help="run only these layouts (and the rejected one on their lines)")
     args = parser.parse_args(argv)
     mode = resolve_mode(args.mode)
     present, why = driver_present()
@@ -642,8 +645,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"error": why, "mode": mode}))
         return 2
     kind = args.matrix or ("full" if mode == "gpu" else "quick")
+    pairs = matrix(kind)
+    rejected = REJECTED_LINES
+    if args.only:
+        pairs = [tuple(o.split(":", 1)) for o in args.only]  # type: ignore[misc]
+        unknown = [d for d, _ in pairs if d not in PROFILES]
+        if unknown or any(line not in oracle.LINES for _, line in pairs):
+            parser.error(f"--only wants PROFILE:LINE with PROFILE in {sorted(PROFILES)} "
+                         f"and LINE in {oracle.LINES}")
+        rejected = tuple(line for line in REJECTED_LINES if line in {x for _, x in pairs})
+        kind = "only"
     t0 = time.monotonic()
-    results = run_all(mode, kind, emit=lambda s: print(s, flush=True))
+    results = run_all(mode, pairs, rejected, emit=lambda s: print(s, flush=True))
     failed = [r for r in results if not r.passed]
     print(json.dumps({"summary": True, "mode": mode, "matrix": kind, "cases": len(results),
                       "failed": len(failed), "seconds": round(time.monotonic() - t0, 1),
