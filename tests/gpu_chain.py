@@ -154,14 +154,14 @@ def _ldd(paths: list[Path]) -> set[str]:
     return libs
 
 
-def build_python_image(dest: Path, python: Path = HOST_PYTHON) -> Path:
-    """An OCI image tar (``IMAGE_NAME``) holding ``python`` and only what it needs.
+def python_rootfs(root: Path, python: Path = HOST_PYTHON) -> Path:
+    """Fill ``root`` with ``python`` and only what it needs; returns the binary's path in it.
 
-    The host's Debian python3 (an ordinary python3 image, without a registry): the
-    binary, its standard library (tests, IDLE, tkinter, ensurepip left out) and every
-    shared library ``ldd`` names for it and its extension modules, at their host paths,
-    with an ``ld.so.cache`` made by ``ldconfig -r`` so that the NVIDIA CDI hook's
-    ``update-ldcache`` on a GPU node extends a real cache, as in any Debian image.
+    The host's Debian python3: the binary, its standard library (tests, IDLE, tkinter,
+    ensurepip left out) and every shared library ``ldd`` names for it and its extension
+    modules, loader included, at their host paths, with an ``ld.so.cache`` made by
+    ``ldconfig -r``. The image is this tree; the offline bundle runs its harness with it
+    too (through the tree's own loader), so the GPU machine needs no Python of its own.
     """
     if not (python.exists() and os.access(python, os.X_OK)):
         oracle.unavailable(f"{python} is missing (the probe image is built from it)")
@@ -169,25 +169,33 @@ def build_python_image(dest: Path, python: Path = HOST_PYTHON) -> Path:
     stdlib = Path(subprocess.run(
         [str(exe), "-S", "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
         capture_output=True, text=True, check=True).stdout.strip())
+    for d in ("dev", "proc", "sys", "tmp", "etc/ld.so.conf.d", "probe", "usr/bin"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(exe, root / exe.relative_to("/"))
+    (root / "usr/bin/python3").symlink_to(exe.name)
+    shutil.copytree(stdlib, root / stdlib.relative_to("/"), symlinks=True,
+                    ignore=lambda _d, names: [n for n in names if n in _SKIP_STDLIB
+                                              or n.startswith("config-")])
+    elves = [exe, *sorted((stdlib / "lib-dynload").glob("*.so"))]
+    for lib in sorted(_ldd(elves)):
+        target = root / lib.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(os.path.realpath(lib), target)
+        target.chmod(0o755)
+    (root / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+    (root / "etc/ld.so.conf.d/multiarch.conf").write_text("\n".join(_LIB_DIRS) + "\n")
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    subprocess.run([ldconfig, "-r", str(root)], capture_output=True, check=True)
+    return root / exe.relative_to("/")
+
+
+def build_python_image(dest: Path, python: Path = HOST_PYTHON) -> Path:
+    """An OCI image tar (``IMAGE_NAME``): a plain python3 image (:func:`python_rootfs`),
+    made here because there is no registry; the CDI hook's ``update-ldcache`` on a GPU
+    node then extends a real ``ld.so.cache``, as in any Debian image."""
     with tempfile.TemporaryDirectory(prefix="gp-img-") as tmp:
         root = Path(tmp) / "rootfs"
-        for d in ("dev", "proc", "sys", "tmp", "etc/ld.so.conf.d", "probe", "usr/bin"):
-            (root / d).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(exe, root / exe.relative_to("/"))
-        (root / "usr/bin/python3").symlink_to(exe.name)
-        shutil.copytree(stdlib, root / stdlib.relative_to("/"), symlinks=True,
-                        ignore=lambda _d, names: [n for n in names if n in _SKIP_STDLIB
-                                                  or n.startswith("config-")])
-        elves = [exe, *sorted((stdlib / "lib-dynload").glob("*.so"))]
-        for lib in sorted(_ldd(elves)):
-            target = root / lib.lstrip("/")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(os.path.realpath(lib), target)
-            target.chmod(0o755)
-        (root / "etc/ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
-        (root / "etc/ld.so.conf.d/multiarch.conf").write_text("\n".join(_LIB_DIRS) + "\n")
-        ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
-        subprocess.run([ldconfig, "-r", str(root)], capture_output=True, check=True)
+        python_rootfs(root, python)
         layer = io.BytesIO()
         with tarfile.open(fileobj=layer, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for path in sorted(root.rglob("*")):
@@ -639,6 +647,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="PROFILE:LINE",
                         help="run only these layouts (and the rejected one on their lines)")
     args = parser.parse_args(argv)
+    # The offline bundle carries its own runc and busybox (see scripts/gpu-chain-bundle.py)
+    oracle.RUNC = Path(os.environ.get("GPUPLANE_RUNC") or oracle.RUNC)
+    oracle.BUSYBOX = Path(os.environ.get("GPUPLANE_BUSYBOX") or oracle.BUSYBOX)
+    try:
+        return _run_main(parser, args)
+    except (oracle.OracleError, Exception) as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 2
+    except BaseException as exc:  # pytest's skip/fail outcomes from oracle.unavailable
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        print(json.dumps({"error": f"{getattr(exc, 'msg', exc)}"}), flush=True)
+        return 2
+
+
+def _run_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     mode = resolve_mode(args.mode)
     present, why = driver_present()
     if mode == "gpu" and not present:
