@@ -80,6 +80,11 @@ PROFILES: dict[str, DistroProfile] = {
     "k8s-snap-custom-base": profile(Distro.K8S_SNAP, containerd_base_dir="/data/ctr"),
     "k8s-snap-legacy": profile(Distro.K8S_SNAP, legacy=True),
 }
+CDI_SUFFIX = "+cdi"
+"""``<profile>+cdi``: the plan with the operator's ``cdi.enabled`` (containerd's own CDI on,
+``enable_cdi``), where the pod asks for the GPU through the CRI ``CDI_devices`` field and
+containerd itself applies the spec (containerd >= 1.7)."""
+CDI_LINES = ("1.7", "2.0", "2.1", "2.2")
 REHEARSAL_LINE = "1.7"
 """Rehearsal (CI) matrix: every profile on this line, and kubeadm on every line."""
 REJECTED_LINES = ("1.6", "1.7")
@@ -248,11 +253,13 @@ class ChainLayout:
 
 def planned_layout(distro: str, line: str, tmp: Path) -> ChainLayout:
     """gpuplane's plan for ``distro`` on ``line`` with the operator's toolkit 1.18.1, and
-    that toolkit's files as the real installer writes them on the planned node."""
-    prof = PROFILES[distro]
+    that toolkit's files as the real installer writes them on the planned node.
+    ``distro`` may end in ``+cdi`` (the operator's ``cdi.enabled``)."""
+    cdi = distro.endswith(CDI_SUFFIX)
+    prof = PROFILES[distro.removesuffix(CDI_SUFFIX)]
     version = ContainerdVersion.parse(line)
     plan = plan_node(prof, version, PlanOptions(toolkit=ToolkitMode.OPERATOR,
-                                                toolkit_dropin=True))
+                                                toolkit_dropin=True, cdi=cdi))
     node = {**plan.baseline, **plan.files}
     env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=plan.options.cdi,
                                       runtime_class=plan.options.runtime_name,
@@ -290,12 +297,17 @@ def rejected_layout(line: str) -> ChainLayout:
                        [f.id for f in judged.findings if f.severity is Severity.ERROR])
 
 
-def adapt_for_sandbox(files: dict[str, str], runtime: Path) -> dict[str, str]:
-    """The two edits beyond ``oracle.prepare_for_daemon``: every ``SystemdCgroup`` false
-    (no systemd here) and every ``BinaryName`` of an nvidia-container-runtime (the
-    toolkit's ``nvidia``, ``nvidia-cdi``, ``nvidia-legacy``) → the oracle ``runtime``."""
+def adapt_for_sandbox(files: dict[str, str], runtime: Path,
+                      spec_dir: Path | None = None) -> dict[str, str]:
+    """The edits beyond ``oracle.prepare_for_daemon``: every ``SystemdCgroup`` false (no
+    systemd here), every ``BinaryName`` of an nvidia-container-runtime (the toolkit's
+    ``nvidia``, ``nvidia-cdi``, ``nvidia-legacy``) → the oracle ``runtime``, and, where a
+    CRI table sets ``enable_cdi``, its ``cdi_spec_dirs`` → ``spec_dir`` (instead of the
+    host's /etc/cdi, /var/run/cdi)."""
 
     def walk(table: Any) -> None:
+        if "enable_cdi" in table and spec_dir is not None:
+            table["cdi_spec_dirs"] = [str(spec_dir)]
         for key, value in list(table.items()):
             if key == "SystemdCgroup":
                 table[key] = False
@@ -407,7 +419,7 @@ def chain_daemon(layout: ChainLayout, workdir: Path, spec_dir: Path,
     containerd passes to its shims. ``runtime`` replaces the oracle (the tests use it to
     show that a chain bypassing the real runtime is caught)."""
     runtime = runtime or oracle_tool("nvidia-container-runtime")
-    files = adapt_for_sandbox(layout.files, runtime)
+    files = adapt_for_sandbox(layout.files, runtime, spec_dir)
     write_layout(files, workdir / "node")
     config, log = runtime_config(workdir / "runtime", spec_dir)
     with _environ(NVIDIA_CTK_CONFIG_FILE_PATH=str(config)), \
@@ -438,11 +450,14 @@ class ProbeRun:
     error: str = ""
 
 
-def run_probe(daemon: oracle.Daemon, handler: str, *, device: bool, logdir: Path,
+def run_probe(daemon: oracle.Daemon, handler: str, *, device: str | None, logdir: Path,
               timeout: float = 180) -> ProbeRun:
-    """A CRI pod through ``handler`` running the probe; ``device`` requests every GPU
-    (``NVIDIA_VISIBLE_DEVICES=all``, which the runtime in CDI mode turns into the CDI
-    device ``nvidia.com/gpu=all``). Returns once the container has exited."""
+    """A CRI pod through ``handler`` running the probe; returns once it has exited.
+
+    ``device`` asks for every GPU: ``"env"`` sets ``NVIDIA_VISIBLE_DEVICES=all`` (the
+    runtime in CDI mode makes it the CDI device ``nvidia.com/gpu=all``), ``"cdi-field"``
+    puts ``nvidia.com/gpu=all`` in the CRI ``CDI_devices`` field (containerd applies it
+    itself), None asks for nothing."""
     pb = oracle.cri_modules()[0]
     grpc = oracle._grpc()
     image = python_image()
@@ -458,8 +473,10 @@ def run_probe(daemon: oracle.Daemon, handler: str, *, device: bool, logdir: Path
     if not pod.ok:
         return ProbeRun(None, None, "", [], [], f"RunPodSandbox: {pod.error}")
     svc = daemon.runtime_service()
-    envs = [pb.KeyValue(key="NVIDIA_VISIBLE_DEVICES", value="all")] if device else []
+    envs = [pb.KeyValue(key="NVIDIA_VISIBLE_DEVICES", value="all")] if device == "env" else []
+    cdi = [pb.CDIDevice(name=f"{CDI_KIND}=all")] if device == "cdi-field" else []
     config = pb.ContainerConfig(
+        CDI_devices=cdi,
         metadata=pb.ContainerMetadata(name="probe"),
         image=pb.ImageSpec(image=IMAGE_NAME),
         command=["/usr/bin/python3"], args=["-c", LAUNCHER], envs=envs,
@@ -508,17 +525,23 @@ def _cdi_env(run: ProbeRun) -> str | None:
     return None
 
 
-HANDLER_CASES: tuple[tuple[str, str, bool], ...] = (
-    # (case, handler, device requested)
-    ("positive", "nvidia", True),
-    ("runc", "runc", False),
-    ("nvidia-no-device", "nvidia", False),
+HANDLER_CASES: tuple[tuple[str, str, str | None], ...] = (
+    # (case, handler, device request)
+    ("positive", "nvidia", "env"),
+    ("runc", "runc", None),
+    ("nvidia-no-device", "nvidia", None),
 )
+CDI_CASE = ("positive-cdi-field", "nvidia", "cdi-field")
+"""Only on ``+cdi`` layouts: the request the device plugin makes when CDI is on."""
+
+
+def cases_for(layout: ChainLayout) -> tuple[tuple[str, str, str | None], ...]:
+    return (*HANDLER_CASES, CDI_CASE) if layout.distro.endswith(CDI_SUFFIX) else HANDLER_CASES
 
 
 def expected_exit(case: str, mode: str) -> int:
-    """0 only for the positive case on a GPU; 2 (no libcuda.so.1) for everything else."""
-    return 0 if case == "positive" and mode == "gpu" else 2
+    """0 only for the positive cases on a GPU; 2 (no libcuda.so.1) for everything else."""
+    return 0 if case.startswith("positive") and mode == "gpu" else 2
 
 
 def run_layout_cases(layout: ChainLayout, mode: str, workdir: Path, spec_dir: Path,
@@ -528,9 +551,9 @@ def run_layout_cases(layout: ChainLayout, mode: str, workdir: Path, spec_dir: Pa
     if layout.errors:
         return [CaseResult(case, layout.line, layout.distro, handler, "plan is clean", None,
                            False, None, mode, detail=f"rulebook errors: {layout.errors}")
-                for case, handler, _ in HANDLER_CASES]
+                for case, handler, _ in cases_for(layout)]
     with chain_daemon(layout, workdir, spec_dir, runtime) as (daemon, log):
-        for case, handler, device in HANDLER_CASES:
+        for case, handler, device in cases_for(layout):
             handler_name = layout.runtime_name if handler == "nvidia" else handler
             want = expected_exit(case, mode)
             run = run_probe(daemon, handler_name, device=device, logdir=workdir / case)
@@ -588,14 +611,17 @@ def run_rejected_case(layout: ChainLayout, mode: str, workdir: Path,
 
 
 def matrix(kind: str) -> list[tuple[str, str]]:
-    """(profile, line) pairs: ``full`` = every profile x every line; ``quick`` (CI's
-    rehearsal) = every profile on 1.7 and kubeadm on every other line."""
+    """(profile, line) pairs: ``full`` = every profile x every line, and every profile with
+    CDI on every line that has it; ``quick`` (CI's rehearsal) = every profile on 1.7,
+    kubeadm on every other line, and kubeadm with CDI on 1.7."""
     if kind == "full":
-        return [(d, line) for line in oracle.LINES for d in PROFILES]
+        return [*((d, line) for line in oracle.LINES for d in PROFILES),
+                *((d + CDI_SUFFIX, line) for line in CDI_LINES for d in PROFILES)]
     if kind != "quick":
         raise ValueError(f"matrix must be quick or full, not {kind!r}")
     return [*((d, REHEARSAL_LINE) for d in PROFILES),
-            *(("kubeadm", line) for line in oracle.LINES if line != REHEARSAL_LINE)]
+            *(("kubeadm", line) for line in oracle.LINES if line != REHEARSAL_LINE),
+            ("kubeadm" + CDI_SUFFIX, REHEARSAL_LINE)]
 
 
 def prepare_specs(mode: str, spec_dir: Path) -> None:
@@ -673,7 +699,7 @@ def _run_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     rejected = REJECTED_LINES
     if args.only:
         pairs = [tuple(o.split(":", 1)) for o in args.only]  # type: ignore[misc]
-        unknown = [d for d, _ in pairs if d not in PROFILES]
+        unknown = [d for d, _ in pairs if d.removesuffix(CDI_SUFFIX) not in PROFILES]
         if unknown or any(line not in oracle.LINES for _, line in pairs):
             parser.error(f"--only wants PROFILE:LINE with PROFILE in {sorted(PROFILES)} "
                          f"and LINE in {oracle.LINES}")
