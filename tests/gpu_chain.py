@@ -24,6 +24,8 @@ must exit 0. **rehearsal** (anywhere else): a fake CDI spec whose device ``all``
 exits 2 (no libcuda). The negative controls are the same in both modes: handler ``runc``
 → 2, handler ``nvidia`` without a device request → 2, and a layout the rulebook rejects
 (FM02, an nvidia-only drop-in on 1.6/1.7) → the CRI plugin does not load, as predicted.
+Plans with the operator's ``cdi.enabled`` (``<profile>+cdi``) add a positive case whose
+request is the CRI ``CDI_devices`` field, applied by containerd itself.
 
 Run as a program (the offline GPU bundle does) it prints one JSON line per case::
 
@@ -303,7 +305,10 @@ def adapt_for_sandbox(files: dict[str, str], runtime: Path,
     systemd here), every ``BinaryName`` of an nvidia-container-runtime (the toolkit's
     ``nvidia``, ``nvidia-cdi``, ``nvidia-legacy``) → the oracle ``runtime``, and, where a
     CRI table sets ``enable_cdi``, its ``cdi_spec_dirs`` → ``spec_dir`` (instead of the
-    host's /etc/cdi, /var/run/cdi)."""
+    host's /etc/cdi, /var/run/cdi). Placement, like the harness's sockets: a fixed
+    ``stream_server_port`` (RKE2/K3s set 10010) becomes "0", a free port, so that daemons
+    running side by side on one machine cannot collide (containerd exits when it is taken).
+    """
 
     def walk(table: Any) -> None:
         if "enable_cdi" in table and spec_dir is not None:
@@ -311,6 +316,8 @@ def adapt_for_sandbox(files: dict[str, str], runtime: Path,
         for key, value in list(table.items()):
             if key == "SystemdCgroup":
                 table[key] = False
+            elif key == "stream_server_port":
+                table[key] = "0"
             elif key == "BinaryName" and Path(str(value)).name.startswith(
                     "nvidia-container-runtime"):
                 table[key] = str(runtime)
@@ -650,13 +657,23 @@ def run_all(mode: str, pairs: list[tuple[str, str]], rejected: tuple[str, ...] =
             n += 1
             work = base / f"c{n}"
             oracle.require_line(line)
-            layout = planned_layout(distro, line, work)
-            for result in run_layout_cases(layout, mode, work, spec_dir):
+            try:
+                layout = planned_layout(distro, line, work)
+                layout_results = run_layout_cases(layout, mode, work, spec_dir)
+            except oracle.OracleError as exc:  # the harness failed: report it, go on
+                layout_results = [CaseResult("harness", line, distro, "", "cases run", None,
+                                             False, None, mode, detail=str(exc)[-2000:])]
+            for result in layout_results:
                 emit(result.json())
                 results.append(result)
         for line in rejected:
             n += 1
-            result = run_rejected_case(rejected_layout(line), mode, base / f"c{n}", spec_dir)
+            try:
+                result = run_rejected_case(rejected_layout(line), mode, base / f"c{n}",
+                                           spec_dir)
+            except oracle.OracleError as exc:
+                result = CaseResult("harness", line, "kubeadm", "", "cases run", None, False,
+                                    None, mode, detail=str(exc)[-2000:])
             emit(result.json())
             results.append(result)
     finally:

@@ -4,10 +4,11 @@ containerd → the real nvidia-container-runtime (CDI mode) → the CUDA probe i
 Rehearsal (every machine, CI included; marker ``gpu`` and ``real``): a fake CDI spec, so
 every probe exits 2 as predicted, the runtime is shown to be exec'd by containerd and to
 apply the CDI edit, and the FM02 layout fails the way the rule says. Matrix: every
-distribution profile on containerd 1.7, kubeadm on 1.6/2.0/2.1/2.2 (tests/gpu_chain.py
-``matrix("quick")``). GPU mode (``test_on_a_gpu_*``): the real spec from ``nvidia-ctk cdi
-generate`` and every profile on every line; the positive case must exit 0. It skips,
-saying why, where no NVIDIA driver is present. See README, "The node chain on a GPU".
+distribution profile on containerd 1.7, kubeadm on 1.6/2.0/2.1/2.2, kubeadm with CDI on
+1.7 (tests/gpu_chain.py ``matrix("quick")``). GPU mode (``test_on_a_gpu_*``): the real
+spec from ``nvidia-ctk cdi generate``, every profile on every line (and with CDI on every
+line >= 1.7); the positive cases must exit 0. It skips, saying why, where no NVIDIA
+driver is present. See README, "The node chain on a GPU".
 """
 
 from __future__ import annotations
@@ -113,9 +114,14 @@ def test_a_chain_that_bypasses_the_runtime_is_caught(tmp_short: Path, fake_specs
     assert by_case["runc"].passed  # runc's own case does not depend on the runtime
 
 
-def test_the_sandbox_edits_are_only_systemd_cgroup_and_the_runtime_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("distro", "ports"), [("kubeadm", set()),
+                                               ("rke2", {("stream_server_port", "0")})])
+def test_the_sandbox_edits_are_only_systemd_cgroup_and_the_runtime_path(
+        distro: str, ports: set[tuple[str, str]], tmp_path: Path) -> None:
+    """...and a fixed stream port made a free one (RKE2: 10010, which a daemon running
+    beside it would hold)."""
     gpu_chain.oracle_tool("nvidia-ctk-installer")
-    layout = gpu_chain.planned_layout("kubeadm", "2.1", tmp_path)
+    layout = gpu_chain.planned_layout(distro, "2.1", tmp_path)
     runtime = Path("/opt/oracle/nvidia-container-runtime")
     adapted = gpu_chain.adapt_for_sandbox(layout.files, runtime)
     assert sorted(adapted) == sorted(layout.files)
@@ -134,7 +140,7 @@ def test_the_sandbox_edits_are_only_systemd_cgroup_and_the_runtime_path(tmp_path
         before, after = flat(tomllib.loads(text)), flat(tomllib.loads(adapted[path]))
         assert before.keys() == after.keys(), path
         changed |= {(k[-1], after[k]) for k in before if before[k] != after[k]}
-    assert changed == {("SystemdCgroup", False), ("BinaryName", str(runtime))}
+    assert changed == {("SystemdCgroup", False), ("BinaryName", str(runtime)), *ports}
 
 
 def test_with_cdi_on_only_the_spec_dirs_are_added(tmp_path: Path) -> None:
