@@ -35,6 +35,7 @@ Run as a program (the offline GPU bundle does) it prints one JSON line per case:
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import ctypes
 import dataclasses
@@ -233,7 +234,9 @@ def python_image() -> Path:
     if given:
         return Path(given)
     if _IMAGE is None or not _IMAGE.exists():
-        _IMAGE = build_python_image(Path(tempfile.mkdtemp(prefix="gp-img-")) / "python3.tar")
+        tmp = tempfile.mkdtemp(prefix="gp-img-")
+        atexit.register(shutil.rmtree, tmp, True)
+        _IMAGE = build_python_image(Path(tmp) / "python3.tar")
     return _IMAGE
 
 
