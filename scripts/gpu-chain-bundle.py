@@ -49,7 +49,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 P=$B/python
 export GPUPLANE_CACHE="$B/cache" GPUPLANE_CHAIN_IMAGE="$B/image/python3.tar"
-export GPUPLANE_RUNC="$B/bin/runc" GPUPLANE_BUSYBOX="$B/bin/busybox"
+export GPUPLANE_RUNC="$B/bin/runc" GPUPLANE_BUSYBOX="$B/bin/busybox" GPUPLANE_BUNDLE="$B"
 export LD_LIBRARY_PATH="$B/lib/runc"   # only libseccomp, for the bundled runc
 export PYTHONHOME="$P/usr" PYTHONPATH="$B/tests:$B/src:$B/pydeps"
 export PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
@@ -127,6 +127,12 @@ def build(out: Path, lines: list[str]) -> Path:
         python = gpu_chain.python_rootfs(b / "python")
         gpu_chain.build_python_image(b / "image/python3.tar")
         deps = _pydeps(b / "pydeps")
+        # the libraries the packages' extensions load (libstdc++, libgcc_s...) go into the
+        # bundle's Python tree too: nothing may come from the GPU machine's own /usr/lib
+        for lib in sorted(gpu_chain._ldd(sorted((b / "pydeps").rglob("*.so")))):
+            target = b / "python" / lib.lstrip("/")
+            if not target.exists():
+                _copy(Path(lib), target)
         # the generated CRI stubs, keyed like oracle.cri_modules keys them
         stubs = Path(oracle.cri_modules()[0].__file__).parent
         shutil.copytree(stubs, b / "cache/cri-py" / stubs.name,

@@ -728,10 +728,29 @@ def _run_main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     results = run_all(mode, pairs, rejected, emit=lambda s: print(s, flush=True))
     failed = [r for r in results if not r.passed]
-    print(json.dumps({"summary": True, "mode": mode, "matrix": kind, "cases": len(results),
-                      "failed": len(failed), "seconds": round(time.monotonic() - t0, 1),
-                      "machine": os.uname().nodename, "driver": _driver_version()}))
+    summary = {"summary": True, "mode": mode, "matrix": kind, "cases": len(results),
+               "failed": len(failed), "seconds": round(time.monotonic() - t0, 1),
+               "machine": os.uname().nodename, "driver": _driver_version()}
+    bundle = os.environ.get("GPUPLANE_BUNDLE")
+    if bundle:
+        summary["foreign_libraries"] = foreign_libraries(Path(bundle))
+    print(json.dumps(summary))
     return 1 if failed else 0
+
+
+def foreign_libraries(bundle: Path) -> list[str]:
+    """Shared libraries this process has mapped from outside ``bundle`` (the NVIDIA
+    driver's own excepted): empty when the offline bundle is self-contained."""
+    out: set[str] = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if ".so" not in path or not path.startswith("/"):
+                continue
+            if not path.startswith(str(bundle) + "/") and not Path(path).name.startswith(
+                    ("libcuda", "libnvidia")):
+                out.add(path)
+    return sorted(out)
 
 
 def _driver_version() -> str | None:

@@ -238,6 +238,7 @@ def test_the_bundle_is_self_contained_and_prints_one_json_line_per_case(tmp_path
     assert cases[0]["runtime_exec"] and cases[0]["cdi_env"] == f"{gpu_chain.CDI_KIND}=all"
     summary = rows[-1]
     assert summary["summary"] and summary["failed"] == 0 and summary["cases"] == 3
+    assert summary["foreign_libraries"] == [], "the bundle's Python used the host's libraries"
 
 
 def test_the_bundle_builder_names_a_bad_line() -> None:
