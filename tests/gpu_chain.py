@@ -49,6 +49,7 @@ import tarfile
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -460,6 +461,10 @@ class ProbeRun:
     error: str = ""
 
 
+_IMPORTED: weakref.WeakSet[oracle.Daemon] = weakref.WeakSet()
+"""Daemons the python3 image has been imported into."""
+
+
 def run_probe(daemon: oracle.Daemon, handler: str, *, device: str | None, logdir: Path,
               timeout: float = 180) -> ProbeRun:
     """A CRI pod through ``handler`` running the probe; returns once it has exited.
@@ -471,14 +476,14 @@ def run_probe(daemon: oracle.Daemon, handler: str, *, device: str | None, logdir
     pb = oracle.cri_modules()[0]
     grpc = oracle._grpc()
     image = python_image()
-    if not getattr(daemon, "_chain_image", False):
+    if daemon not in _IMPORTED:
         snapshotter = "overlayfs"
         if daemon.top_config is not None:
             dumped = oracle.dump(daemon.line, daemon.top_config)
             if dumped.config:
                 snapshotter = oracle.snapshotter_from_dump(daemon.line, dumped.config)
         daemon.ctr("images", "import", "--snapshotter", snapshotter, str(image), timeout=120)
-        daemon._chain_image = True  # type: ignore[attr-defined]
+        _IMPORTED.add(daemon)
     pod = oracle.run_pod(daemon, handler, log_directory=logdir)
     if not pod.ok:
         return ProbeRun(None, None, "", [], [], f"RunPodSandbox: {pod.error}")
