@@ -1297,3 +1297,82 @@ def wrapper_calls(wrapper: Path) -> list[str]:
         return wrapper_log(wrapper).read_text().splitlines()
     except FileNotFoundError:
         return []
+
+
+# --------------------------------------------------------------------------------------
+# Added for the GPU chain (tests/gpu_chain.py): any image as an OCI tar, a kept pod with
+# container logs
+
+
+def oci_image_tar(dest: Path, name: str, layer: bytes, image_config: dict[str, Any]) -> Path:
+    """Write an OCI image-layout tar named ``name`` from one uncompressed ``layer`` tar.
+
+    ``image_config`` is the image's runtime ``config`` (Entrypoint, Cmd, Env...); the
+    layout is the one :func:`build_pause_image` writes, so ``ctr images import`` takes
+    it the same way (the name rides in the ``io.containerd.image.name`` annotation).
+    """
+    layer_digest, layer_bytes = _blob(layer)
+    config = {
+        "architecture": _arch(),
+        "os": "linux",
+        "config": image_config,
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+    }
+    config_digest, config_bytes = _blob(json.dumps(config).encode())
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                   "digest": config_digest, "size": len(config_bytes)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": layer_digest, "size": len(layer_bytes)}],
+    }
+    manifest_digest, manifest_bytes = _blob(json.dumps(manifest).encode())
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": manifest_digest, "size": len(manifest_bytes),
+                       "platform": {"architecture": _arch(), "os": "linux"},
+                       "annotations": {"io.containerd.image.name": name}}],
+    }
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _tar_add(tar, "oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode())
+        _tar_add(tar, "index.json", json.dumps(index).encode())
+        for digest, data in ((layer_digest, layer_bytes), (config_digest, config_bytes),
+                             (manifest_digest, manifest_bytes)):
+            _tar_add(tar, "blobs/sha256/" + digest.split(":", 1)[1], data)
+    return dest
+
+
+def run_pod(daemon: Daemon, handler: str, *, log_directory: Path,
+            timeout: float = 60) -> SandboxResult:
+    """RunPodSandbox like :func:`run_sandbox`, kept, with a ``log_directory``.
+
+    Containers created in it can then have a ``log_path`` (CRI writes their stdout and
+    stderr there); the sandbox is removed when the daemon stops.
+    """
+    daemon.ensure_pause_image()
+    pb = cri_modules()[0]
+    grpc = _grpc()
+    uid = uuid.uuid4().hex[:12]
+    log_directory.mkdir(parents=True, exist_ok=True)
+    config = pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name=f"oracle-{uid}", uid=uid, namespace="default"),
+        log_directory=str(log_directory),
+        linux=pb.LinuxPodSandboxConfig(
+            cgroup_parent=daemon.cgroup_parent,
+            security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.NODE)
+            ),
+        ),
+    )
+    try:
+        resp = daemon.runtime_service().RunPodSandbox(
+            pb.RunPodSandboxRequest(config=config, runtime_handler=handler), timeout=timeout
+        )
+    except grpc.RpcError as exc:
+        return SandboxResult(False, exc.details() or exc.code().name, None)
+    daemon._sandboxes.add(resp.pod_sandbox_id)
+    return SandboxResult(True, "", resp.pod_sandbox_id)
