@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -57,10 +58,24 @@ def _baseline_files(value: dict[str, str]) -> dict[str, str]:
 BaselineFiles = Annotated[dict[str, str], AfterValidator(_baseline_files)]
 
 
+def _quoted_version(value: Any) -> Any:
+    """Versions must be YAML strings. Unquoted, `1.7` is the number 1.7 and `1.10` the
+    number 1.1 — a different release — so a number is refused with the fix rather than
+    turned back into text that may not be what the user wrote."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    raise ValueError(f"{value!r} is a YAML number, not a version (unquoted 1.10 reads as "
+                     f"1.1); quote it: \"{value}\"")
+
+
+# A version or tag as the user wrote it: a number is refused with the quoting fix.
+VersionStr = Annotated[str, BeforeValidator(_quoted_version)]
+
+
 class ClusterConfig(_Section):
     distro: Distro = Distro.KUBEADM
-    kubernetes_version: str
-    containerd_version: str
+    kubernetes_version: VersionStr
+    containerd_version: VersionStr
     containerd_base_dir: str | None = None
     kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
     node_access: Literal["ssh", "none"] = "ssh"
@@ -151,11 +166,11 @@ class RuntimeConfig(_Section):
 
 class ImageConfig(_Section):
     repository: str
-    tag: str
+    tag: VersionStr
 
 
 class GpuOperatorConfig(_Section):
-    chart_version: str
+    chart_version: VersionStr
     namespace: str = "gpu-operator"
     driver: Literal["preinstalled", "managed"] = "preinstalled"
     toolkit: Literal["operator", "host"] = "operator"
@@ -196,9 +211,9 @@ class TimeSlicingConfig(_Section):
 
 
 class HamiConfig(_Section):
-    chart_version: str = "2.10.0"
+    chart_version: VersionStr = "2.10.0"
     namespace: str = "kube-system"
-    scheduler_image_tag: str | None = None
+    scheduler_image_tag: VersionStr | None = None
     webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
     scheduler_replicas: int = Field(2, ge=1, le=10)
     device_split_count: int = Field(10, ge=1, le=100)
@@ -257,6 +272,10 @@ class StackConfig(_Section):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
                              "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
                              "operator")
+        if self.device_plugin != "hami" and self.hami.values:
+            raise ValueError("hami.values: HAMi is not installed (devicePlugin is "
+                             f"{self.device_plugin}), so these raw values would be ignored; "
+                             "set devicePlugin: hami or remove hami.values")
         if self.device_plugin == "hami" and self.time_slicing.replicas > 1:
             raise ValueError("timeSlicing: the operator's time-slicing needs its device plugin, "
                              "which HAMi replaces; use hami.deviceSplitCount instead")

@@ -84,6 +84,11 @@ def policy_name(rule_id: str, severity: Severity) -> str:
     return base if severity is Severity.ERROR else f"{base}-advisory"
 
 
+def policy_names() -> list[str]:
+    """Every policy of the pack, mandatory and advisory."""
+    return [policy_name(r, sev) for r in COVERED for sev in (Severity.ERROR, Severity.WARNING)]
+
+
 def build_policies() -> list[StackValidationPolicy]:
     policies = []
     for rule_id in COVERED:
@@ -101,5 +106,5 @@ def build_policies() -> list[StackValidationPolicy]:
     return policies
 
 
-__all__ = ["COVERED", "PACK_NAME", "build_policies", "findings_of", "policy_name",
+__all__ = ["COVERED", "PACK_NAME", "build_policies", "findings_of", "policy_name", "policy_names",
            "violation_text"]
