@@ -33,6 +33,11 @@ NAMESPACE = "gpuplane"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
 HAMI_CHART_REPO = "https://project-hami.github.io/HAMi/"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes node names are DNS subdomains (EKS: ip-10-0-1-23.ec2.internal).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The checks pin pods with the kubernetes.io/hostname label and label them with the node
+# name: label values are at most 63 characters, so node names gpuplane manages are too.
+NODE_NAME_MAX = 63
 _K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _OS = re.compile(r"^[a-z]+[0-9][0-9.]*$")
 
@@ -135,7 +140,21 @@ class NodeConfig(_Section):
     pool: str = "default"
     baseline_files: BaselineFiles = Field(default_factory=dict)  # over the cluster's
 
-    @field_validator("name", "pool")
+    @field_validator("name")
+    @classmethod
+    def _node_name(cls, value: str) -> str:
+        """The Kubernetes node name (`kubectl get nodes`): a DNS subdomain."""
+        if not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} must be the Kubernetes node name, a DNS subdomain "
+                             "(lowercase letters, digits, '-' and '.', e.g. "
+                             "ip-10-0-1-23.ec2.internal)")
+        if len(value) > NODE_NAME_MAX:
+            raise ValueError(f"{value!r} is {len(value)} characters; gpuplane pins its check "
+                             f"pods with the kubernetes.io/hostname label, whose values are "
+                             f"at most {NODE_NAME_MAX}: use a node whose name is that short")
+        return value
+
+    @field_validator("pool")
     @classmethod
     def _dns(cls, value: str) -> str:
         if not _DNS_LABEL.match(value) or len(value) > 63:

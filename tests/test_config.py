@@ -49,7 +49,7 @@ def test_defaults_live_in_the_model() -> None:
      "gpuplane:gpuOperator.driver", "'preinstalled' or 'managed'"),
     ({"devicePlugin": "both"}, "gpuplane:devicePlugin", "'gpu-operator' or 'hami'"),
     ({"rollout": {"maxUnavailable": 0}}, "gpuplane:rollout.maxUnavailable", "greater than"),
-    ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS label"),
+    ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS subdomain"),
     ({"timeSlicing": {"replicas": -1}}, "gpuplane:timeSlicing.replicas", "greater than"),
     ({"hami": {"webhookFailurePolicy": "Maybe"}}, "gpuplane:hami.webhookFailurePolicy",
      "'Fail' or 'Ignore'"),
