@@ -244,6 +244,9 @@ class HamiConfig(_Section):
 class RolloutConfig(_Section):
     canary: bool = True
     max_unavailable: int = Field(1, ge=1)
+    # FM06: a rollout that can take every GPU node down at once is refused unless this
+    # says, in the stack and in the plan, that the outage is accepted.
+    allow_all_at_once: bool = False
 
 
 class ChecksConfig(_Section):
@@ -376,6 +379,7 @@ class StackConfig(_Section):
             hami_split_count=self.hami.device_split_count,
             max_unavailable=self.rollout.max_unavailable,
             canary=self.rollout.canary,
+            allow_all_at_once=self.rollout.allow_all_at_once,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
         )
 

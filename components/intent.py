@@ -55,6 +55,7 @@ class ClusterIntent:
     hami_split_count: int = 10         # hami.deviceSplitCount
     max_unavailable: int = 1
     canary: bool = True
+    allow_all_at_once: bool = False    # rollout.allowAllAtOnce: the FM06 outage is accepted
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
 
     @property
