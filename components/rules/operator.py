@@ -39,11 +39,20 @@ def check_operator_values(values: dict, intent: ClusterIntent, *, chart_version:
     for check in (_driver, _device_plugin, _plugin_config, _cdi, _runtime_class,
                   check_toolkit):
         out += check(ctx)
+    # FM18 blocks for the chart and the toolkit/driver images: they decide what every
+    # node's containerd config and driver become (the policy config can lower it).
     out += check_chart_version(chart_version, chart="gpu-operator", where=where,
-                               stack_key="gpuplane:gpuOperator.chartVersion", example="v25.10.1")
+                               stack_key="gpuplane:gpuOperator.chartVersion", example="v25.10.1",
+                               severity=Severity.ERROR)
     out += check_image_tags(values, where=where, stack_key=_image_key, skip=_app_version,
-                            sections=IMAGE_SECTIONS)
+                            sections=IMAGE_SECTIONS, blocking=_node_image)
     return out
+
+
+def _node_image(path: str) -> bool:
+    """The toolkit's and the driver's own images (not the driver manager's)."""
+    return path.startswith("values.toolkit.") or (
+        path.startswith("values.driver.") and not path.startswith("values.driver.manager."))
 
 
 def _image_key(path: str) -> str:

@@ -36,6 +36,22 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "the plan then shows as a warning.",
         "kubernetes/kubernetes pkg/controller/daemon/update.go@v1.31.4 (the same "
         "maxUnavailable model DaemonSet rolling updates use)"),
+    Topic(
+        "FM18-node-images", "operator chart or toolkit/driver image not pinned (blocking)",
+        "The GPU Operator chart pins the toolkit that writes every node's containerd config "
+        "and the driver every GPU pod loads. A chart range, a `latest` tag or an image "
+        "without a tag lets one upstream publish change both on every node at the next "
+        "`pulumi up`, with no change in the stack, and toolkit releases have changed where "
+        "and how they write containerd config. So these are errors by default; other images "
+        "(HAMi, DCGM, the driver manager) stay advice.",
+        "gpuOperator.chartVersion: \"~25.10\", or gpuOperator.toolkitImage.tag: latest.",
+        "Pin gpuOperator.chartVersion to one exact version (v25.10.1) and image tags to "
+        "releases or sha256 digests. To accept the risk, lower the policy in the policy "
+        "config: {\"gpuplane-fm18\": \"advisory\"} (the CrossGuard enforcement level; "
+        "`gpuplane plan --policy-pack-config` reads the same file).",
+        "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.1 (toolkit.version, "
+        "driver.version); NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.18.1 (1.18 writes a "
+        "drop-in instead of the top-level config)"),
 ]}
 
 
