@@ -52,6 +52,19 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.1 (toolkit.version, "
         "driver.version); NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.18.1 (1.18 writes a "
         "drop-in instead of the top-level config)"),
+    Topic(
+        "FM03-toolkit-containerd2", "NVIDIA toolkit older than 1.17.4 on containerd 2.x",
+        "containerd 2.x reads version-3 configs, where the CRI runtimes live under "
+        "`io.containerd.cri.v1.runtime`. Toolkits before 1.17.4 only write the version-2 "
+        "table (`io.containerd.grpc.v1.cri`), which containerd 2.x ignores or loses while "
+        "migrating; the operator's toolkit DaemonSet does it on every GPU node at once, "
+        "with no canary and no node agent to roll it back.",
+        "rke2 1.31.6 (containerd 2.0) with gpuOperator.toolkitImage.tag: v1.17.3-ubuntu20.04.",
+        "Use toolkit 1.17.4 or later: a chart that pins one (v25.3.x pins 1.17.8, v25.10.1 "
+        "pins 1.18.1) or a toolkitImage tag >= v1.17.4.",
+        "NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.17.4 (containerd config v3 "
+        "support); NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.3.0 "
+        "(toolkit.version)"),
 ]}
 
 
