@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tomlkit
@@ -24,8 +24,15 @@ from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
-from gpuplane.findings import Finding
-from gpuplane.rules import ContainerdFacts, check_containerd
+from gpuplane.findings import (
+    AFTER_GPUPLANE,
+    AFTER_TOOLKIT,
+    AFTER_UNINSTALL,
+    AS_FOUND,
+    Finding,
+)
+from gpuplane.rules import ContainerdFacts
+from gpuplane.rules.states import judge_states
 from gpuplane.rules.toolkit_losses import check_toolkit_losses
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
@@ -150,9 +157,31 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
     )
+    operator = options.toolkit is ToolkitMode.OPERATOR
+    findings = judge_states(_states(options, files, facts, written, before, top, profile),
+                            final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
+                            extra=[replace(f, state=AFTER_TOOLKIT) for f in losses])
     return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
                               toolkit_files, after, effective, written, before,
-                              frozenset(expected), check_containerd(facts) + losses, baseline)
+                              frozenset(expected), findings, baseline)
+
+
+def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
+            written: EffectiveConfig, before: EffectiveConfig, top: str,
+            profile: DistroProfile) -> list[tuple[str, ContainerdFacts]]:
+    """The node's states in rollout order with what each must hold. Without the
+    operator's toolkit the state after gpuplane is the final one; with it, gpuplane's files
+    alone must already run (the agent restarts containerd on them) and must still run
+    once the toolkit is uninstalled (the operator goes before the agent restores)."""
+    as_found = ContainerdFacts(effective=before, expected_runtimes=frozenset({"runc"}))
+    if options.toolkit is not ToolkitMode.OPERATOR:
+        return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
+    mine = ContainerdFacts(
+        effective=written, expected_runtimes=frozenset({"runc"}),
+        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)),
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver)
+    return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
+            (AFTER_UNINSTALL, mine)]
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:

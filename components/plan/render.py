@@ -86,8 +86,13 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     _render_diff_text(plan.get("diff"), console)
     console.print("[bold]Findings[/bold]" if plan["findings"] else "No findings.")
     for f in plan["findings"]:
-        console.print(f"  {f['severity'].upper():7} {f['id']} {f['where']}\n"
+        console.print(f"  {f['severity'].upper():7} {f['id']} {f['where']}{_state(f)}\n"
                       f"          {f['message']}\n          fix: {f['fix']}")
+
+
+def _state(f: dict[str, Any]) -> str:
+    """The rollout state a finding appears in (issue 15), when it names one."""
+    return f" (state: {f['state']})" if f.get("state") else ""
 
 
 def _render_diff_text(diff: dict[str, Any] | None, console: Console) -> None:
@@ -128,8 +133,8 @@ def render_markdown(plan: dict[str, Any]) -> str:
     if plan["findings"]:
         out += ["#### Policy findings", "", "| severity | rule | where | message | fix |",
                 "| --- | --- | --- | --- | --- |"]
-        out += [f"| {f['severity']} | {f['id']} | {_cell(f['where'])} | {_cell(f['message'])} "
-                f"| {_cell(f['fix'])} |" for f in plan["findings"]]
+        out += [f"| {f['severity']} | {f['id']} | {_cell(f['where'] + _state(f))} "
+                f"| {_cell(f['message'])} | {_cell(f['fix'])} |" for f in plan["findings"]]
         out.append("")
     else:
         out += ["No policy findings.", ""]

@@ -65,7 +65,8 @@ def findings_of(resources: list[PolicyResource],
 
 def violation_text(f: Finding) -> str:
     """The violation message; the offline runner reads `where` and `fix` back from it."""
-    return f"{f.message}\nwhere: {f.where}\nfix: {f.fix}"
+    state = f"\nstate: {f.state}" if f.state else ""
+    return f"{f.message}\nwhere: {f.where}\nfix: {f.fix}{state}"
 
 
 def _validator(rule_id: str, severity: Severity) -> Callable[..., None]:

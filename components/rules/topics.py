@@ -65,6 +65,24 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.17.4 (containerd config v3 "
         "support); NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.3.0 "
         "(toolkit.version)"),
+    Topic(
+        "FM02-states", "a state between the start and the end of the rollout breaks the node",
+        "The plan judges every state a node passes through: as found, after gpuplane's "
+        "files (the node agent restarts containerd here), after the GPU Operator's toolkit, "
+        "and after the toolkit's uninstall while gpuplane's files stay (`pulumi destroy` "
+        "removes the operator before the agent restores the node). gpuplane's `imports` "
+        "line can switch on drop-ins that lay unread: on 1.x an nvidia-only drop-in replaces "
+        "the whole CRI table (runc gone, FM02) and a version-3 drop-in makes 1.7 refuse to "
+        "start (FM03). The toolkit's later drop-in may repair the first, so a plan judged "
+        "only at the end looked clean while the canary failed during `pulumi up`. Each "
+        "finding names the state it first appears in (`state` in JSON, `(state: …)` in "
+        "text and markdown).",
+        "A node with /etc/containerd/conf.d/50-nvidia.toml holding only the nvidia runtime, "
+        "unread because config.toml has no imports; gpuplane adds the conf.d import.",
+        "Capture the node's files (baselineFiles), then delete or rewrite the stray drop-in "
+        "(a whole CRI table in config version 2 on 1.x) before the rollout.",
+        "containerd/containerd cmd/containerd/server/config/config.go@v1.7.24 (per-plugin "
+        "table replacement of imports); pkg/cri/config/config.go@v1.7.24"),
 ]}
 
 
