@@ -234,6 +234,11 @@ class HamiConfig(_Section):
     namespace: str = "kube-system"
     scheduler_image_tag: VersionStr | None = None
     webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    # Namespaces the webhook leaves alone besides kube-system, HAMi's and the operator's.
+    webhook_exempt_namespaces: list[str] = Field(default_factory=list)
+    # kube-scheduler from the Kubernetes project's registry, not the chart's default one.
+    scheduler_image_registry: str = "registry.k8s.io"
+    scheduler_image_repository: str = "kube-scheduler"
     scheduler_replicas: int = Field(2, ge=1, le=10)
     device_split_count: int = Field(10, ge=1, le=100)
     device_memory_scaling: float = Field(1.0, gt=0)

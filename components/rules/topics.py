@@ -83,6 +83,26 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "(a whole CRI table in config version 2 on 1.x) before the rollout.",
         "containerd/containerd cmd/containerd/server/config/config.go@v1.7.24 (per-plugin "
         "table replacement of imports); pkg/cri/config/config.go@v1.7.24"),
+    Topic(
+        "FM13-webhook-exemptions", "HAMi's fail-closed webhook without namespace exemptions",
+        "With `scheduler.admissionWebhook.failurePolicy: Fail` the API server asks HAMi's "
+        "webhook about every pod CREATE in every namespace it does not exempt. While every "
+        "hami-scheduler replica is down (an upgrade, a node drain, a bad image) no pod can "
+        "be created there: kube-system's DNS, CNI and kube-proxy pods on a new node, the GPU "
+        "Operator's own pods, and HAMi's scheduler itself if its namespace is not exempt. "
+        "An error when kube-system is not exempt, a warning for the HAMi and operator "
+        "namespaces. gpuplane exempts all three by default and pulls kube-scheduler from "
+        "registry.k8s.io instead of the chart's default registry (registry.cn-hangzhou."
+        "aliyuncs.com); `hami.schedulerImageRegistry`/`schedulerImageRepository` name a "
+        "mirror.",
+        "hami.values: {scheduler: {admissionWebhook: {whitelistNamespaces: []}}} with "
+        "hami.webhookFailurePolicy: Fail.",
+        "Keep gpuplane's exemptions (add namespaces with hami.webhookExemptNamespaces); raw "
+        "Helm: --set 'scheduler.admissionWebhook.whitelistNamespaces={kube-system,"
+        "hami-system,gpu-operator}'.",
+        "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (scheduler.admissionWebhook."
+        "whitelistNamespaces, failurePolicy; scheduler.kubeScheduler.image.registry, "
+        ".repository)"),
 ]}
 
 
