@@ -80,3 +80,15 @@ def test_explain_reaches_the_topic(capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "Upstream:" in text and "allowAllAtOnce" in text
     assert main(["explain", "FM06"]) == 0 and "FM06-all-at-once" in capsys.readouterr().out
+
+
+def test_every_topic_has_a_doc_an_upstream_source_and_a_rule() -> None:
+    from gpuplane.rules import RULES, explain
+    from gpuplane.rules.topics import TOPICS
+
+    assert len(TOPICS) >= 5
+    for topic_id, topic in TOPICS.items():
+        assert topic_id.split("-", 1)[0] in RULES
+        assert all((topic.why, topic.example, topic.fix)) and "@" in topic.upstream
+        assert explain(topic_id).startswith(f"{topic_id}: ")
+        assert topic_id in explain(topic_id.split("-", 1)[0])
