@@ -195,3 +195,12 @@ def test_no_traceback_for_any_stack_or_captured_file(
     assert "Traceback" not in err
     if code == 2:
         assert "gpuplane:" in err or "Pulumi.fuzz.yaml" in err, err
+
+
+def test_containerd_check_on_a_file_that_is_not_utf8(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_bytes(b"version = 2\n# caf\xe9\n")
+    code = main(["containerd", "check", "--config", str(config), "--containerd-version", "1.7"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{config}:2: not UTF-8" in err and "Traceback" not in err
