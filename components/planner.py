@@ -146,7 +146,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
         losses = check_toolkit_losses(_merged(top, written_layout, version),
-                                      _merged(top, after, version), where=_where(profile))
+                                      _merged(top, after, version), where=_where(profile),
+                                      origins=_origins(top, written_layout, version))
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
@@ -192,6 +193,15 @@ def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dic
     except ConfigError:
         return {}
     return {"version": merged.version, "plugins": merged.plugins}
+
+
+def _origins(top: str, layout: dict[str, str],
+             version: ContainerdVersion) -> list[tuple[str, dict[str, Any]]]:
+    """Each file containerd reads, with its own data, in merge order."""
+    try:
+        return [(f.path, f.data) for f in load_config(top, MemoryFiles(layout), version).files]
+    except ConfigError:
+        return []
 
 
 def _where(profile: DistroProfile) -> str:

@@ -97,9 +97,33 @@ def test_toolkit_copy_erases_a_captured_drop_ins_mirrors_and_runc_options(
     assert fm05 and fm05[0].severity == "error"
     assert 'registry.mirrors.docker.io.endpoint' in fm05[0].message
     assert "runtimes.runc.options.BinaryName" in fm05[0].message
+    assert f"set by {SITE}" in fm05[0].message and f"move them from {SITE}" in fm05[0].fix
     before, after = _real_dumps(line, tmp_path)
     assert _site_settings(before, line) == ([MIRROR], RUNC)
     assert _site_settings(after, line) == (None, None)   # real containerd: both gone
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("line", ["1.6", "1.7"])
+def test_the_fix_settings_in_the_top_level_config_survive(line: str, tmp_path: Path) -> None:
+    """What the finding advises: the same settings in config.toml, the toolkit's config
+    source, are copied into its drop-in — no finding, and real containerd keeps them."""
+    captured = _captured()
+    captured[TOP] = captured.pop(SITE).replace("version = 2\n", captured[TOP].split(
+        f'[plugins."{CRI}"]')[0], 1)
+    plan = plan_node(PROFILE, ContainerdVersion.parse(line), _plan(line).options,
+                     current=captured)
+    assert not [f for f in plan.findings if f.id == "FM05"]
+    node = {**plan.baseline, **plan.files}
+    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False, runtime_class="nvidia",
+                                      toolkit="1.18.1")
+    real = toolkit_oracle.run_toolkit("1.18.1", rendered_layout(node, PROFILE, plan.version),
+                                      env, tmp_path / "toolkit")
+    oracle.require_line(line)
+    write_layout({**node, **real.written}, tmp_path / "after")
+    dumped = oracle.dump(line, host_path(tmp_path / "after", TOP))
+    assert dumped.ok, dumped.error
+    assert _site_settings(dumped.config, line) == ([MIRROR], RUNC)
 
 
 @pytest.mark.real
