@@ -114,12 +114,8 @@ def _explain(ns: argparse.Namespace) -> int:
     from gpuplane.rules import RULES, explain
 
     if ns.rule is None:
-        from gpuplane.rules.topics import TOPICS
-
         for rule in RULES.values():
             print(f"{rule.id}  {rule.severity:7}  {rule.title}")
-        for topic in TOPICS.values():   # checks within a rule: `gpuplane explain <id>`
-            print(f"{topic.id}  {topic.title}")
         return EXIT_OK
     try:
         print(explain(ns.rule))
