@@ -429,6 +429,7 @@ def _problem(err: Any) -> tuple[str, str]:
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         message = "unknown key"
+    message = _with_fix(err["type"], message, err.get("input"))
     # A model-level check names its key first ("nodes: ..."): lift it into the key.
     if not loc and ":" in message:
         head, _, rest = message.partition(": ")
@@ -436,6 +437,30 @@ def _problem(err: Any) -> tuple[str, str]:
     key = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
     path = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
     return key + path, message
+
+
+# pydantic's wording for the commonest type errors, in the stack file's terms, with the fix.
+_TYPE_FIXES = {
+    "missing": "required; fix: add it (README, \"Stack config reference\")",
+    "model_type": "must be a mapping (keys indented under it), not {shown}",
+    "dict_type": "must be a mapping (keys indented under it), not {shown}",
+    "list_type": "must be a list (`- item` lines or [a, b]), not {shown}",
+    "int_parsing": "must be a whole number, not {shown}",
+    "int_type": "must be a whole number, not {shown}",
+    "int_from_float": "must be a whole number, not {shown}",
+    "bool_parsing": "must be true or false, not {shown}",
+    "bool_type": "must be true or false, not {shown}",
+    "string_type": "must be text, not {shown}; quote it",
+}
+
+
+def _with_fix(kind: str, message: str, value: Any) -> str:
+    """pydantic's message, or the stack-file wording with the fix where one is known."""
+    template = _TYPE_FIXES.get(kind)
+    if template is None:
+        return message
+    shown = f"the {type(value).__name__} {value!r}" if value is not None else "empty"
+    return template.format(shown=shown)
 
 
 def config_from_pulumi() -> StackConfig:
