@@ -29,6 +29,22 @@ def _plannable(path: str, allowed: list[str]) -> bool:
                for a in allowed)
 
 
+def _not_loadable(text: str, local: str) -> str | None:
+    """Why a captured copy is not a config containerd would load (its file:line:col), or
+    None. Checked here, where the stack key is known, rather than deep in the planner
+    where only the node path is."""
+    from gpuplane.containerd.errors import ConfigError
+    from gpuplane.containerd.load import _parse_file
+
+    try:
+        _parse_file(local, text, None)   # TOML, and `version`/`imports`/`plugins` typed
+    except ConfigError as exc:
+        return (f"{exc}: the captured copy is not a containerd config containerd would "
+                "load; capture the node's file again (`ssh NODE sudo cat PATH > COPY`, no "
+                "other output in it)")
+    return None
+
+
 def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
     """Captured files by node name (nodes without any are left out), read relative to the
     project root. Every unreadable or misplaced file is reported with its stack key."""
@@ -56,6 +72,11 @@ def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
                                      f"root {root}): {reason}; capture it from the node with "
                                      f"`ssh {node.host or node.name} sudo cat {node_path} > "
                                      f"{local}`"))
+                    unreadable.add(source)
+                    continue
+                problem = _not_loadable(texts[source], local)
+                if problem:
+                    problems.append((key, problem))
                     unreadable.add(source)
                     continue
             files[node_path] = texts[source]

@@ -154,12 +154,20 @@ def _plan(argv: list[str]) -> int:
     parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
                         help="policy config JSON, as `pulumi preview --policy-pack-config`")
     ns = parser.parse_args(argv)
-    loaded: dict[str, Any] = {}
-    for option, path in (("--base", ns.base), ("--policy-pack-config", ns.policy_pack_config)):
+    loaded: dict[str, Any] = {"--policy-pack-config": None}
+    for option, path in (("--base", ns.base),):
         try:
             loaded[option] = json.loads(path.read_text(encoding="utf-8")) if path else None
         except (OSError, ValueError) as exc:
             return _input_error(f"{option} {path}: {exc}")
+    if ns.policy_pack_config:   # every level and policy name checked, file:line named
+        from gpuplane.policy.config import load_pack_config
+        from gpuplane.policy.pack import policy_names
+        try:
+            loaded["--policy-pack-config"] = load_pack_config(ns.policy_pack_config,
+                                                              policy_names())
+        except ValueError as exc:
+            return _input_error(f"--policy-pack-config: {exc}")
     base = loaded["--base"]
     try:
         plan = plan_stack(ns.stack, ns.stacks_dir, loaded["--policy-pack-config"])

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -32,6 +33,11 @@ NAMESPACE = "gpuplane"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
 HAMI_CHART_REPO = "https://project-hami.github.io/HAMi/"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubernetes node names are DNS subdomains (EKS: ip-10-0-1-23.ec2.internal).
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# The checks pin pods with the kubernetes.io/hostname label and label them with the node
+# name: label values are at most 63 characters, so node names gpuplane manages are too.
+NODE_NAME_MAX = 63
 _K8S_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _OS = re.compile(r"^[a-z]+[0-9][0-9.]*$")
 
@@ -57,10 +63,24 @@ def _baseline_files(value: dict[str, str]) -> dict[str, str]:
 BaselineFiles = Annotated[dict[str, str], AfterValidator(_baseline_files)]
 
 
+def _quoted_version(value: Any) -> Any:
+    """Versions must be YAML strings. Unquoted, `1.7` is the number 1.7 and `1.10` the
+    number 1.1 — a different release — so a number is refused with the fix rather than
+    turned back into text that may not be what the user wrote."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    raise ValueError(f"{value!r} is a YAML number, not a version (unquoted 1.10 reads as "
+                     f"1.1); quote it: \"{value}\"")
+
+
+# A version or tag as the user wrote it: a number is refused with the quoting fix.
+VersionStr = Annotated[str, BeforeValidator(_quoted_version)]
+
+
 class ClusterConfig(_Section):
     distro: Distro = Distro.KUBEADM
-    kubernetes_version: str
-    containerd_version: str
+    kubernetes_version: VersionStr
+    containerd_version: VersionStr
     containerd_base_dir: str | None = None
     kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
     node_access: Literal["ssh", "none"] = "ssh"
@@ -120,7 +140,21 @@ class NodeConfig(_Section):
     pool: str = "default"
     baseline_files: BaselineFiles = Field(default_factory=dict)  # over the cluster's
 
-    @field_validator("name", "pool")
+    @field_validator("name")
+    @classmethod
+    def _node_name(cls, value: str) -> str:
+        """The Kubernetes node name (`kubectl get nodes`): a DNS subdomain."""
+        if not _DNS_SUBDOMAIN.match(value):
+            raise ValueError(f"{value!r} must be the Kubernetes node name, a DNS subdomain "
+                             "(lowercase letters, digits, '-' and '.', e.g. "
+                             "ip-10-0-1-23.ec2.internal)")
+        if len(value) > NODE_NAME_MAX:
+            raise ValueError(f"{value!r} is {len(value)} characters; gpuplane pins its check "
+                             f"pods with the kubernetes.io/hostname label, whose values are "
+                             f"at most {NODE_NAME_MAX}: use a node whose name is that short")
+        return value
+
+    @field_validator("pool")
     @classmethod
     def _dns(cls, value: str) -> str:
         if not _DNS_LABEL.match(value) or len(value) > 63:
@@ -151,11 +185,11 @@ class RuntimeConfig(_Section):
 
 class ImageConfig(_Section):
     repository: str
-    tag: str
+    tag: VersionStr
 
 
 class GpuOperatorConfig(_Section):
-    chart_version: str
+    chart_version: VersionStr
     namespace: str = "gpu-operator"
     driver: Literal["preinstalled", "managed"] = "preinstalled"
     toolkit: Literal["operator", "host"] = "operator"
@@ -196,10 +230,15 @@ class TimeSlicingConfig(_Section):
 
 
 class HamiConfig(_Section):
-    chart_version: str = "2.10.0"
+    chart_version: VersionStr = "2.10.0"
     namespace: str = "kube-system"
-    scheduler_image_tag: str | None = None
+    scheduler_image_tag: VersionStr | None = None
     webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    # Namespaces the webhook leaves alone besides kube-system, HAMi's and the operator's.
+    webhook_exempt_namespaces: list[str] = Field(default_factory=list)
+    # kube-scheduler from the Kubernetes project's registry, not the chart's default one.
+    scheduler_image_registry: str = "registry.k8s.io"
+    scheduler_image_repository: str = "kube-scheduler"
     scheduler_replicas: int = Field(2, ge=1, le=10)
     device_split_count: int = Field(10, ge=1, le=100)
     device_memory_scaling: float = Field(1.0, gt=0)
@@ -210,6 +249,9 @@ class HamiConfig(_Section):
 class RolloutConfig(_Section):
     canary: bool = True
     max_unavailable: int = Field(1, ge=1)
+    # FM06: a rollout that can take every GPU node down at once is refused unless this
+    # says, in the stack and in the plan, that the outage is accepted.
+    allow_all_at_once: bool = False
 
 
 class ChecksConfig(_Section):
@@ -257,6 +299,10 @@ class StackConfig(_Section):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
                              "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
                              "operator")
+        if self.device_plugin != "hami" and self.hami.values:
+            raise ValueError("hami.values: HAMi is not installed (devicePlugin is "
+                             f"{self.device_plugin}), so these raw values would be ignored; "
+                             "set devicePlugin: hami or remove hami.values")
         if self.device_plugin == "hami" and self.time_slicing.replicas > 1:
             raise ValueError("timeSlicing: the operator's time-slicing needs its device plugin, "
                              "which HAMi replaces; use hami.deviceSplitCount instead")
@@ -338,6 +384,7 @@ class StackConfig(_Section):
             hami_split_count=self.hami.device_split_count,
             max_unavailable=self.rollout.max_unavailable,
             canary=self.rollout.canary,
+            allow_all_at_once=self.rollout.allow_all_at_once,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
         )
 
@@ -382,6 +429,7 @@ def _problem(err: Any) -> tuple[str, str]:
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         message = "unknown key"
+    message = _with_fix(err["type"], message, err.get("input"))
     # A model-level check names its key first ("nodes: ..."): lift it into the key.
     if not loc and ":" in message:
         head, _, rest = message.partition(": ")
@@ -389,6 +437,30 @@ def _problem(err: Any) -> tuple[str, str]:
     key = f"{NAMESPACE}:{loc[0]}" if loc else NAMESPACE
     path = "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:])
     return key + path, message
+
+
+# pydantic's wording for the commonest type errors, in the stack file's terms, with the fix.
+_TYPE_FIXES = {
+    "missing": "required; fix: add it (README, \"Stack config reference\")",
+    "model_type": "must be a mapping (keys indented under it), not {shown}",
+    "dict_type": "must be a mapping (keys indented under it), not {shown}",
+    "list_type": "must be a list (`- item` lines or [a, b]), not {shown}",
+    "int_parsing": "must be a whole number, not {shown}",
+    "int_type": "must be a whole number, not {shown}",
+    "int_from_float": "must be a whole number, not {shown}",
+    "bool_parsing": "must be true or false, not {shown}",
+    "bool_type": "must be true or false, not {shown}",
+    "string_type": "must be text, not {shown}; quote it",
+}
+
+
+def _with_fix(kind: str, message: str, value: Any) -> str:
+    """pydantic's message, or the stack-file wording with the fix where one is known."""
+    template = _TYPE_FIXES.get(kind)
+    if template is None:
+        return message
+    shown = f"the {type(value).__name__} {value!r}" if value is not None else "empty"
+    return template.format(shown=shown)
 
 
 def config_from_pulumi() -> StackConfig:

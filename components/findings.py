@@ -23,11 +23,24 @@ class Finding:
     message: str
     where: str
     fix: str
+    # The state of the rollout the finding appears in (STATES); "" when it is not about one
+    # node state (Helm values, the rollout order). Left out of to_dict() when empty.
+    state: str = ""
 
     def to_dict(self) -> dict[str, str]:
         data = asdict(self)
         data["severity"] = str(self.severity)
+        if not self.state:
+            del data["state"]
         return data
+
+
+# The states a node passes through, in order: as found, after gpuplane's files, after the
+# GPU Operator's toolkit, and after the toolkit is uninstalled while gpuplane's files stay
+# (`pulumi destroy` removes the operator before the node agent restores the node).
+AS_FOUND, AFTER_GPUPLANE, AFTER_TOOLKIT, AFTER_UNINSTALL = (
+    "as found", "after gpuplane", "after toolkit", "after uninstall")
+STATES = (AS_FOUND, AFTER_GPUPLANE, AFTER_TOOLKIT, AFTER_UNINSTALL)
 
 
 def has_errors(findings: list[Finding]) -> bool:

@@ -55,6 +55,7 @@ class ClusterIntent:
     hami_split_count: int = 10         # hami.deviceSplitCount
     max_unavailable: int = 1
     canary: bool = True
+    allow_all_at_once: bool = False    # rollout.allowAllAtOnce: the FM06 outage is accepted
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
 
     @property
@@ -62,7 +63,10 @@ class ClusterIntent:
         return tuple(n for n in self.nodes if n.gpus > 0)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        data = asdict(self)
+        if not data["allow_all_at_once"]:   # only an explicit opt-in is written
+            del data["allow_all_at_once"]
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterIntent:

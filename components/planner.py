@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tomlkit
@@ -24,8 +24,15 @@ from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
-from gpuplane.findings import Finding
-from gpuplane.rules import ContainerdFacts, check_containerd
+from gpuplane.findings import (
+    AFTER_GPUPLANE,
+    AFTER_TOOLKIT,
+    AFTER_UNINSTALL,
+    AS_FOUND,
+    Finding,
+)
+from gpuplane.rules import ContainerdFacts
+from gpuplane.rules.states import judge_states
 from gpuplane.rules.toolkit_losses import check_toolkit_losses
 from gpuplane.rules.toolkit_source import check_toolkit_source_version
 from gpuplane.toolkit.env import toolkit_env_for
@@ -143,7 +150,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         after = rendered_layout({**after, **toolkit_files}, profile, version)
         losses = [*check_toolkit_source_version(source, written_layout.get(source)),
                   *check_toolkit_losses(_merged(top, written_layout, version),
-                                        _merged(top, after, version), where=_where(profile))]
+                                        _merged(top, after, version), where=_where(profile),
+                                        origins=_origins(top, written_layout, version))]
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
@@ -154,9 +162,31 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
     )
+    operator = options.toolkit is ToolkitMode.OPERATOR
+    findings = judge_states(_states(options, files, facts, written, before, top, profile),
+                            final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
+                            extra=[replace(f, state=AFTER_TOOLKIT) for f in losses])
     return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
                               toolkit_files, after, effective, written, before,
-                              frozenset(expected), check_containerd(facts) + losses, baseline)
+                              frozenset(expected), findings, baseline)
+
+
+def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
+            written: EffectiveConfig, before: EffectiveConfig, top: str,
+            profile: DistroProfile) -> list[tuple[str, ContainerdFacts]]:
+    """The node's states in rollout order with what each must hold. Without the
+    operator's toolkit the state after gpuplane is the final one; with it, gpuplane's files
+    alone must already run (the agent restarts containerd on them) and must still run
+    once the toolkit is uninstalled (the operator goes before the agent restores)."""
+    as_found = ContainerdFacts(effective=before, expected_runtimes=frozenset({"runc"}))
+    if options.toolkit is not ToolkitMode.OPERATOR:
+        return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
+    mine = ContainerdFacts(
+        effective=written, expected_runtimes=frozenset({"runc"}),
+        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)),
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver)
+    return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
+            (AFTER_UNINSTALL, mine)]
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:
@@ -167,6 +197,15 @@ def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dic
     except ConfigError:
         return {}
     return {"version": merged.version, "plugins": merged.plugins}
+
+
+def _origins(top: str, layout: dict[str, str],
+             version: ContainerdVersion) -> list[tuple[str, dict[str, Any]]]:
+    """Each file containerd reads, with its own data, in merge order."""
+    try:
+        return [(f.path, f.data) for f in load_config(top, MemoryFiles(layout), version).files]
+    except ConfigError:
+        return []
 
 
 def _where(profile: DistroProfile) -> str:

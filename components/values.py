@@ -54,10 +54,15 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
     """HAMi values: the scheduler pinned to the cluster's version, a webhook that fails
     closed with more than one scheduler, and the runtime class where nvidia isn't default."""
     hami = cfg.hami
+    exempt = list(dict.fromkeys(["kube-system", hami.namespace, cfg.gpu_operator.namespace,
+                                 *hami.webhook_exempt_namespaces]))
     values = {
         "scheduler": {
-            "kubeScheduler": {"image": {"tag": cfg.hami_scheduler_tag}},
-            "admissionWebhook": {"failurePolicy": hami.webhook_failure_policy},
+            "kubeScheduler": {"image": {"registry": hami.scheduler_image_registry,
+                                        "repository": hami.scheduler_image_repository,
+                                        "tag": cfg.hami_scheduler_tag}},
+            "admissionWebhook": {"failurePolicy": hami.webhook_failure_policy,
+                                 "whitelistNamespaces": exempt},
             "leaderElect": True,
             "replicas": hami.scheduler_replicas,
         },

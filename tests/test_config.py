@@ -49,7 +49,7 @@ def test_defaults_live_in_the_model() -> None:
      "gpuplane:gpuOperator.driver", "'preinstalled' or 'managed'"),
     ({"devicePlugin": "both"}, "gpuplane:devicePlugin", "'gpu-operator' or 'hami'"),
     ({"rollout": {"maxUnavailable": 0}}, "gpuplane:rollout.maxUnavailable", "greater than"),
-    ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS label"),
+    ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS subdomain"),
     ({"timeSlicing": {"replicas": -1}}, "gpuplane:timeSlicing.replicas", "greater than"),
     ({"hami": {"webhookFailurePolicy": "Maybe"}}, "gpuplane:hami.webhookFailurePolicy",
      "'Fail' or 'Ignore'"),
@@ -107,3 +107,19 @@ def test_batches_partition_in_order(nodes: list[str], canary: bool, size: int) -
     assert all(1 <= len(b) <= size for b in out)
     if canary and nodes:
         assert out[0] == [nodes[0]]
+
+
+@pytest.mark.parametrize(("patch", "key", "fragment"), [
+    ({"cluster": {"containerdVersion": "1.7"}}, "gpuplane:cluster.kubernetesVersion",
+     "required; fix: add it"),
+    ({"cluster": "kubeadm"}, "gpuplane:cluster", "must be a mapping"),
+    ({"nodes": {"a": 1}}, "gpuplane:nodes", "must be a list"),
+    ({"rollout": {"maxUnavailable": "two"}}, "gpuplane:rollout.maxUnavailable",
+     "must be a whole number, not the str 'two'"),
+    ({"rollout": {"canary": "maybe"}}, "gpuplane:rollout.canary", "must be true or false"),
+    ({"runtime": {"name": 5}}, "gpuplane:runtime.name", "must be text, not the int 5; quote it"),
+])
+def test_type_errors_are_worded_for_the_stack_file_with_the_fix(
+        patch: dict[str, Any], key: str, fragment: str) -> None:
+    found = problems({**MINIMAL, **patch})
+    assert fragment in found[key], found

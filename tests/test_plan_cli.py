@@ -27,7 +27,8 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
                          "resources", "helm", "batches", "withheldBatches", "config", "nodes",
                          "findings", "summary"}
     assert plan["verdict"] == "ok" and plan["withheldBatches"] == []
-    assert plan["config"]["rollout"] == {"canary": True, "maxUnavailable": 2}
+    assert plan["config"]["rollout"] == {"canary": True, "maxUnavailable": 2,
+                                         "allowAllAtOnce": False}
     assert plan["config"]["sshPrivateKey"] == "[secret]"
     assert plan["batches"] == [["a100-01"], ["a100-02", "a100-03"], ["l40s-01", "l40s-02"]]
     node = plan["nodes"][0]

@@ -458,8 +458,11 @@ def hami_intent(**kw: Any) -> ClusterIntent:
 
 def hami_good(i: ClusterIntent, **extra: Any) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "scheduler": {"kubeScheduler": {"image": {"tag": f"v{i.kubernetes_version}"}},
-                      "admissionWebhook": {"failurePolicy": "Fail"}, "replicas": 2},
+        "scheduler": {"kubeScheduler": {"image": {"registry": "registry.k8s.io",
+                                                  "tag": f"v{i.kubernetes_version}"}},
+                      "admissionWebhook": {"failurePolicy": "Fail", "whitelistNamespaces": [
+                          "kube-system", i.hami_namespace, i.operator_namespace]},
+                      "replicas": 2},
         "devicePlugin": {"runtimeClassName": i.runtime_class, "deviceSplitCount": 10,
                          "deviceMemoryScaling": 1},
     }

@@ -10,6 +10,8 @@ import posixpath
 from pathlib import Path
 from typing import Protocol
 
+from gpuplane.containerd.errors import ConfigError
+
 _META = "*?["
 
 
@@ -108,10 +110,18 @@ class LocalFiles:
 
     def read(self, path: str) -> str | None:
         try:
-            with open(self._host(path), encoding="utf-8") as handle:
-                return handle.read()
+            with open(self._host(path), "rb") as handle:
+                raw = handle.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        except OSError as exc:   # e.g. permission denied: input error, not a traceback
+            raise ConfigError(path, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:   # containerd reads TOML as UTF-8 and refuses
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise ConfigError(path, f"not UTF-8 (byte 0x{raw[exc.start]:02x}); containerd "
+                              "refuses it: save the file as UTF-8", line) from None
 
     def listdir(self, path: str) -> list[str]:
         try:

@@ -76,7 +76,8 @@ def run_policies(resources: list[Registered],
                    _level: EnforcementLevel = level) -> None:
             text, _, rest = message.partition("\nwhere: ")
             where, _, fix = rest.partition("\nfix: ")
-            out.append(Finding(_id, _SEVERITY[_level], text, where or (urn or ""), fix))
+            fix, _, state = fix.partition("\nstate: ")
+            out.append(Finding(_id, _SEVERITY[_level], text, where or (urn or ""), fix, state))
 
         policy.validate(args, report)
     return out

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplane.config import NAMESPACE, StackConfigError
+from gpuplane.containerd.errors import ConfigError
 from gpuplane.plan.engine import run_program
 from gpuplane.plan.policies import run_policies
 from gpuplane.plan.report import build_report
@@ -26,6 +27,11 @@ def plan_stack(name: str, stacks_dir: Path,
                                          root_directory=project_root(stacks_dir))
     except StackConfigError as exc:   # e.g. a captured node file that cannot be read
         raise stack.located(exc) from None
+    except ConfigError as exc:        # a captured file the containerd model cannot read
+        raise stack.located(StackConfigError([(
+            f"{NAMESPACE}:cluster.baselineFiles",
+            f"{exc}: a captured file (or what it imports) is not a config containerd "
+            "would load; capture the node's files again")])) from None
     findings = run_policies(resources, pack_config)
     # The planner's own findings cover a plan the components refused to roll out.
     seen = {(f.id, f.message) for f in findings}

@@ -84,12 +84,12 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
     if not path.is_file():
         known = ", ".join(available_stacks(stacks_dir)) or "none"
         raise StackFileError(f"{path}: no such stack file; stacks in {stacks_dir}: {known}")
-    text = path.read_text(encoding="utf-8")
+    text = _read_text(path)
     try:
         node = yaml.compose(text, Loader=_LOADER)
         data = yaml.load(text, Loader=_LOADER) or {}
     except yaml.YAMLError as exc:
-        raise StackFileError(f"{path}: not valid YAML: {exc}") from None
+        raise StackFileError(_yaml_error(path, exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
     stack = StackFile(name, path, {})
@@ -104,6 +104,34 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
         else:
             stack.other[str(full)] = value
     return stack
+
+
+def _read_text(path: Path) -> str:
+    """The stack file as text. Pulumi reads stack files as UTF-8; anything else is named
+    with the line of the first bad byte instead of a UnicodeDecodeError traceback."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise StackFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise StackFileError(
+            f"{path}:{line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "fix: save the stack file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
+
+
+def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+    """`file:line:col: not valid YAML: problem (context)`: the stack file, not the
+    "<unicode string>" PyYAML names when it parses text."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    detail = f"{problem} ({context})" if context else problem
+    return (f"{where}: not valid YAML: {detail}; fix: correct the YAML there (quote values "
+            "that contain ': ', '#', '[' or '{')")
 
 
 def _child(node: Any, key: str) -> Any:

@@ -65,7 +65,8 @@ def findings_of(resources: list[PolicyResource],
 
 def violation_text(f: Finding) -> str:
     """The violation message; the offline runner reads `where` and `fix` back from it."""
-    return f"{f.message}\nwhere: {f.where}\nfix: {f.fix}"
+    state = f"\nstate: {f.state}" if f.state else ""
+    return f"{f.message}\nwhere: {f.where}\nfix: {f.fix}{state}"
 
 
 def _validator(rule_id: str, severity: Severity) -> Callable[..., None]:
@@ -82,6 +83,11 @@ def _validator(rule_id: str, severity: Severity) -> Callable[..., None]:
 def policy_name(rule_id: str, severity: Severity) -> str:
     base = f"gpuplane-{rule_id.lower()}"
     return base if severity is Severity.ERROR else f"{base}-advisory"
+
+
+def policy_names() -> list[str]:
+    """Every policy of the pack, mandatory and advisory."""
+    return [policy_name(r, sev) for r in COVERED for sev in (Severity.ERROR, Severity.WARNING)]
 
 
 def build_policies() -> list[StackValidationPolicy]:
@@ -101,5 +107,5 @@ def build_policies() -> list[StackValidationPolicy]:
     return policies
 
 
-__all__ = ["COVERED", "PACK_NAME", "build_policies", "findings_of", "policy_name",
+__all__ = ["COVERED", "PACK_NAME", "build_policies", "findings_of", "policy_name", "policy_names",
            "violation_text"]

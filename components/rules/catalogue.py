@@ -257,8 +257,16 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
 
 
 def explain(rule_id: str) -> str:
-    """The doc of one rule as plain text. Raises KeyError for an unknown id."""
-    rule = RULES[rule_id.strip().upper()]
+    """The doc of one rule (with its topics) or of one topic (`FM06-all-at-once`) as
+    plain text. Raises KeyError for an unknown id."""
+    from gpuplane.rules.topics import TOPICS, explain_topic, topics_of
+
+    wanted = rule_id.strip()
+    topic = {t.lower(): t for t in TOPICS}.get(wanted.lower())
+    if topic:
+        return explain_topic(TOPICS[topic])
+    rule = RULES[wanted.upper()]
+    extra = [f"\n{explain_topic(t)}" for t in topics_of(rule.id)]
     return "\n".join([
         f"{rule.id}: {rule.title} (default severity: {rule.severity})",
         "",
@@ -266,4 +274,5 @@ def explain(rule_id: str) -> str:
         f"Why it breaks: {rule.why}",
         f"Example: {rule.example}",
         f"Fix: {rule.fix}",
+        *extra,
     ])

@@ -46,7 +46,7 @@ def check_hami_values(values: dict, intent: ClusterIntent, *, chart_version: str
     out = _scheduler_tag(values, intent, chart, where)
     out += _runtime_class(values, intent, where)
     out += _node_selector(values, where)
-    out += _webhook(values, where)
+    out += _webhook(values, where, intent)
     out += _split(values, where)
     out += check_chart_version(chart_version, chart="hami", where=where,
                                stack_key="gpuplane:hami.chartVersion", example="2.10.0")
@@ -182,7 +182,7 @@ def _node_selector(values: Mapping[str, Any], where: str) -> list[Finding]:
     return out
 
 
-def _webhook(values: Mapping[str, Any], where: str) -> list[Finding]:
+def _webhook(values: Mapping[str, Any], where: str, intent: ClusterIntent) -> list[Finding]:
     if not flag(values, "scheduler.admissionWebhook.enabled", True):
         return [finding(
             "FM13",
@@ -217,15 +217,42 @@ def _webhook(values: Mapping[str, Any], where: str) -> list[Finding]:
         return [finding(
             "FM13", f"the admission webhook's failurePolicy is {policy!r}; Kubernetes accepts "
             "only Fail or Ignore, so the webhook configuration is refused.", here, fix)]
+    exempt = _exemptions(values, where, intent)
     if count < 2:
-        return [finding(
+        return [*exempt, finding(
             "FM13",
             f"the admission webhook fails closed but hami-scheduler runs {count} replica"
             f"{'' if leader else ' (leaderElect is false)'}: while it restarts, every pod "
             "creation the webhook matches is refused.",
             at(where, "values.scheduler.replicas", "gpuplane:hami.schedulerReplicas"),
             fix, severity=Severity.WARNING)]
-    return []
+    return exempt
+
+
+def _exemptions(values: Mapping[str, Any], where: str, intent: ClusterIntent) -> list[Finding]:
+    """A webhook that fails closed sees every pod CREATE in every namespace it does not
+    exempt: while hami-scheduler is down nothing can start there — kube-system's own pods
+    (DNS, CNI, kube-proxy on a new node) and the GPU Operator's included. HAMi's chart
+    exempts namespaces with `scheduler.admissionWebhook.whitelistNamespaces`."""
+    listed = lookup(values, "scheduler.admissionWebhook.whitelistNamespaces")
+    exempted = {str(n) for n in listed} if isinstance(listed, list | tuple) else set()
+    needed = ["kube-system", intent.hami_namespace, intent.operator_namespace]
+    missing = [n for n in dict.fromkeys(needed) if n not in exempted]
+    if not missing:
+        return []
+    return [finding(
+        "FM13",
+        "the admission webhook fails closed (failurePolicy Fail) and does not exempt "
+        f"{', '.join(missing)}: while hami-scheduler is unreachable, every pod create there "
+        "is refused" + (", kube-system included (DNS, CNI, kube-proxy)"
+                        if "kube-system" in missing else "") + ".",
+        at(where, "values.scheduler.admissionWebhook.whitelistNamespaces",
+           "gpuplane:hami.webhookExemptNamespaces"),
+        "Exempt them: gpuplane does by default (kube-system, the HAMi and the operator "
+        "namespaces; add more with `gpuplane:hami.webhookExemptNamespaces`) unless "
+        "`gpuplane:hami.values` replaces the list; raw Helm: --set "
+        "'scheduler.admissionWebhook.whitelistNamespaces={kube-system,...}'.",
+        severity=Severity.ERROR if "kube-system" in missing else Severity.WARNING)]
 
 
 _SPLIT = (

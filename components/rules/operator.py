@@ -19,6 +19,7 @@ from gpuplane.rules.pinning import check_chart_version, check_image_tags
 from gpuplane.rules.timeslicing import check_profile
 from gpuplane.rules.timeslicing import example as ts_example
 from gpuplane.rules.toolkit import check_toolkit
+from gpuplane.rules.toolkit_version import check_toolkit_containerd
 
 _APP_VERSION_SECTIONS = ("values.operator.", "values.validator.", "values.nodeStatusExporter.")
 # Chart sections whose `version` is an image tag (gpu-operator v23.9-v26.7 values).
@@ -39,11 +40,21 @@ def check_operator_values(values: dict, intent: ClusterIntent, *, chart_version:
     for check in (_driver, _device_plugin, _plugin_config, _cdi, _runtime_class,
                   check_toolkit):
         out += check(ctx)
+    out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
+    # FM18 blocks for the chart and the toolkit/driver images: they decide what every
+    # node's containerd config and driver become (the policy config can lower it).
     out += check_chart_version(chart_version, chart="gpu-operator", where=where,
-                               stack_key="gpuplane:gpuOperator.chartVersion", example="v25.10.1")
+                               stack_key="gpuplane:gpuOperator.chartVersion", example="v25.10.1",
+                               severity=Severity.ERROR)
     out += check_image_tags(values, where=where, stack_key=_image_key, skip=_app_version,
-                            sections=IMAGE_SECTIONS)
+                            sections=IMAGE_SECTIONS, blocking=_node_image)
     return out
+
+
+def _node_image(path: str) -> bool:
+    """The toolkit's and the driver's own images (not the driver manager's)."""
+    return path.startswith("values.toolkit.") or (
+        path.startswith("values.driver.") and not path.startswith("values.driver.manager."))
 
 
 def _image_key(path: str) -> str:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpuplane.findings import Finding
+from gpuplane.findings import Finding, Severity
 from gpuplane.rules._shared import at, finding
 
 _EXACT_CHART = re.compile(r"^v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")
@@ -24,8 +24,11 @@ def chart_pinned(version: str | None) -> bool:
 
 
 def check_chart_version(version: str | None, *, chart: str, where: str,
-                        stack_key: str, example: str) -> list[Finding]:
-    """FM18: the chart version is missing, a range or not a version."""
+                        stack_key: str, example: str,
+                        severity: Severity | None = None) -> list[Finding]:
+    """FM18: the chart version is missing, a range or not a version. `severity`: ERROR
+    where the chart decides what is written into containerd on every node (the GPU
+    Operator's toolkit); the policy config can lower it."""
     if chart_pinned(version):
         return []
     shown = "not set" if not version or not str(version).strip() else f"{version!r}"
@@ -36,7 +39,7 @@ def check_chart_version(version: str | None, *, chart: str, where: str,
         "in the stack.",
         at(where, "chart version", stack_key),
         f"Set `{stack_key}: {example}` (one exact version); without gpuplane pass "
-        f"`--version {example}` to helm.",
+        f"`--version {example}` to helm.", severity=severity,
     )]
 
 
@@ -93,8 +96,10 @@ def image_specs(values: Any, prefix: str = "values",
 
 def check_image_tags(values: Any, *, where: str, stack_key: Callable[[str], str],
                      skip: Callable[[str, Any], bool] = lambda path, tag: False,
-                     sections: frozenset[str] = frozenset()) -> list[Finding]:
-    """FM18: every image tag the values set that is not a version or digest."""
+                     sections: frozenset[str] = frozenset(),
+                     blocking: Callable[[str], bool] = lambda path: False) -> list[Finding]:
+    """FM18: every image tag the values set that is not a version or digest; an error
+    for the images `blocking` names (those that write node config or load the driver)."""
     out = []
     for path, tag in image_specs(values, sections=sections):
         if skip(path, tag):
@@ -109,6 +114,6 @@ def check_image_tags(values: Any, *, where: str, stack_key: Callable[[str], str]
             at(where, path, key),
             f"Set `{key}` to a release tag (or a sha256 digest), e.g. the chart's own default "
             f"for that image; without gpuplane set {path.removeprefix('values.')} in the Helm "
-            "values.",
+            "values.", severity=Severity.ERROR if blocking(path) else None,
         ))
     return out

@@ -38,8 +38,8 @@ def check_rollout(steps: list[RolloutStep], intent: ClusterIntent, *,
                   where: str) -> list[Finding]:
     """FM06 (batch size, ordering, canary) and FM09 (restore on delete)."""
     batches = _batches(steps)
-    return _batch_size(batches, intent, where) + _ordering(batches, where) + \
-        _canary(batches, intent, where) + _restore(batches, where)
+    return _batch_size(batches, intent, where) + _all_at_once(batches, intent, where) + \
+        _ordering(batches, where) + _canary(batches, intent, where) + _restore(batches, where)
 
 
 def _step_at(where: str, step: RolloutStep, key: str) -> str:
@@ -64,6 +64,40 @@ def _batch_size(batches: dict[int, list[RolloutStep]], intent: ClusterIntent,
             "by `gpuplane:rollout.maxUnavailable`); by hand restart containerd node by node "
             "and wait for each to be Ready.", severity=Severity.ERROR))
     return out
+
+
+def _all_at_once(batches: dict[int, list[RolloutStep]], intent: ClusterIntent,
+                 where: str) -> list[Finding]:
+    """One batch holding every node of a rollout of two or more: a bad change (or a
+    containerd that does not come back) takes down every GPU node together, before any
+    node has proved it. An error unless the stack accepts it (`rollout.allowAllAtOnce`),
+    and then still shown in the plan."""
+    every = {s.node for steps in batches.values() for s in steps}
+    if len(every) < 2:
+        return []
+    for batch, steps in batches.items():
+        if {s.node for s in steps} != every:
+            continue
+        key = "gpuplane:rollout.allowAllAtOnce"
+        if intent.allow_all_at_once:
+            return [finding(
+                "FM06",
+                f"batch {batch} changes containerd on all {len(every)} GPU nodes at once; "
+                f"accepted by {key}: true.",
+                at(where, f"batch {batch}", key),
+                "Remove gpuplane:rollout.allowAllAtOnce and roll a canary first when the "
+                "GPU nodes must stay up.", severity=Severity.WARNING)]
+        return [finding(
+            "FM06",
+            f"batch {batch} changes containerd on every GPU node at once ({len(every)} nodes, "
+            f"gpuplane:rollout.maxUnavailable {intent.max_unavailable}, canary "
+            f"{'on' if intent.canary else 'off'}): one bad change takes the whole GPU fleet "
+            "down before any node has proved it.",
+            at(where, f"batch {batch}", "gpuplane:rollout"),
+            "Set gpuplane:rollout.canary: true and gpuplane:rollout.maxUnavailable below the "
+            f"GPU node count ({len(every)}); to accept the outage (e.g. a maintenance "
+            f"window), set {key}: true.", severity=Severity.ERROR)]
+    return []
 
 
 def _ordering(batches: dict[int, list[RolloutStep]], where: str) -> list[Finding]:

@@ -14,7 +14,7 @@ the ones the toolkit is there to set.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gpuplane.findings import Finding, Severity
@@ -46,10 +46,29 @@ def _toolkits_own(path: str, runtimes: set[str]) -> bool:
     return False
 
 
+def _origin(path: str, origins: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
+    """The last file (in merge order) whose own data sets the dotted `path`."""
+    return next((name for name, data in reversed(origins) if _sets(data, path)), None)
+
+
+def _sets(node: Any, rest: str) -> bool:
+    """Whether `node` has the dotted `rest`; keys may hold dots themselves
+    (`io.containerd.grpc.v1.cri`, `docker.io`), so every split is tried."""
+    if not rest:
+        return True
+    if not isinstance(node, Mapping):
+        return False
+    return any(_sets(value, rest[len(key) + 1:]) for key, value in node.items()
+               if rest == key or rest.startswith(f"{key}."))
+
+
 def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *, where: str,
-                         runtime_name: str = "nvidia") -> list[Finding]:
+                         runtime_name: str = "nvidia",
+                         origins: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> list[Finding]:
     """FM05 for each setting containerd had after gpuplane's files (`before`, merged) that it
-    no longer has, or has with another value, after the toolkit (`after`, merged)."""
+    no longer has, or has with another value, after the toolkit (`after`, merged).
+    `origins`: (file, its own data) in merge order, to name the file that set each lost
+    setting — typically a drop-in captured from the node (`baselineFiles`)."""
     if not before or not after:
         return []   # a config containerd refuses is reported by the containerd rules
     runtimes = {runtime_name, *MODE_RUNTIMES}
@@ -59,8 +78,13 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
             if now.get(path) != value and not _toolkits_own(path, runtimes)]
     if not lost:
         return []
-    shown = "; ".join(f"{p} = {v!r}" + (f" (now {n!r})" if n is not None else " (gone)")
-                      for p, v, n in lost[:_SHOWN])
+    def source(path: str) -> str:
+        origin = _origin(path, origins)
+        return f", set by {origin}" if origin else ""
+
+    shown = "; ".join(f"{p} = {v!r}" + (f" (now {n!r}" if n is not None else " (gone")
+                      + source(p) + ")" for p, v, n in lost[:_SHOWN])
+    files = sorted({o for p, _, _ in lost if (o := _origin(p, origins))})
     more = f" and {len(lost) - _SHOWN} more" if len(lost) > _SHOWN else ""
     return [finding(
         "FM05", f"the toolkit's rewrite drops {len(lost)} setting(s) this node has: "
@@ -69,8 +93,9 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
         "RUNTIME_CONFIG_SOURCE or RUNTIME_DROP_IN_CONFIG in `gpuplane:gpuOperator.values`); "
         "on RKE2/K3s/MicroK8s gpuplane then writes the whole template first, which needs "
         "`gpuplane:cluster.nodeAccess: ssh`. On containerd "
-        "< 2.0 keep CRI settings in the top-level config (the toolkit's config source), or "
-        "set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
+        "< 2.0 keep CRI settings in the top-level config (the toolkit's config source)"
+        + (f" — move them from {', '.join(files)} into it" if files else "")
+        + ", or set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
 
 
 __all__ = ["check_toolkit_losses"]

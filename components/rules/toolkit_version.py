@@ -1,0 +1,77 @@
+"""FM03: a toolkit too old for containerd 2.x.
+
+The NVIDIA container toolkit learned containerd's version-3 config (containerd 2.x) in
+1.17.4 (NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.17.4; gpuplane's reference
+gpu-operator.md). An older toolkit run by the operator's DaemonSet writes a version-2 CRI
+table that containerd 2.x ignores or migrates away, on every node at once — no canary, no
+node agent. The toolkit version comes from an image override (`toolkit.version`, set by
+`gpuOperator.toolkitImage`) or else from the chart's pin.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules._shared import at, finding, flag, lookup
+
+MIN_FOR_CONTAINERD_2 = (1, 17, 4)
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+def _parse(text: Any) -> tuple[int, int, int] | None:
+    match = _VERSION.match(str(text).strip())
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def toolkit_version(values: Mapping[str, Any],
+                    chart_version: str | None) -> tuple[tuple[int, int, int], str] | None:
+    """(version, the stack key it comes from) of the toolkit the operator deploys, or None
+    when it cannot be told (a digest, `latest`: FM18's; an unmeasured chart)."""
+    tag = lookup(values, "toolkit.version")
+    if tag is not None:
+        found = _parse(tag)
+        return (found, "gpuplane:gpuOperator.toolkitImage") if found else None
+    if not chart_version:
+        return None
+    from gpuplane.toolkit.operator import toolkit_for_chart
+
+    try:
+        found = _parse(toolkit_for_chart(chart_version))
+    except ValueError:
+        return None
+    return (found, "gpuplane:gpuOperator.chartVersion") if found else None
+
+
+def check_toolkit_containerd(values: Mapping[str, Any], intent: ClusterIntent, *,
+                             chart_version: str | None, where: str) -> list[Finding]:
+    """FM03 (error): the operator's toolkit is older than 1.17.4 on containerd 2.x."""
+    if not flag(values, "toolkit.enabled", True):
+        return []
+    try:
+        containerd = ContainerdVersion.parse(intent.containerd_version)
+    except ValueError:
+        return []
+    found = toolkit_version(values, chart_version)
+    if containerd.major < 2 or found is None or found[0] >= MIN_FOR_CONTAINERD_2:
+        return []
+    version, key = found
+    shown = ".".join(map(str, version))
+    need = ".".join(map(str, MIN_FOR_CONTAINERD_2))
+    return [finding(
+        "FM03",
+        f"the GPU Operator deploys NVIDIA container toolkit {shown} (from {key}) on "
+        f"containerd {intent.containerd_version}: toolkits before {need} do not know "
+        "containerd 2.x's version-3 config, so the toolkit DaemonSet writes a CRI table "
+        "containerd ignores or drops, on every GPU node at once.",
+        at(where, "toolkit.version", key),
+        f"Use toolkit {need} or later: a chart that pins one (gpuOperator.chartVersion "
+        "v25.3.x or later) or gpuOperator.toolkitImage.tag ≥ v" + need + ".",
+        severity=Severity.ERROR)]
+
+
+__all__ = ["MIN_FOR_CONTAINERD_2", "check_toolkit_containerd", "toolkit_version"]

@@ -1,0 +1,120 @@
+"""Docs of the checks added under an existing failure mode: what each one finds, why it
+breaks nodes, an example, the fix and the upstream source of the fact (file@tag).
+
+`gpuplane explain FM06` prints them after the rule's own doc; `gpuplane explain
+FM06-all-at-once` prints one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One check within a failure mode."""
+
+    id: str          # <rule>-<slug>, e.g. FM06-all-at-once
+    title: str
+    why: str
+    example: str
+    fix: str
+    upstream: str    # where the fact comes from, file@tag
+
+
+TOPICS: dict[str, Topic] = {t.id: t for t in [
+    Topic(
+        "FM06-all-at-once", "a rollout that can take down every GPU node at once",
+        "When one batch holds every GPU node (no canary, rollout.maxUnavailable at least "
+        "the node count), a change that breaks containerd — or a containerd that does not "
+        "come back after the restart — stops every GPU workload together, and no node has "
+        "proved the change first.",
+        "5 GPU nodes, rollout.canary: false, rollout.maxUnavailable: 5: one batch restarts "
+        "containerd on all five.",
+        "Keep rollout.canary: true and rollout.maxUnavailable below the GPU node count; to "
+        "accept the outage (a maintenance window), set rollout.allowAllAtOnce: true, which "
+        "the plan then shows as a warning.",
+        "kubernetes/kubernetes pkg/controller/daemon/update.go@v1.31.4 (the same "
+        "maxUnavailable model DaemonSet rolling updates use)"),
+    Topic(
+        "FM18-node-images", "operator chart or toolkit/driver image not pinned (blocking)",
+        "The GPU Operator chart pins the toolkit that writes every node's containerd config "
+        "and the driver every GPU pod loads. A chart range, a `latest` tag or an image "
+        "without a tag lets one upstream publish change both on every node at the next "
+        "`pulumi up`, with no change in the stack, and toolkit releases have changed where "
+        "and how they write containerd config. So these are errors by default; other images "
+        "(HAMi, DCGM, the driver manager) stay advice.",
+        "gpuOperator.chartVersion: \"~25.10\", or gpuOperator.toolkitImage.tag: latest.",
+        "Pin gpuOperator.chartVersion to one exact version (v25.10.1) and image tags to "
+        "releases or sha256 digests. To accept the risk, lower the policy in the policy "
+        "config: {\"gpuplane-fm18\": \"advisory\"} (the CrossGuard enforcement level; "
+        "`gpuplane plan --policy-pack-config` reads the same file).",
+        "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.1 (toolkit.version, "
+        "driver.version); NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.18.1 (1.18 writes a "
+        "drop-in instead of the top-level config)"),
+    Topic(
+        "FM03-toolkit-containerd2", "NVIDIA toolkit older than 1.17.4 on containerd 2.x",
+        "containerd 2.x reads version-3 configs, where the CRI runtimes live under "
+        "`io.containerd.cri.v1.runtime`. Toolkits before 1.17.4 only write the version-2 "
+        "table (`io.containerd.grpc.v1.cri`), which containerd 2.x ignores or loses while "
+        "migrating; the operator's toolkit DaemonSet does it on every GPU node at once, "
+        "with no canary and no node agent to roll it back.",
+        "rke2 1.31.6 (containerd 2.0) with gpuOperator.toolkitImage.tag: v1.17.3-ubuntu20.04.",
+        "Use toolkit 1.17.4 or later: a chart that pins one (v25.3.x pins 1.17.8, v25.10.1 "
+        "pins 1.18.1) or a toolkitImage tag >= v1.17.4.",
+        "NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.17.4 (containerd config v3 "
+        "support); NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.3.0 "
+        "(toolkit.version)"),
+    Topic(
+        "FM02-states", "a state between the start and the end of the rollout breaks the node",
+        "The plan judges every state a node passes through: as found, after gpuplane's "
+        "files (the node agent restarts containerd here), after the GPU Operator's toolkit, "
+        "and after the toolkit's uninstall while gpuplane's files stay (`pulumi destroy` "
+        "removes the operator before the agent restores the node). gpuplane's `imports` "
+        "line can switch on drop-ins that lay unread: on 1.x an nvidia-only drop-in replaces "
+        "the whole CRI table (runc gone, FM02) and a version-3 drop-in makes 1.7 refuse to "
+        "start (FM03). The toolkit's later drop-in may repair the first, so a plan judged "
+        "only at the end looked clean while the canary failed during `pulumi up`. Each "
+        "finding names the state it first appears in (`state` in JSON, `(state: …)` in "
+        "text and markdown).",
+        "A node with /etc/containerd/conf.d/50-nvidia.toml holding only the nvidia runtime, "
+        "unread because config.toml has no imports; gpuplane adds the conf.d import.",
+        "Capture the node's files (baselineFiles), then delete or rewrite the stray drop-in "
+        "(a whole CRI table in config version 2 on 1.x) before the rollout.",
+        "containerd/containerd cmd/containerd/server/config/config.go@v1.7.24 (per-plugin "
+        "table replacement of imports); pkg/cri/config/config.go@v1.7.24"),
+    Topic(
+        "FM13-webhook-exemptions", "HAMi's fail-closed webhook without namespace exemptions",
+        "With `scheduler.admissionWebhook.failurePolicy: Fail` the API server asks HAMi's "
+        "webhook about every pod CREATE in every namespace it does not exempt. While every "
+        "hami-scheduler replica is down (an upgrade, a node drain, a bad image) no pod can "
+        "be created there: kube-system's DNS, CNI and kube-proxy pods on a new node, the GPU "
+        "Operator's own pods, and HAMi's scheduler itself if its namespace is not exempt. "
+        "An error when kube-system is not exempt, a warning for the HAMi and operator "
+        "namespaces. gpuplane exempts all three by default and pulls kube-scheduler from "
+        "registry.k8s.io instead of the chart's default registry (registry.cn-hangzhou."
+        "aliyuncs.com); `hami.schedulerImageRegistry`/`schedulerImageRepository` name a "
+        "mirror.",
+        "hami.values: {scheduler: {admissionWebhook: {whitelistNamespaces: []}}} with "
+        "hami.webhookFailurePolicy: Fail.",
+        "Keep gpuplane's exemptions (add namespaces with hami.webhookExemptNamespaces); raw "
+        "Helm: --set 'scheduler.admissionWebhook.whitelistNamespaces={kube-system,"
+        "hami-system,gpu-operator}'.",
+        "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (scheduler.admissionWebhook."
+        "whitelistNamespaces, failurePolicy; scheduler.kubeScheduler.image.registry, "
+        ".repository)"),
+]}
+
+
+def topics_of(rule_id: str) -> list[Topic]:
+    """The topics under one rule, in catalogue order."""
+    return [t for t in TOPICS.values() if t.id.split("-", 1)[0] == rule_id]
+
+
+def explain_topic(topic: Topic) -> str:
+    return "\n".join([f"{topic.id}: {topic.title}", "", f"Why it breaks: {topic.why}",
+                      f"Example: {topic.example}", f"Fix: {topic.fix}",
+                      f"Upstream: {topic.upstream}"])
+
+
+__all__ = ["TOPICS", "Topic", "explain_topic", "topics_of"]

@@ -1,0 +1,64 @@
+"""FM03: the operator's toolkit older than 1.17.4 on containerd 2.x (chart pin or a
+`toolkitImage` tag override) is an error."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuplane.cli import main
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.rules.toolkit_version import check_toolkit_containerd
+from gpuplane.toolkit import operator as toolkit_operator
+
+STACKS = Path(__file__).resolve().parent.parent / "stacks"
+
+
+def fm03(values: dict[str, Any], containerd: str, chart: str = "v25.10.1") -> list[Finding]:
+    return check_toolkit_containerd(values, ClusterIntent(containerd_version=containerd),
+                                    chart_version=chart, where="Release gpu-operator")
+
+
+
+@pytest.mark.parametrize("tag", ["v1.17.3-ubuntu20.04", "v1.16.2", "1.17.0"])
+def test_old_toolkit_override_on_containerd_2_is_an_error(tag: str) -> None:
+    [f] = fm03({"toolkit": {"version": tag}}, "2.0")
+    assert f.id == "FM03" and f.severity is Severity.ERROR
+    assert "gpuplane:gpuOperator.toolkitImage" in f.where and "1.17.4" in f.fix
+
+
+@pytest.mark.parametrize(("values", "containerd"), [
+    ({"toolkit": {"version": "v1.17.3"}}, "1.7"),          # 1.x reads version 2
+    ({"toolkit": {"version": "v1.17.4-ubi8"}}, "2.1"),     # new enough
+    ({"toolkit": {"version": "v1.17.3", "enabled": False}}, "2.0"),   # host toolkit
+    ({"toolkit": {"version": "latest"}}, "2.0"),           # unknown: FM18's
+    ({}, "2.1"),                                           # v25.10.1 pins 1.18.1
+])
+def test_new_enough_or_not_applicable_passes(values: dict[str, Any], containerd: str) -> None:
+    assert fm03(values, containerd) == []
+
+
+def test_chart_pin_of_an_old_toolkit_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chart whose pinned toolkit is old (the chart -> toolkit map decides)."""
+    monkeypatch.setitem(toolkit_operator.CHART_TOOLKITS, (24, 9, None), "1.16.2")
+    [f] = fm03({}, "2.0", chart="v24.9.2")
+    assert "gpuplane:gpuOperator.chartVersion" in f.where and "1.16.2" in f.message
+
+
+def test_plan_of_rke2_on_containerd_2_with_an_old_toolkit_image_fails(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    stacks = tmp_path / "stacks"
+    shutil.copytree(STACKS, stacks)
+    path = stacks / "Pulumi.rke2-lab.yaml"
+    text = path.read_text()
+    assert "containerdVersion: \"2.0\"" in text and "    toolkit: operator\n" in text
+    path.write_text(text.replace("    toolkit: operator\n", "    toolkit: operator\n"
+                                 "    toolkitImage: {repository: nvcr.io/nvidia/k8s/"
+                                 "container-toolkit, tag: v1.17.3-ubuntu20.04}\n"))
+    code = main(["plan", "--stack", "rke2-lab", "--stacks-dir", str(stacks), "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 1 and '"FM03"' in out and "toolkit 1.17.3" in out
