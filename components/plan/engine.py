@@ -9,12 +9,15 @@ dependencies, and which inputs are secret.
 from __future__ import annotations
 
 import gc
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
 from gpuplane.plan import cycles
@@ -135,7 +138,17 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, FileAsset):
+        return _file_asset(value.path)
     return value
+
+
+@cache
+def _file_asset(path: str) -> dict[str, str]:
+    """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
+    engine hashes it; the text itself is never stored)."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return {"path": path, "hash": digest}
 
 
 def _secret_paths(struct: Any, prefix: str) -> list[str]:
