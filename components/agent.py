@@ -98,10 +98,16 @@ def install_command(sudo: bool) -> str:
     return f"{_sudo(sudo)}sh -c {shlex.quote(install_script())}"
 
 
+def uninstall_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
+    """Remove this version's installed agent and its upload. Pulumi runs it after the
+    node command's delete (restore), which used the agent's own copy at AGENT_PATH."""
+    q = shlex.quote
+    return f"rm -f {q(agent_file(state_dir))} {q(staged or staged_agent_path())}"
+
+
 def uninstall_command(sudo: bool) -> str:
-    """Remove this version's installed agent and its upload (restore keeps AGENT_PATH)."""
-    script = f"rm -f -- {shlex.quote(agent_file())} {shlex.quote(staged_agent_path())}"
-    return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
+    """:func:`uninstall_script` as root."""
+    return f"{_sudo(sudo)}sh -c {shlex.quote(uninstall_script())}"
 
 
 @cache
@@ -436,4 +442,5 @@ __all__ = [
     "staged_agent_path",
     "status_command",
     "uninstall_command",
+    "uninstall_script",
 ]
