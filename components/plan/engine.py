@@ -20,7 +20,7 @@ from typing import Any
 from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
-from gpuplane.plan import cycles
+from gpuplane.plan import cycles, fastreg
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -127,6 +127,17 @@ class _RecordingMonitor(mocks.MockMonitor):
         ))
 
 
+    def record_plain(self, urn: str, typ: str, name: str, parent: str, inputs: dict[str, Any],
+                     dependencies: list[str], property_dependencies: dict[str, list[str]],
+                     secret_paths: list[str], additional_secret_outputs: list[str]) -> None:
+        """A registration from the short path (gpuplane.plan.fastreg), already plain."""
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, f"{name}-id", inputs)
+        self.registered.append(Registered(
+            urn=urn, type=typ, name=name, custom=True, parent=parent, inputs=inputs,
+            dependencies=dependencies, property_dependencies=property_dependencies,
+            secret_paths=secret_paths, additional_secret_outputs=additional_secret_outputs))
+
+
 def _plain(value: Any) -> Any:
     """Inputs as JSON-able values, secrets unwrapped (`secret_paths` remembers them), numbers
     as numbers (the wire turns ints into floats)."""
@@ -139,12 +150,12 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, FileAsset):
-        return _file_asset(value.path)
+        return file_asset(value.path)
     return value
 
 
 @cache
-def _file_asset(path: str) -> dict[str, str]:
+def file_asset(path: str) -> dict[str, str]:
     """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
     engine hashes it; the text itself is never stored)."""
     digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
@@ -195,7 +206,8 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    with cycles.installed(cycles.DependencyOrder()), _no_full_gc(), _no_source_positions():
+    with cycles.installed(cycles.DependencyOrder()), _no_full_gc(), _no_source_positions(), \
+            fastreg.installed(monitor.record_plain, monitor.make_urn):
         _sync_await(run_pulumi_func(lambda: result.append(program())))
     return result[0], monitor.registered
 
