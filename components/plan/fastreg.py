@@ -4,11 +4,13 @@ The SDK registers every resource through a protobuf request, a hop to a thread p
 monitor and back, and resolves every output property from the response: a few
 milliseconds each, which at 10,000 nodes (three resources per node) is most of a plan.
 The plan engine only records what the engine would see, so for simple custom resources
-(plain inputs, input types, Outputs, file assets; only `parent` and `depends_on` among
-the options) this path computes the same record directly: the inputs under their wire
-names with secrets unwrapped (`secret_paths` remembers them), the dependencies, and
-outputs echoing the inputs. tests/test_plan_fastreg.py checks that it records exactly
-what the SDK path records for every stack; anything else takes the SDK path.
+(plain inputs, input types, Outputs, file assets; among the options only `parent`,
+`depends_on` and what the generated classes set themselves) this path computes the same
+record directly: the inputs under their wire names with secrets unwrapped
+(`secret_paths` remembers them) and the dependencies (expanded by the SDK's own helpers);
+the SDK then resolves the outputs from the echoed state as usual.
+tests/test_plan_fastreg.py checks that it records exactly what the SDK path records for
+every stack; anything else takes the SDK path.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-FAST_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
+FAST_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote",
+                        "kubernetes:batch/v1:Job"})
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
@@ -68,8 +71,6 @@ def installed(record: Callable[..., None], make_urn: Callable[[str, str, str], s
 
 def _eligible(res: Any, ty: str, custom: bool, remote: bool, opts: Any,
               package_ref: Any) -> bool:
-    from pulumi.resource import CustomResource
-
     if ty not in FAST_TYPES or not custom or remote or package_ref is not None:
         return False
     if opts is None:
@@ -78,18 +79,13 @@ def _eligible(res: Any, ty: str, custom: bool, remote: bool, opts: Any,
            for key, default in _DEFAULTS.items()):
         return False
     hooks = getattr(opts, "hooks", None)
-    if hooks is not None and any(vars(hooks).values()):
-        return False
-    depends_on = opts.depends_on
-    if depends_on is None:
-        return True
-    return isinstance(depends_on, list) and all(isinstance(d, CustomResource)
-                                                for d in depends_on)
+    return hooks is None or not any(vars(hooks).values())
 
 
 def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
               record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
     from pulumi.runtime import rpc, settings
+    from pulumi.runtime._depends_on import _resolve_depends_on_urns
     from pulumi.runtime.resource import resource_output
 
     resolve_urn, res.__dict__["urn"] = resource_output(res)
@@ -102,28 +98,27 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             parent = opts.parent if opts is not None else None
             parent = parent or settings.get_root_resource()
             parent_urn = await parent.urn.future() if parent is not None else ""
-            dependencies = [await d.urn.future()
-                            for d in (opts.depends_on or [] if opts is not None else [])]
+            dependencies: set[str] = set()
+            if opts is not None and opts.depends_on is not None:
+                dependencies = await _resolve_depends_on_urns(opts._depends_on_list(),
+                                                              from_resource=res)
             inputs: dict[str, Any] = {}
             secret_paths: list[str] = []
             property_dependencies: dict[str, list[str]] = {}
-            outputs: dict[str, tuple[Any, bool]] = {}
             for key in props:
                 deps: set[Any] = set()
-                value, secret = await _plain(props[key], deps, secret_paths,
-                                             names.get(key, key))
+                value, _ = await _plain(props[key], deps, secret_paths, names.get(key, key))
                 if value is None:
                     continue
                 wire = names.get(key, key)
                 inputs[wire] = value
-                outputs[key] = (value, secret)
-                urns = [await d.urn.future() for d in deps]
+                urns = list(await rpc._expand_dependencies(deps, from_resource=res))
                 property_dependencies[wire] = urns
-                dependencies += [u for u in urns if u not in dependencies]
+                dependencies |= set(urns)
             urn = make_urn(parent_urn, ty, name)
             extra = [names.get(k, k) for k in
                      (opts.additional_secret_outputs or [] if opts is not None else [])]
-            record(urn, ty, name, parent_urn, inputs, dependencies, property_dependencies,
+            record(urn, ty, name, parent_urn, inputs, list(dependencies), property_dependencies,
                    secret_paths, extra)
         except Exception as exn:
             for resolver in resolvers.values():
@@ -133,9 +128,8 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             raise
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
-        for key, resolver in resolvers.items():
-            value, secret = outputs.get(key, (None, False))
-            resolver(value, True, secret, set(), None)
+        state = _outputs_struct(ty, name, inputs, secret_paths)
+        rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
 
     from pulumi.runtime.resource import _get_rpc_manager
 
@@ -143,6 +137,35 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
     task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: list[str]
+                    ) -> Any:
+    """The echoed state as the mock provider returns it (what a provider adds, secrets
+    wrapped again), for the SDK to resolve the resource's output properties from."""
+    import copy
+
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import rpc
+
+    from gpuplane.plan.engine import _provider_additions
+
+    state = copy.deepcopy(inputs) if secret_paths else dict(inputs)
+    for path in secret_paths:
+        *parents, last = path.split(".")
+        target: Any = state
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        key: Any = int(last) if isinstance(target, list) else last
+        target[key] = {rpc._special_sig_key: rpc._special_secret_sig, "value": target[key]}
+    for key, value in _provider_additions(ty, name, inputs).items():
+        if key == "metadata.name":
+            state["metadata"] = {**state["metadata"], "name": value}
+        else:
+            state[key] = value
+    struct = struct_pb2.Struct()
+    struct.update(state)
+    return struct
 
 
 @cache
