@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-FAST_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote",
-                        "kubernetes:batch/v1:Job"})
+_ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
+FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
@@ -128,8 +128,14 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             raise
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
-        state = _outputs_struct(ty, name, inputs, secret_paths)
-        rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
+        if ty in _ECHO_TYPES:
+            # Nothing reads these outputs but the URN: echo the recorded inputs as they are.
+            for key, resolver in resolvers.items():
+                wire = names.get(key, key)
+                resolver(inputs.get(wire), True, wire in secret_paths, set(), None)
+        else:
+            state = _outputs_struct(ty, name, inputs, secret_paths)
+            rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
 
     from pulumi.runtime.resource import _get_rpc_manager
 
