@@ -23,6 +23,10 @@ from typing import Any
 
 _ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
 FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
+# The outputs gpuplane reads (the checks read each Job's metadata.name), resolved by the
+# SDK as output types; the others echo the plain inputs (translating a Job's spec into
+# output types is most of its cost).
+_TYPED_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
@@ -114,7 +118,8 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
                     continue
                 wire = names.get(key, key)
                 inputs[wire] = value
-                urns = list(await rpc._expand_dependencies(deps, from_resource=res))
+                urns = list(await rpc._expand_dependencies(deps, from_resource=res)
+                            ) if deps else []
                 property_dependencies[wire] = urns
                 dependencies |= set(urns)
             urn = make_urn(parent_urn, ty, name)
@@ -130,9 +135,14 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             raise
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
-        if ty not in _ECHO_TYPES:
+        typed = {k: r for k, r in resolvers.items() if k in _TYPED_OUTPUTS.get(ty, ())}
+        for key, resolver in resolvers.items():
+            if key not in typed:   # read by nothing: the plain echoed input
+                wire = names.get(key, key)
+                resolver(inputs.get(wire), True, wire in secret_paths, set(), None)
+        if typed:
             state = _outputs_struct(ty, name, inputs, secret_paths)
-            rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
+            rpc.resolve_outputs(res, state, state, {}, typed, True, typ is not None, True)
 
     from pulumi.runtime.resource import _get_rpc_manager
 
@@ -189,6 +199,11 @@ async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
 
     from gpuplane.plan.engine import file_asset
 
+    if not isinstance(value, Output):
+        try:
+            return _plain_sync(value), False
+        except _NeedsAwait:
+            pass
     secret = False
     while isinstance(value, Output):
         data = await value._data
@@ -224,6 +239,38 @@ async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
                  for i, item in enumerate(value)]
         return items, secret
     raise _Unsupported(f"{path}: {type(value).__name__}")
+
+
+class _NeedsAwait(Exception):
+    """An Output inside a value: the async walker takes over."""
+
+
+def _plain_sync(value: Any) -> Any:
+    """:func:`_plain` for values without Outputs (most of a Job's spec): no coroutine per
+    node of the tree."""
+    from pulumi import _types
+    from pulumi.asset import FileAsset
+
+    if isinstance(value, str | bool | int) or value is None:
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            plain = _plain_sync(item)
+            if plain is not None:
+                out[key] = plain
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain_sync(item) for item in value]
+    if isinstance(value, FileAsset):
+        from gpuplane.plan.engine import file_asset
+
+        return file_asset(value.path)
+    if _types.is_input_type(type(value)):
+        return _plain_sync(_types.input_type_to_dict(value))
+    raise _NeedsAwait
 
 
 __all__ = ["FAST_TYPES", "installed"]
