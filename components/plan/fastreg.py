@@ -88,6 +88,7 @@ def _eligible(res: Any, ty: str, custom: bool, remote: bool, opts: Any,
 
 def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
               record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
+    from pulumi.resource import Resource
     from pulumi.runtime import rpc, settings
     from pulumi.runtime._depends_on import _resolve_depends_on_urns
     from pulumi.runtime.resource import resource_output
@@ -105,9 +106,14 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             parent = parent or settings.get_root_resource()
             parent_urn = await parent.urn.future() if parent is not None else ""
             dependencies: set[str] = set()
-            if opts is not None and opts.depends_on is not None:
-                dependencies = await _resolve_depends_on_urns(opts._depends_on_list(),
-                                                              from_resource=res)
+            depends_on = opts._depends_on_list() if opts is not None else None
+            if depends_on and all(isinstance(d, Resource) for d in depends_on):
+                # A plain list: what _resolve_depends_on_urns computes, without an Output
+                # per entry (the expansion and its cycle check are the SDK's own).
+                dependencies = set(await rpc._expand_dependencies(set(depends_on),
+                                                                  from_resource=res))
+            elif depends_on:
+                dependencies = await _resolve_depends_on_urns(depends_on, from_resource=res)
             inputs: dict[str, Any] = {}
             secret_paths: list[str] = []
             property_dependencies: dict[str, list[str]] = {}
