@@ -147,7 +147,8 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
                 wire = names.get(key, key)
                 resolver(inputs.get(wire), True, wire in secret_paths, set(), None)
         if typed:
-            state = _outputs_struct(ty, name, inputs, secret_paths)
+            wires = {names.get(k, k) for k in typed}
+            state = _outputs_struct(ty, name, inputs, secret_paths, wires)
             rpc.resolve_outputs(res, state, state, {}, typed, True, typ is not None, True)
 
     from pulumi.runtime.resource import _get_rpc_manager
@@ -158,10 +159,10 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
     task.add_done_callback(_PENDING.discard)
 
 
-def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: list[str]
-                    ) -> Any:
-    """The echoed state as the mock provider returns it (what a provider adds, secrets
-    wrapped again), for the SDK to resolve the resource's output properties from."""
+def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: list[str],
+                    keys: set[str]) -> Any:
+    """The echoed state's `keys` as the mock provider returns them (what a provider adds,
+    secrets wrapped again), for the SDK to resolve those output properties from."""
     import copy
 
     from google.protobuf import struct_pb2
@@ -183,7 +184,7 @@ def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: li
         else:
             state[key] = value
     struct = struct_pb2.Struct()
-    struct.update(state)
+    struct.update({k: v for k, v in state.items() if k in keys})
     return struct
 
 
