@@ -206,7 +206,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    with cycles.installed(cycles.DependencyOrder()), _no_full_gc(), _no_source_positions(), \
+    with cycles.installed(cycles.DependencyOrder()), no_full_gc(), _no_source_positions(), \
             fastreg.installed(monitor.record_plain, monitor.make_urn):
         _sync_await(run_pulumi_func(lambda: result.append(program())))
     return result[0], monitor.registered
@@ -228,7 +228,7 @@ def _no_source_positions() -> Iterator[None]:
 
 
 @contextmanager
-def _no_full_gc() -> Iterator[None]:
+def no_full_gc() -> Iterator[None]:
     """Registration allocates millions of objects while the heap grows, and every full
     collection re-scans that heap (a third of a 1000-node plan's time). Young collections
     still free asyncio's short-lived cycles; full ones wait until the run is over."""
@@ -240,4 +240,4 @@ def _no_full_gc() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-__all__ = ["Registered", "run_program"]
+__all__ = ["Registered", "no_full_gc", "run_program"]

@@ -40,8 +40,13 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
     judged: dict[str, NodeContainerdPlan] = {}
     steps: list[RolloutStep] = []
     depth: dict[str, int] = {}
+    payloads: dict[str, tuple[dict[str, str], dict[str, str]] | None] = {}
     for view in _in_dependency_order(commands):
-        payload = _payload(view)
+        stdin = view.props.get("stdin")
+        key_ = stdin if isinstance(stdin, str) else ""
+        if key_ not in payloads:   # nodes sharing a plan share its program: parse it once
+            payloads[key_] = _payload(view)
+        payload = payloads[key_]
         if payload is None:
             continue
         files, captured = payload
