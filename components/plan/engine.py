@@ -9,11 +9,9 @@ dependencies, and which inputs are secret.
 from __future__ import annotations
 
 import gc
-import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
 from gpuplane.plan import cycles, fastreg
+from gpuplane.plan.fastreg import file_asset
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -152,14 +151,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, FileAsset):
         return file_asset(value.path)
     return value
-
-
-@cache
-def file_asset(path: str) -> dict[str, str]:
-    """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
-    engine hashes it; the text itself is never stored)."""
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return {"path": path, "hash": digest}
 
 
 def _secret_paths(struct: Any, prefix: str) -> list[str]:

@@ -16,10 +16,19 @@ every stack; anything else takes the SDK path.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 from typing import Any
+
+from pulumi import Output, _types
+from pulumi.asset import FileAsset
+from pulumi.resource import Resource
+from pulumi.runtime import rpc, settings
+from pulumi.runtime._depends_on import _resolve_depends_on_urns
+from pulumi.runtime.resource import _get_rpc_manager, resource_output
 
 _ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
 FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
@@ -88,11 +97,6 @@ def _eligible(res: Any, ty: str, custom: bool, remote: bool, opts: Any,
 
 def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
               record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
-    from pulumi.resource import Resource
-    from pulumi.runtime import rpc, settings
-    from pulumi.runtime._depends_on import _resolve_depends_on_urns
-    from pulumi.runtime.resource import resource_output
-
     resolve_urn, res.__dict__["urn"] = resource_output(res)
     resolve_id, res.__dict__["id"] = resource_output(res)
     # The node commands' outputs (stdout, ...) are read by nothing but their URN: under the
@@ -151,8 +155,6 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             state = _outputs_struct(ty, name, inputs, secret_paths, wires)
             rpc.resolve_outputs(res, state, state, {}, typed, True, typ is not None, True)
 
-    from pulumi.runtime.resource import _get_rpc_manager
-
     # The RPC manager awaits it; the set only keeps a reference until it is done.
     task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
     _PENDING.add(task)
@@ -166,7 +168,6 @@ def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: li
     import copy
 
     from google.protobuf import struct_pb2
-    from pulumi.runtime import rpc
 
     from gpuplane.plan.engine import _provider_additions
 
@@ -189,9 +190,14 @@ def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: li
 
 
 @cache
-def _wire_names(typ: type) -> dict[str, str]:
-    from pulumi import _types
+def file_asset(path: str) -> dict[str, str]:
+    """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
+    engine hashes it; the text itself is never stored)."""
+    return {"path": path, "hash": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
 
+
+@cache
+def _wire_names(typ: type) -> dict[str, str]:
     return _types.input_type_py_to_pulumi_names(typ) if _types.is_input_type(typ) else {}
 
 
@@ -200,12 +206,6 @@ async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
     """(JSON-able value as the engine records it, secret?) — Outputs awaited, input types
     under their wire names, None dropped from mappings, integral floats as ints, file
     assets as path and hash. Only the outermost secret of a path is listed."""
-    from pulumi import Output, _types
-    from pulumi.asset import FileAsset
-    from pulumi.resource import Resource
-
-    from gpuplane.plan.engine import file_asset
-
     if not isinstance(value, Output):
         try:
             return _plain_sync(value), False
@@ -255,9 +255,6 @@ class _NeedsAwait(Exception):
 def _plain_sync(value: Any) -> Any:
     """:func:`_plain` for values without Outputs (most of a Job's spec): no coroutine per
     node of the tree."""
-    from pulumi import _types
-    from pulumi.asset import FileAsset
-
     if isinstance(value, str | bool | int) or value is None:
         return value
     if isinstance(value, float):
@@ -272,8 +269,6 @@ def _plain_sync(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain_sync(item) for item in value]
     if isinstance(value, FileAsset):
-        from gpuplane.plan.engine import file_asset
-
         return file_asset(value.path)
     if _types.is_input_type(type(value)):
         return _plain_sync(_types.input_type_to_dict(value))
