@@ -1,8 +1,12 @@
-"""Plan time and peak memory for 1, 10, 100 and 1000 GPU nodes, every policy on.
+"""Plan time, peak memory and Pulumi state per node for 1 to 10,000 GPU nodes, every
+policy on.
 
 Each size runs in a fresh process (so peak RSS is that plan's alone): a kubeadm stack
 with SSH access and N nodes, canary then batches of 10, planned with `plan_stack`
-(mock engine, every policy of the pack, the JSON report). Prints a table.
+(mock engine, every policy of the pack, the JSON report). Prints a table. "state B/node"
+is the serialized inputs (compact JSON) of every per-node resource (the agent upload, its
+install, the node command) as the engine registered them, per node: what Pulumi's state
+holds per node, with the SSH key's ciphertext counted as the engine's placeholder.
 
     .venv/bin/python benchmarks/plan_scale.py [SIZES...]
 """
@@ -18,20 +22,29 @@ from pathlib import Path
 
 import yaml
 
-SIZES = (1, 10, 100, 1000)
+SIZES = (1, 100, 1000, 2000, 5000, 10000)
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from gpuplane.plan.run import plan_stack
+import gpuplane.plan.run as run
 t1 = time.perf_counter()
-plan = plan_stack("bench", Path(sys.argv[1]))
+seen = []
+def recording(*args, _run=run.run_program, **kw):
+    result = _run(*args, **kw)
+    seen.append(result[1])
+    return result
+run.run_program = recording
+plan = run.plan_stack("bench", Path(sys.argv[1]))
 t2 = time.perf_counter()
+nodes = len(plan["nodes"])
+state = sum(len(json.dumps(r.inputs, separators=(",", ":"))) for r in seen[0]
+            if r.type.startswith("command:remote:"))
 text = json.dumps(plan)
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "plan_s": t2 - t1, "json_s": t3 - t2,
                   "resources": plan["summary"]["resources"], "findings": len(plan["findings"]),
-                  "bytes": len(text),
+                  "bytes": len(text), "state_per_node": state / max(nodes, 1),
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -59,20 +72,19 @@ def measure(n: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description="Plan time and peak memory of a kubeadm stack with N GPU nodes (SSH, "
-                    "canary then batches of 10, every policy), each size in a fresh process.")
-    parser.add_argument("sizes", nargs="*", type=int, metavar="SIZES",
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", type=int, metavar="SIZE",
                         help=f"node counts to plan (default: {' '.join(map(str, SIZES))})")
-    sizes = parser.parse_args().sizes or SIZES
+    sizes = parser.parse_args(argv).sizes or SIZES
     print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'ms/node':>8} {'json s':>7} "
-          f"{'import s':>8} {'peak MB':>8} {'findings':>8}")
+          f"{'import s':>8} {'peak MB':>8} {'state B/node':>12} {'findings':>8}")
     for n in sizes:
         r = measure(n)
         print(f"{n:>6} {r['resources']:>9} {r['plan_s']:>8.2f} {1000 * r['plan_s'] / n:>8.2f} "
               f"{r['json_s']:>7.2f} {r['import_s']:>8.2f} {r['peak_mb']:>8.0f} "
-              f"{r['findings']:>8}")
+              f"{r['state_per_node']:>12.0f} {r['findings']:>8}", flush=True)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,72 @@ def agent_source() -> str:
     return _SCRIPT.read_text(encoding="utf-8")
 
 
+AGENT_DIR = "/var/lib/gpuplane"
+"""The agent's state directory on a node; the installed agents live here by digest."""
+
+
+def agent_script_path() -> Path:
+    """The packaged agent (the file a copy resource uploads as a file asset)."""
+    return _SCRIPT
+
+
+@cache
+def agent_digest() -> str:
+    """sha256 of the agent: names its installed copy and is checked before it runs."""
+    return hashlib.sha256(agent_source().encode()).hexdigest()
+
+
+def agent_file(state_dir: str = AGENT_DIR) -> str:
+    """Where :func:`install_command` puts this version of the agent on a node."""
+    return f"{state_dir}/agent-{agent_digest()[:16]}.sh"
+
+
+def staged_agent_path() -> str:
+    """Where the upload lands, relative to the SSH user's home (SFTP paths and a remote
+    command's working directory both start there): a user who needs sudo cannot write
+    AGENT_DIR, so :func:`install_command` copies it in as root."""
+    return f".gpuplane-agent-{agent_digest()[:16]}.sh"
+
+
+def install_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
+    """The shell script (run as root) that installs the uploaded agent atomically.
+
+    It copies the upload first and checks the sha256 of its own copy (not of the upload,
+    which the SSH user could still change), then renames it into place and removes other
+    versions' copies. `state_dir` and `staged` are parameters for tests.
+    """
+    q = shlex.quote
+    staged = staged or staged_agent_path()
+    dst = agent_file(state_dir)
+    return "; ".join([
+        "set -eu", "umask 077", f"mkdir -p {q(state_dir)}",
+        f"t=$(mktemp {q(state_dir + '/.agent.XXXXXX')})", """trap 'rm -f "$t"' EXIT""",
+        f'cat {q(staged)} >"$t"', 's=$(sha256sum <"$t")',
+        f'[ "${{s%% *}}" = {agent_digest()} ] || {{ echo "gpuplane-agent: {staged} is not '
+        f'agent {agent_digest()[:16]}" >&2; exit 2; }}',
+        f'mv -f "$t" {q(dst)}',   # 0600: run by `sh FILE` and `. FILE`
+        f"for o in {q(state_dir)}/agent-*.sh .gpuplane-agent-*.sh; do case $o in "
+        f'{q(dst)} | {q(staged)}) ;; *) rm -f "$o" ;; esac; done',
+    ])
+
+
+def install_command(sudo: bool) -> str:
+    """Install the uploaded agent at :func:`agent_file` (the node's copy, by digest)."""
+    return f"{_sudo(sudo)}sh -c {shlex.quote(install_script())}"
+
+
+def uninstall_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
+    """Remove this version's installed agent and its upload. Pulumi runs it after the
+    node command's delete (restore), which used the agent's own copy at AGENT_PATH."""
+    q = shlex.quote
+    return f"rm -f {q(agent_file(state_dir))} {q(staged or staged_agent_path())}"
+
+
+def uninstall_command(sudo: bool) -> str:
+    """:func:`uninstall_script` as root."""
+    return f"{_sudo(sudo)}sh -c {shlex.quote(uninstall_script())}"
+
+
 @cache
 def _agent_function() -> str:
     """The agent as the shell function `gp_self` that prints it (same for every node)."""
@@ -169,21 +235,58 @@ def _heredoc(text: str) -> tuple[str, bool]:
 
 
 def apply_stdin(plan: AgentPlan) -> str:
-    """The complete program to pipe into :func:`apply_command`: the agent plus the plan.
+    """The self-contained program to pipe into :func:`apply_command`: the agent plus the
+    plan (tests, the CLI, one-off runs; Pulumi sends :func:`plan_stdin` instead).
 
     The agent sits in a function so that it can also install itself at AGENT_PATH; each
     base is one `gp_plan base '<sha256|absent> <path>'` line; each planned file follows
     verbatim in a quoted heredoc with its sha256, which the agent verifies before it
     touches anything.
     """
-    q = shlex.quote
-    out = [
+    return "\n".join([
+        *_plan_header(plan),
+        _agent_function(),
+        "GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"',
+        *_plan_lines(plan)]) + "\n"
+
+
+def plan_stdin(plan: AgentPlan) -> str:
+    """The lean program Pulumi pipes into :func:`apply_command`: only the plan, run by the
+    agent that :func:`install_command` put at :func:`agent_file` (checked by its sha256).
+
+    Pulumi keeps every resource's inputs in its state, once per node: the agent (tens of
+    KB, the same on every node) travels once per node and agent version as a file asset
+    (state holds its path and hash), so a node's command holds only what differs per node.
+    `--root DIR` (tests, chroots) is honoured for the agent's path as for everything else.
+    """
+    digest = agent_digest()
+    loader = [
+        "GP_EMBEDDED=1 gp_r= gp_root=",
+        'for gp_a; do [ "$gp_r" = --root ] && gp_root=$gp_a; '
+        'case $gp_a in --root=*) gp_root=${gp_a#*=} ;; esac; gp_r=$gp_a; done',
+        f"GP_AGENT_FILE=${{gp_root%/}}{agent_file()}",
+        'gp_sum=$(sha256sum 2>/dev/null <"$GP_AGENT_FILE") || gp_sum=',
+        f'[ "${{gp_sum%% *}}" = {digest} ] || {{ echo "gpuplane-agent: no agent at '
+        '$GP_AGENT_FILE (gpuplane-agent-NODE installs it)" >&2; exit 2; }',
+        '. "$GP_AGENT_FILE"',
+        'gp_self() { cat -- "$GP_AGENT_FILE"; }',
+        'gp_begin "$@"',
+    ]
+    return "\n".join([*_plan_header(plan), *loader, *_plan_lines(plan)]) + "\n"
+
+
+def _plan_header(plan: AgentPlan) -> list[str]:
+    return [
         "#!/bin/sh",
         f"# gpuplane node agent: apply plan {plan.plan_id} ({plan.distro}, containerd "
-        f"{plan.containerd_version}, {plan.config_path}).",
-        "# Run as `sh -s -- apply [options]` with this text on stdin.",
-        _agent_function(),
-        "GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"']
+        f"{plan.containerd_version}, {plan.config_path}); run as `sh -s -- apply`.",
+    ]
+
+
+def _plan_lines(plan: AgentPlan) -> list[str]:
+    """The plan as agent calls: settings, bases (with captured originals as comments), the
+    files as quoted heredocs, then `gp_end`."""
+    q = shlex.quote
     settings: list[tuple[str, str | None]] = [
         ("id", plan.plan_id),
         ("distro", plan.distro),
@@ -199,7 +302,7 @@ def apply_stdin(plan: AgentPlan) -> str:
         ("nvidia", plan.runtime_name),
         *(("base", f"{digest or _ABSENT} {path}") for path, digest in sorted(plan.bases.items())),
     ]
-    out += [f"gp_plan {key} {q(value)}" for key, value in settings if value]
+    out = [f"gp_plan {key} {q(value)}" for key, value in settings if value]
     for path in sorted(plan.base_texts):
         # Shell comments: the agent needs only the sha256; reviewers and policies see
         # what the plan was made from.
@@ -213,7 +316,7 @@ def apply_stdin(plan: AgentPlan) -> str:
         out.append(f"gp_file {q(path)} {digest} {int(newline)} <<'{delim}'")
         out.append(body + delim)
     out.append("gp_end")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def payload_files(stdin: str) -> dict[str, str] | None:
@@ -319,15 +422,25 @@ def status_command(sudo: bool) -> str:
 
 
 __all__ = [
+    "AGENT_DIR",
     "AGENT_PATH",
     "AgentPlan",
+    "agent_digest",
+    "agent_file",
     "agent_plan",
+    "agent_script_path",
     "agent_source",
     "apply_command",
     "apply_stdin",
+    "install_command",
+    "install_script",
     "payload_base_texts",
     "payload_bases",
     "payload_files",
+    "plan_stdin",
     "restore_command",
+    "staged_agent_path",
     "status_command",
+    "uninstall_command",
+    "uninstall_script",
 ]

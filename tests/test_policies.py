@@ -118,6 +118,11 @@ def test_violations_name_the_resource_urn_and_carry_the_fix() -> None:
     assert "/var/lib/k8s-containerd/k8s-containerd/etc/containerd/config.toml" in message
 
 
+def _node_command(r: Registered) -> bool:
+    """A node's containerd command (not its agent install, which carries no plan)."""
+    return r.type == "command:remote:Command" and r.name.startswith("containerd-")
+
+
 def _with_template(text: str) -> list[Registered]:
     """microk8s-edge with every node command carrying `text` as containerd's template."""
     from gpuplane.agent import apply_stdin, payload_files
@@ -126,7 +131,7 @@ def _with_template(text: str) -> list[Registered]:
     template = "/var/snap/microk8s/current/args/containerd-template.toml"
     out = copy.deepcopy(resources)
     for r in out:
-        if r.type == "command:remote:Command":
+        if _node_command(r):
             files = payload_files(r.inputs["stdin"])
             assert files is not None and template in files
             plan = _agent_plan_of("microk8s-edge", {**files, template: text})
@@ -151,8 +156,7 @@ def test_node_command_files_are_read_back_and_judged() -> None:
     runtime still names it: containerd's CRI plugin refuses to load (node NotReady)."""
     from gpuplane.agent import payload_files
 
-    stdin = next(r for r in registered("microk8s-edge")
-                 if r.type == "command:remote:Command").inputs["stdin"]
+    stdin = next(r for r in registered("microk8s-edge") if _node_command(r)).inputs["stdin"]
     [text] = payload_files(stdin).values()
     no_runc = text.replace("runtimes.runc]", "runtimes.runc-gone]")
     assert no_runc != text
@@ -172,7 +176,7 @@ def test_rollout_without_batches_violates_fm06() -> None:
     resources = registered("microk8s-edge")  # every node restarts, maxUnavailable 1
     flat = copy.deepcopy(resources)
     for r in flat:
-        if r.type == "command:remote:Command":
+        if _node_command(r):
             r.dependencies = []
     found = run_policies(flat)
     assert {f.id for f in found} == {"FM06"}
@@ -183,7 +187,7 @@ def test_rollout_without_batches_violates_fm06() -> None:
 def test_delete_that_does_not_restore_violates_fm09() -> None:
     broken = copy.deepcopy(registered("microk8s-edge"))
     for r in broken:
-        if r.type == "command:remote:Command":
+        if _node_command(r):
             r.inputs["delete"] = "true"
     assert "FM09" in {f.id for f in run_policies(broken)}
 

@@ -136,16 +136,22 @@ def test_hami_shared_disables_the_operator_plugin_and_labels_nodes() -> None:
 
 def test_kubeadm_prod_rolls_out_canary_then_batches_of_two() -> None:
     resources = registered("kubeadm-prod")
-    commands = [r for r in resources if r.type == "command:remote:Command"]
+    commands = [r for r in resources if r.type == "command:remote:Command"
+                and r.name.startswith("containerd-")]
     assert sorted(c.name for c in commands) == [
         "containerd-a100-01", "containerd-a100-02", "containerd-a100-03",
         "containerd-l40s-01", "containerd-l40s-02"]
-    assert deps(resources, "containerd-a100-01") == set()
-    assert deps(resources, "containerd-a100-02") == {"containerd-a100-01"}
-    assert deps(resources, "containerd-a100-03") == {"containerd-a100-01"}
+    # Each node command also waits for its node's agent install (which waits for nothing
+    # but the agent's upload): the batches order only the node commands.
+    assert deps(resources, "containerd-a100-01") == {"gpuplane-agent-a100-01"}
+    assert deps(resources, "containerd-a100-02") == {"containerd-a100-01",
+                                                     "gpuplane-agent-a100-02"}
+    assert deps(resources, "containerd-a100-03") == {"containerd-a100-01",
+                                                     "gpuplane-agent-a100-03"}
     second = {"containerd-a100-02", "containerd-a100-03"}
-    assert deps(resources, "containerd-l40s-01") == second
-    assert deps(resources, "containerd-l40s-02") == second
+    assert deps(resources, "containerd-l40s-01") == second | {"gpuplane-agent-l40s-01"}
+    assert deps(resources, "containerd-l40s-02") == second | {"gpuplane-agent-l40s-02"}
+    assert deps(resources, "gpuplane-agent-l40s-02") == {"gpuplane-agent-copy-l40s-02"}
     # The operator (and its toolkit) only starts once every node is done: it waits for
     # the last batch, which waited for every earlier one.
     assert {"containerd-l40s-01", "containerd-l40s-02"} <= deps(resources, "gpu-gpu-operator")
@@ -154,13 +160,14 @@ def test_kubeadm_prod_rolls_out_canary_then_batches_of_two() -> None:
 def test_node_commands_carry_the_planned_files_and_keep_the_key_secret() -> None:
     stack = load_stack_file("kubeadm-prod", STACKS)
     plan_files = _planned_files("kubeadm-prod")
-    for cmd in (r for r in registered("kubeadm-prod") if r.type == "command:remote:Command"):
+    for cmd in (r for r in registered("kubeadm-prod") if r.type == "command:remote:Command"
+                and r.name.startswith("containerd-")):
         assert cmd.secret_paths == ["connection"]
         assert cmd.inputs["connection"]["user"] == "ubuntu"
         for path, content in plan_files.items():
             assert path in cmd.inputs["stdin"]
             assert content.splitlines()[-1] in cmd.inputs["stdin"]
-        assert cmd.inputs["create"] == cmd.inputs["update"]
+        assert "update" not in cmd.inputs   # an update runs `create` again
         assert "restore" in cmd.inputs["delete"]
         assert "triggers" not in cmd.inputs
     assert stack.secret_keys == ["gpuplane:sshPrivateKey"]

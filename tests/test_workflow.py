@@ -128,7 +128,7 @@ def test_plan_scale_help_does_not_crash() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks/plan_scale.py"), "--help"],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert "usage:" in done.stdout and "SIZES" in done.stdout
+    assert "usage:" in done.stdout and "SIZE" in done.stdout
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks/plan_scale.py"), "ten"],
                          capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
-from gpuplane.plan import cycles
+from gpuplane.plan import cycles, fastreg
+from gpuplane.plan.fastreg import file_asset
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -124,6 +126,17 @@ class _RecordingMonitor(mocks.MockMonitor):
         ))
 
 
+    def record_plain(self, urn: str, typ: str, name: str, parent: str, inputs: dict[str, Any],
+                     dependencies: list[str], property_dependencies: dict[str, list[str]],
+                     secret_paths: list[str], additional_secret_outputs: list[str]) -> None:
+        """A registration from the short path (gpuplane.plan.fastreg), already plain."""
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, f"{name}-id", inputs)
+        self.registered.append(Registered(
+            urn=urn, type=typ, name=name, custom=True, parent=parent, inputs=inputs,
+            dependencies=dependencies, property_dependencies=property_dependencies,
+            secret_paths=secret_paths, additional_secret_outputs=additional_secret_outputs))
+
+
 def _plain(value: Any) -> Any:
     """Inputs as JSON-able values, secrets unwrapped (`secret_paths` remembers them), numbers
     as numbers (the wire turns ints into floats)."""
@@ -135,6 +148,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, FileAsset):
+        return file_asset(value.path)
     return value
 
 
@@ -182,7 +197,8 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    with cycles.installed(cycles.DependencyOrder()), _no_full_gc(), _no_source_positions():
+    with cycles.installed(cycles.DependencyOrder()), no_full_gc(), _no_source_positions(), \
+            fastreg.installed(monitor.record_plain, monitor.make_urn):
         _sync_await(run_pulumi_func(lambda: result.append(program())))
     return result[0], monitor.registered
 
@@ -203,7 +219,7 @@ def _no_source_positions() -> Iterator[None]:
 
 
 @contextmanager
-def _no_full_gc() -> Iterator[None]:
+def no_full_gc() -> Iterator[None]:
     """Registration allocates millions of objects while the heap grows, and every full
     collection re-scans that heap (a third of a 1000-node plan's time). Young collections
     still free asyncio's short-lived cycles; full ones wait until the run is over."""
@@ -215,4 +231,4 @@ def _no_full_gc() -> Iterator[None]:
         gc.set_threshold(*thresholds)
 
 
-__all__ = ["Registered", "run_program"]
+__all__ = ["Registered", "no_full_gc", "run_program"]

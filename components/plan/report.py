@@ -133,13 +133,25 @@ def _agent_digest() -> str:
 
 
 def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
-    """Inputs with every secret replaced: a plan is posted to PRs."""
-    out = json.loads(json.dumps(inputs))
+    """Inputs with every secret replaced: a plan is posted to PRs. Only the containers on
+    a secret's path are copied (the rest is shared with the registration: nothing
+    mutates either, and a 10,000-node plan would otherwise copy every node's stdin)."""
+    out: Any = dict(inputs)
     for path in secret_paths:
         parts = path.split(".")
         target: Any = out
         for part in parts[:-1]:
-            target = target[int(part)] if isinstance(target, list) else target.get(part, {})
+            key: Any = int(part) if isinstance(target, list) else part
+            if isinstance(target, list) and 0 <= key < len(target):
+                target[key] = list(target[key]) if isinstance(target[key], list) \
+                    else dict(target[key]) if isinstance(target[key], dict) else target[key]
+            elif isinstance(target, dict) and isinstance(target.get(key), dict | list):
+                child = target[key]
+                target[key] = list(child) if isinstance(child, list) else dict(child)
+            else:
+                target = {}
+                break
+            target = target[key]
         last = parts[-1]
         if isinstance(target, list):
             target[int(last)] = SECRET_MASK

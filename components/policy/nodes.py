@@ -34,12 +34,19 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
         toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
         cdi=intent.cdi, toolkit_dropin=toolkit_dropin, runtime_name=intent.runtime_class,
         kubelet_cgroup_driver=intent.kubelet_cgroup_driver)
-    node_of = {v.urn: v.name.removeprefix("containerd-") for v in commands}
+    # The node commands (not the per-node agent installs, which carry no plan).
+    node_of = {v.urn: v.name.removeprefix("containerd-") for v in commands
+               if v.name.startswith("containerd-")}
     judged: dict[str, NodeContainerdPlan] = {}
     steps: list[RolloutStep] = []
     depth: dict[str, int] = {}
+    payloads: dict[str, tuple[dict[str, str], dict[str, str]] | None] = {}
     for view in _in_dependency_order(commands):
-        payload = _payload(view)
+        stdin = view.props.get("stdin")
+        key_ = stdin if isinstance(stdin, str) else ""
+        if key_ not in payloads:   # nodes sharing a plan share its program: parse it once
+            payloads[key_] = _payload(view)
+        payload = payloads[key_]
         if payload is None:
             continue
         files, captured = payload

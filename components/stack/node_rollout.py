@@ -1,14 +1,25 @@
 """containerd changes on GPU nodes, one `remote.Command` per node, canary first.
 
-Each command pipes the node agent and the planned files to `sh -s` over SSH, so the
-files are plain text inside the resource's `stdin` input: a preview shows their diff and
-policies read them. create/update = agent `apply` (verify, restart only when the
-effective config changes, roll back on failure); delete = agent `restore` (originals
-byte-exact). No `triggers`: a trigger change replaces, and a replacement's delete
-(restore) would run after the new create (apply) and undo it.
+Each node gets three resources:
+
+- `gpuplane-agent-copy-<node>` (`remote.CopyToRemote`) uploads the node agent as a file
+  asset: Pulumi's state holds its path and hash, not its text, and it uploads again only
+  when the agent's digest changes;
+- `gpuplane-agent-<node>` installs that upload as root at
+  /var/lib/gpuplane/agent-<digest>.sh (sha256 checked);
+- `containerd-<node>` pipes the plan (settings, bases, the planned files as plain
+  heredocs) to `sh -s`, which runs the installed agent by its digest path. The files
+  are plain text inside the resource's `stdin` input: a preview shows their diff and
+  policies read them. create (update runs create again) = agent `apply` (verify,
+  restart only when the effective config changes, roll back on failure); delete = agent
+  `restore` (originals byte-exact) with the copy the agent keeps at
+  /var/lib/gpuplane/agent.sh. No
+  `triggers`: a trigger change replaces, and a replacement's delete (restore) would run
+  after the new create (apply) and undo it.
 
 Batches run in order: every node of batch k depends on every node of batch k-1, so the
-first failing node stops the rollout before the next batch restarts anything.
+first failing node stops the rollout before the next batch restarts anything. The agent
+uploads do not wait for batches (they change nothing containerd reads).
 """
 
 from __future__ import annotations
@@ -19,7 +30,16 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from gpuplane.agent import agent_plan, apply_command, apply_stdin, restore_command
+from gpuplane.agent import (
+    agent_plan,
+    agent_script_path,
+    apply_command,
+    install_command,
+    plan_stdin,
+    restore_command,
+    staged_agent_path,
+    uninstall_command,
+)
 from gpuplane.planner import NodeContainerdPlan
 
 
@@ -43,32 +63,42 @@ class ContainerdRollout(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
         by_name = {t.name: t for t in targets}
-        # Nodes sharing a plan share its agent program (built once: a fleet is thousands).
+        # Nodes sharing a plan share its program (built once: a fleet is thousands).
         programs: dict[int, tuple[str, str]] = {}
         for plan in plans.values():
             if id(plan) not in programs:
                 ap = agent_plan(plan)
-                programs[id(plan)] = (ap.plan_id, apply_stdin(ap))
+                programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         key = pulumi.Output.secret(private_key)
+        agent = pulumi.FileAsset(str(agent_script_path()))
         self.commands = {}
         previous: list[pulumi.Resource] = []
         for batch in batches:
             current = []
             for node in batch:
                 target = by_name[node]
+                connection = command.remote.ConnectionArgs(
+                    host=target.host, user=target.user, port=target.port, private_key=key)
+                copy = command.remote.CopyToRemote(
+                    f"gpuplane-agent-copy-{node}", connection=connection,
+                    remote_path=staged_agent_path(), source=agent,
+                    opts=pulumi.ResourceOptions(parent=self))
+                install = command.remote.Command(
+                    f"gpuplane-agent-{node}", connection=connection,
+                    create=install_command(target.sudo),   # update: create again
+                    delete=uninstall_command(target.sudo),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[copy]))
                 plan_id, stdin = programs[id(plans[node])]
                 cmd = command.remote.Command(
                     f"containerd-{node}",
-                    connection=command.remote.ConnectionArgs(
-                        host=target.host, user=target.user, port=target.port,
-                        private_key=key),
-                    create=apply_command(target.sudo),
-                    update=apply_command(target.sudo),
+                    connection=connection,
+                    create=apply_command(target.sudo),   # update: create again
                     # With the plan id, a replaced command's delete (which Pulumi runs
                     # after its successor's create) leaves the successor's files alone.
                     delete=restore_command(target.sudo, plan_id=plan_id),
                     stdin=stdin,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=previous))
+                    opts=pulumi.ResourceOptions(parent=self,
+                                                depends_on=[install, *previous]))
                 self.commands[node] = cmd
                 current.append(cmd)
             previous = current

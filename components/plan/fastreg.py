@@ -1,0 +1,278 @@
+"""A short registration path for the per-node resources of a plan (thousands of them).
+
+The SDK registers every resource through a protobuf request, a hop to a thread pool, the
+monitor and back, and resolves every output property from the response: a few
+milliseconds each, which at 10,000 nodes (three resources per node) is most of a plan.
+The plan engine only records what the engine would see, so for simple custom resources
+(plain inputs, input types, Outputs, file assets; among the options only `parent`,
+`depends_on` and what the generated classes set themselves) this path computes the same
+record directly: the inputs under their wire names with secrets unwrapped
+(`secret_paths` remembers them) and the dependencies (expanded by the SDK's own helpers);
+the SDK then resolves the outputs from the echoed state as usual.
+tests/test_plan_fastreg.py checks that it records exactly what the SDK path records for
+every stack; anything else takes the SDK path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pulumi import Output, _types
+from pulumi.asset import FileAsset
+from pulumi.resource import Resource
+from pulumi.runtime import rpc, settings
+from pulumi.runtime._depends_on import _resolve_depends_on_urns
+from pulumi.runtime.resource import _get_rpc_manager, resource_output
+
+_ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
+FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
+# The outputs gpuplane reads (the checks read each Job's metadata.name), resolved by the
+# SDK as output types; the others echo the plain inputs (translating a Job's spec into
+# output types is most of its cost).
+_TYPED_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
+
+# Options the short path understands; any other one set sends the resource the SDK way.
+_DEFAULTS: dict[str, Any] = {
+    "protect": None, "provider": None, "providers": None, "delete_before_replace": None,
+    "ignore_changes": None, "aliases": None, "custom_timeouts": None,
+    "transformations": None, "transforms": None, "urn": None, "id": None, "import_": None,
+    "retain_on_delete": None, "deleted_with": None, "replace_with": None,
+    "hide_diffs": None, "replacement_trigger": None, "env_var_mappings": None,
+    "state_migrations": None,
+}
+# Set by the generated resource classes themselves: additional_secret_outputs is recorded,
+# replace_on_changes is not part of the record, hooks must be empty.
+
+
+_PENDING: set[asyncio.Future[Any]] = set()
+
+
+class _Unsupported(Exception):
+    """A value the short path does not serialize (never raised for gpuplane's inputs)."""
+
+
+@contextmanager
+def installed(record: Callable[..., None], make_urn: Callable[[str, str, str], str]
+              ) -> Iterator[None]:
+    """Route FAST_TYPES registrations through :func:`_register` while the block runs.
+    `record(urn, ty, name, parent, inputs, dependencies, property_dependencies,
+    secret_paths, additional_secret_outputs)` stores the registration."""
+    import pulumi.resource as resource_module
+
+    original = resource_module.register_resource
+
+    def register(res: Any, ty: str, name: str, custom: bool, remote: bool,
+                 new_dependency: Any, props: Any, opts: Any, typ: Any = None,
+                 package_ref: Any = None) -> None:
+        if not _eligible(res, ty, custom, remote, opts, package_ref):
+            return original(res, ty, name, custom, remote, new_dependency, props, opts,
+                            typ, package_ref)
+        return _register(res, ty, name, props, opts, typ, record, make_urn)
+
+    resource_module.register_resource = register
+    try:
+        yield
+    finally:
+        resource_module.register_resource = original
+
+
+def _eligible(res: Any, ty: str, custom: bool, remote: bool, opts: Any,
+              package_ref: Any) -> bool:
+    if ty not in FAST_TYPES or not custom or remote or package_ref is not None:
+        return False
+    if opts is None:
+        return True
+    if any(getattr(opts, key, None) not in (default, [], {}, False)
+           for key, default in _DEFAULTS.items()):
+        return False
+    hooks = getattr(opts, "hooks", None)
+    return hooks is None or not any(vars(hooks).values())
+
+
+def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
+              record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
+    resolve_urn, res.__dict__["urn"] = resource_output(res)
+    resolve_id, res.__dict__["id"] = resource_output(res)
+    # The node commands' outputs (stdout, ...) are read by nothing but their URN: under the
+    # plan they stay unset (None), which saves most of their memory at 10,000 nodes.
+    resolvers = {} if ty in _ECHO_TYPES else rpc.transfer_properties(res, props, True)
+    names = _wire_names(typ) if typ is not None else {}
+
+    async def do_register() -> None:
+        try:
+            parent = opts.parent if opts is not None else None
+            parent = parent or settings.get_root_resource()
+            parent_urn = await parent.urn.future() if parent is not None else ""
+            dependencies: set[str] = set()
+            depends_on = opts._depends_on_list() if opts is not None else None
+            if depends_on and all(isinstance(d, Resource) for d in depends_on):
+                # A plain list: what _resolve_depends_on_urns computes, without an Output
+                # per entry (the expansion and its cycle check are the SDK's own).
+                dependencies = set(await rpc._expand_dependencies(set(depends_on),
+                                                                  from_resource=res))
+            elif depends_on:
+                dependencies = await _resolve_depends_on_urns(depends_on, from_resource=res)
+            inputs: dict[str, Any] = {}
+            secret_paths: list[str] = []
+            property_dependencies: dict[str, list[str]] = {}
+            for key in props:
+                deps: set[Any] = set()
+                value, _ = await _plain(props[key], deps, secret_paths, names.get(key, key))
+                if value is None:
+                    continue
+                wire = names.get(key, key)
+                inputs[wire] = value
+                urns = list(await rpc._expand_dependencies(deps, from_resource=res)
+                            ) if deps else []
+                property_dependencies[wire] = urns
+                dependencies |= set(urns)
+            urn = make_urn(parent_urn, ty, name)
+            extra = [names.get(k, k) for k in
+                     (opts.additional_secret_outputs or [] if opts is not None else [])]
+            record(urn, ty, name, parent_urn, inputs, list(dependencies), property_dependencies,
+                   secret_paths, extra)
+        except Exception as exn:
+            for resolver in resolvers.values():
+                resolver(None, True, False, set(), exn)
+            resolve_urn(None, True, False, exn)
+            resolve_id(None, True, False, exn)
+            raise
+        resolve_urn(urn, True, False, None)
+        resolve_id(f"{name}-id", True, False, None)
+        typed = {k: r for k, r in resolvers.items() if k in _TYPED_OUTPUTS.get(ty, ())}
+        for key, resolver in resolvers.items():
+            if key not in typed:   # read by nothing: the plain echoed input
+                wire = names.get(key, key)
+                resolver(inputs.get(wire), True, wire in secret_paths, set(), None)
+        if typed:
+            wires = {names.get(k, k) for k in typed}
+            state = _outputs_struct(ty, name, inputs, secret_paths, wires)
+            rpc.resolve_outputs(res, state, state, {}, typed, True, typ is not None, True)
+
+    # The RPC manager awaits it; the set only keeps a reference until it is done.
+    task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
+    _PENDING.add(task)
+    task.add_done_callback(_PENDING.discard)
+
+
+def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: list[str],
+                    keys: set[str]) -> Any:
+    """The echoed state's `keys` as the mock provider returns them (what a provider adds,
+    secrets wrapped again), for the SDK to resolve those output properties from."""
+    import copy
+
+    from google.protobuf import struct_pb2
+
+    from gpuplane.plan.engine import _provider_additions
+
+    state = copy.deepcopy(inputs) if secret_paths else dict(inputs)
+    for path in secret_paths:
+        *parents, last = path.split(".")
+        target: Any = state
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        key: Any = int(last) if isinstance(target, list) else last
+        target[key] = {rpc._special_sig_key: rpc._special_secret_sig, "value": target[key]}
+    for key, value in _provider_additions(ty, name, inputs).items():
+        if key == "metadata.name":
+            state["metadata"] = {**state["metadata"], "name": value}
+        else:
+            state[key] = value
+    struct = struct_pb2.Struct()
+    struct.update({k: v for k, v in state.items() if k in keys})
+    return struct
+
+
+@cache
+def file_asset(path: str) -> dict[str, str]:
+    """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
+    engine hashes it; the text itself is never stored)."""
+    return {"path": path, "hash": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+
+
+@cache
+def _wire_names(typ: type) -> dict[str, str]:
+    return _types.input_type_py_to_pulumi_names(typ) if _types.is_input_type(typ) else {}
+
+
+async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
+                 ) -> tuple[Any, bool]:
+    """(JSON-able value as the engine records it, secret?) — Outputs awaited, input types
+    under their wire names, None dropped from mappings, integral floats as ints, file
+    assets as path and hash. Only the outermost secret of a path is listed."""
+    if not isinstance(value, Output):
+        try:
+            return _plain_sync(value), False
+        except _NeedsAwait:
+            pass
+    secret = False
+    while isinstance(value, Output):
+        data = await value._data
+        if not data.is_known:
+            raise _Unsupported(f"{path}: unknown value")
+        deps |= {r for r in data.resources if isinstance(r, Resource)}
+        secret = secret or data.is_secret
+        value = data.value
+    if secret:
+        secret_paths.append(path)
+        inner: list[str] = []   # deeper secrets are inside this one
+    else:
+        inner = secret_paths
+    if asyncio.isfuture(value) or asyncio.iscoroutine(value):
+        raise _Unsupported(f"{path}: awaitable input")
+    if isinstance(value, str | bool | int) or value is None:
+        return value, secret
+    if isinstance(value, float):
+        return (int(value) if value.is_integer() else value), secret
+    if isinstance(value, FileAsset):
+        return file_asset(value.path), secret
+    if _types.is_input_type(type(value)):
+        value = _types.input_type_to_dict(value)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            plain, _ = await _plain(item, deps, inner, f"{path}.{key}")
+            if plain is not None:
+                out[key] = plain
+        return out, secret
+    if isinstance(value, list | tuple):
+        items = [(await _plain(item, deps, inner, f"{path}.{i}"))[0]
+                 for i, item in enumerate(value)]
+        return items, secret
+    raise _Unsupported(f"{path}: {type(value).__name__}")
+
+
+class _NeedsAwait(Exception):
+    """An Output inside a value: the async walker takes over."""
+
+
+def _plain_sync(value: Any) -> Any:
+    """:func:`_plain` for values without Outputs (most of a Job's spec): no coroutine per
+    node of the tree."""
+    if isinstance(value, str | bool | int) or value is None:
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            plain = _plain_sync(item)
+            if plain is not None:
+                out[key] = plain
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain_sync(item) for item in value]
+    if isinstance(value, FileAsset):
+        return file_asset(value.path)
+    if _types.is_input_type(type(value)):
+        return _plain_sync(_types.input_type_to_dict(value))
+    raise _NeedsAwait
+
+
+__all__ = ["FAST_TYPES", "installed"]
