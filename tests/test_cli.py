@@ -214,3 +214,14 @@ def test_no_command_and_module_entry_point(capsys) -> None:
     done = subprocess.run([sys.executable, "-m", "gpuplane.cli", "explain", "FM16"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.startswith("FM16: ")
+
+
+def test_every_rule_doc_names_its_upstream_source(capsys) -> None:
+    """Each rule's doc cites the upstream file@tag its facts come from."""
+    from gpuplane.rules import RULES
+
+    for rule_id in RULES:
+        assert main(["explain", rule_id]) == 0
+        upstream = [line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("Upstream: ")]
+        assert upstream and "@v" in upstream[0], rule_id

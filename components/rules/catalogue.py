@@ -22,6 +22,7 @@ class Rule:
     why: str
     example: str
     fix: str
+    upstream: str = ""   # the upstream files (file@tag) the doc's facts come from
 
 
 def _rule(id: str, severity: Severity, title: str, symptom: str, why: str, example: str,
@@ -253,6 +254,46 @@ _ALL = [
     ),
 ]
 
+# Where each rule's facts come from upstream (file@tag). The measured half of each claim is
+# held against the real programs in tests/ (containerd 1.6-2.2, the toolkit installers).
+_CTD17 = "containerd/containerd services/server/config/config.go@v1.7.24"
+_CTD20 = "containerd/containerd cmd/containerd/server/config/config.go@v2.0.11"
+_CRI17 = "containerd/containerd pkg/cri/config/config.go@v1.7.24"
+_OPERATOR = "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.1"
+_OPERATOR_ENV = "NVIDIA/gpu-operator controllers/object_controls.go@v25.10.1"
+_HAMI = "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0"
+_UPSTREAM = {
+    "FM01": f"{_CTD17} and {_CTD20} (the top-level file plus what its `imports` match)",
+    "FM02": f"{_CTD17} (plugin tables replaced whole per file) and {_CTD20} (deep merge); "
+            f"{_CRI17} (the default runtime must be configured)",
+    "FM03": f"{_CTD17}, {_CTD20} (config versions, v1 migration); containerd/containerd "
+            "plugins/cri/runtime/plugin.go@v2.0.11 (v2 CRI table migrated into v3); "
+            "NVIDIA/nvidia-container-toolkit pkg/config/engine/containerd/config_v1.go"
+            "@v1.18.1 (a config without `version`)",
+    "FM04": "k3s-io/k3s pkg/agent/containerd/config.go@v1.31.6+k3s1 (config.toml rendered "
+            "from config-v3.toml.tmpl / config.toml.tmpl at every start)",
+    "FM05": "NVIDIA/nvidia-container-toolkit pkg/config/engine/containerd/config_drop_in.go"
+            f"@v1.18.1 (the drop-in and the rewritten top-level file); {_OPERATOR_ENV}",
+    "FM06": "containerd/containerd containerd.service@v1.7.24 (KillMode=process: containers "
+            "survive a restart, CRI and image pulls stop while it runs)",
+    "FM07": "kubernetes/kubernetes pkg/kubelet/cm/cgroup_manager_linux.go@v1.31.4 (the "
+            "kubelet's cgroup driver); containerd/containerd runtime/v2/runc/options/"
+            "oci.proto@v1.7.24 (SystemdCgroup)",
+    "FM08": f"{_OPERATOR} (driver.enabled)",
+    "FM09": f"{_CRI17} (a default runtime that is not configured is refused)",
+    "FM10": f"{_OPERATOR} (devicePlugin.config.name / .default: the sharing ConfigMap)",
+    "FM11": f"{_OPERATOR} (operator.runtimeClass); kubernetes/kubernetes pkg/apis/node/"
+            "types.go@v1.31.4 (RuntimeClass handler)",
+    "FM12": f"{_HAMI}; {_OPERATOR} (devicePlugin.enabled)",
+    "FM13": f"{_HAMI} (scheduler image, admission webhook, nodeSelector gpu=on)",
+    "FM14": f"{_HAMI} (the resource names gpumem, gpumem-percentage, gpucores)",
+    "FM15": f"{_OPERATOR} (toolkit.repository / image / version: the image flavour)",
+    "FM16": f"{_CRI17} (enable_cdi, first in the 1.7 line)",
+    "FM17": f"{_OPERATOR_ENV} (CONTAINERD_SOCKET / CONTAINERD_CONFIG for the toolkit)",
+    "FM18": f"{_OPERATOR} (toolkit.version, driver.version)",
+}
+_ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
+
 RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
 
 
@@ -274,5 +315,6 @@ def explain(rule_id: str) -> str:
         f"Why it breaks: {rule.why}",
         f"Example: {rule.example}",
         f"Fix: {rule.fix}",
+        f"Upstream: {rule.upstream}",
         *extra,
     ])
