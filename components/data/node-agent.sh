@@ -190,7 +190,7 @@ gp_begin() {
 	GP_HAVE_PLAN=0
 	GP_NFILES=0
 	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
-	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION=''
+	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS=''
 	gp_now_ms
 	GP_T0=$GP_MS
 	GP_T_RESTART=
@@ -222,8 +222,9 @@ gp_plan() {
 	config) P_CONFIG=$2 ;;
 	template) P_TEMPLATE=$2 ;;
 	socket) P_SOCKET=$2 ;;
-	containerd) P_CONTAINERD=$2 ;;
+	containerd) P_CONTAINERD=$P_CONTAINERD$2$GP_NL ;;
 	restart) P_RESTART=$2 ;;
+	unit) P_UNITS=$P_UNITS$2$GP_NL ;;
 	edit) P_EDITS=$P_EDITS$2$GP_NL ;;
 	runtime) P_RUNTIMES=$P_RUNTIMES$2$GP_NL ;;
 	default) P_DEFAULT=$2 ;;
@@ -527,6 +528,10 @@ gp_containerd_version() {
 # Restart and readiness
 
 gp_restart() {
+	if [ -z "$GP_RESTART" ]; then
+		GP_RESTART_ERR="no restart command (the plan has none; pass --restart-cmd)"
+		return 1
+	fi
 	gp_say "restarting containerd: $GP_RESTART"
 	gp_now_ms
 	gp_rs_t0=$GP_MS
@@ -864,7 +869,7 @@ gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
 	printf 'agent_version=%s\nid=%s\ndistro=%s\ncontainerd_version=%s\nconfig=%s\n' \
 		"$GP_AGENT_VERSION" "$P_ID" "$P_DISTRO" "$P_VERSION" "$P_CONFIG"
 	printf 'template=%s\nsocket=%s\ncontainerd=%s\nrestart=%s\ndefault=%s\nnvidia=%s\n' \
-		"$P_TEMPLATE" "$P_SOCKET" "$P_CONTAINERD" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
+		"$P_TEMPLATE" "$P_SOCKET" "${P_CONTAINERD%%"$GP_NL"*}" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
 	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
 }
 
@@ -1036,19 +1041,122 @@ gp_tools() {
 	done
 }
 
-gp_select_restart() { GP_RESTART=${GP_OPT_RESTART:-${P_RESTART:-$S_RESTART}}; }
+# The restart command: --restart-cmd, else the plan's units (the one active on the node),
+# else the plan's command, else the one the state recorded (restore, recovery).
+gp_select_restart() {
+	GP_RESTART=$GP_OPT_RESTART
+	[ -n "$GP_RESTART" ] && return 0
+	if [ -n "$P_UNITS" ]; then
+		gp_detect_unit
+		return 0
+	fi
+	GP_RESTART=${P_RESTART:-$S_RESTART}
+}
+
+# gp_detect_unit: which of the plan's systemd units runs this node's containerd (RKE2
+# agent or server, K3s agent or server, k0s worker or controller). Exactly one must be
+# active: restarting a unit that is not running starts a second Kubernetes node process,
+# and with two active gpuplane cannot tell which one owns the containerd it configures.
+gp_detect_unit() {
+	gp_du_list=$(printf '%s' "$P_UNITS" | tr '\n' ' ' | sed 's/ $//')
+	if ! command -v systemctl >/dev/null 2>&1; then
+		gp_fail 2 "refused: $P_DISTRO restarts containerd through its systemd unit ($gp_du_list), but systemctl is not available on this node; pass --restart-cmd; nothing changed"
+	fi
+	gp_du_active=
+	gp_du_n=0
+	gp_du_ifs=$IFS
+	IFS=$GP_NL
+	for gp_du in $P_UNITS; do
+		IFS=$gp_du_ifs
+		[ -n "$gp_du" ] || continue
+		if systemctl is-active --quiet "$gp_du" </dev/null >/dev/null 2>&1; then
+			gp_du_active="$gp_du_active${gp_du_active:+ }$gp_du"
+			gp_du_n=$((gp_du_n + 1))
+		fi
+	done
+	IFS=$gp_du_ifs
+	case $gp_du_n in
+	1)
+		GP_RESTART="systemctl restart $gp_du_active"
+		P_RESTART=$GP_RESTART
+		gp_say "$gp_du_active is the active $P_DISTRO unit on this node: it is the one restarted"
+		;;
+	0) gp_fail 2 "refused: none of the $P_DISTRO units ($gp_du_list) is active on this node (systemctl is-active), so gpuplane cannot tell which one runs its containerd; start $P_DISTRO on this node or check \`gpuplane:cluster.distro\`; nothing changed" ;;
+	*) gp_fail 2 "refused: several $P_DISTRO units are active on this node ($gp_du_active); each runs its own containerd and gpuplane cannot tell which one the plan is for; stop the one this node should not run; nothing changed" ;;
+	esac
+}
+
+# gp_resolve NODEPATH: the node path NODEPATH leads to, following symbolic links in any
+# component inside the root (RKE2's bin/ is a link into data/<digest>/bin).
+gp_resolve() {
+	gp_rv_todo=${1#/}
+	gp_rv_done=
+	gp_rv_hops=0
+	while [ -n "$gp_rv_todo" ]; do
+		gp_rv_c=${gp_rv_todo%%/*}
+		case $gp_rv_todo in
+		*/*) gp_rv_todo=${gp_rv_todo#*/} ;;
+		*) gp_rv_todo= ;;
+		esac
+		case $gp_rv_c in
+		'' | .) continue ;;
+		..)
+			gp_rv_done=${gp_rv_done%/*}
+			continue
+			;;
+		esac
+		if [ -L "$GP_ROOT$gp_rv_done/$gp_rv_c" ]; then
+			gp_rv_hops=$((gp_rv_hops + 1))
+			[ "$gp_rv_hops" -le 40 ] || return 1
+			gp_rv_t=$(readlink "$GP_ROOT$gp_rv_done/$gp_rv_c") || return 1
+			case $gp_rv_t in /*) gp_rv_done= ;; esac
+			gp_rv_todo=${gp_rv_t#/}${gp_rv_todo:+/$gp_rv_todo}
+		else
+			gp_rv_done=$gp_rv_done/$gp_rv_c
+		fi
+	done
+	printf '%s\n' "${gp_rv_done:-/}"
+}
+
+# gp_find_containerd: GP_CONTAINERD, the binary that checks configs: --containerd, else
+# the first of the plan's places that holds an executable (links followed), else the one
+# on PATH. P_CONTAINERD becomes the place used (the state records it).
+gp_find_containerd() {
+	GP_CONTAINERD=$GP_OPT_CONTAINERD
+	if [ -n "$GP_CONTAINERD" ]; then
+		[ -x "$GP_CONTAINERD" ]
+		return
+	fi
+	gp_fc_ifs=$IFS
+	IFS=$GP_NL
+	for gp_fc in $P_CONTAINERD; do
+		IFS=$gp_fc_ifs
+		[ -n "$gp_fc" ] || continue
+		gp_fc_real=$(gp_resolve "$gp_fc") || continue
+		if [ -f "$GP_ROOT$gp_fc_real" ] && [ -x "$GP_ROOT$gp_fc_real" ]; then
+			GP_CONTAINERD=$GP_ROOT$gp_fc_real
+			P_CONTAINERD=$gp_fc
+			[ "$gp_fc_real" = "$gp_fc" ] || GP_CONTAINERD_NOTE="$gp_fc -> $gp_fc_real"
+			return 0
+		fi
+	done
+	IFS=$gp_fc_ifs
+	GP_CONTAINERD=$(command -v containerd 2>/dev/null)
+	if [ -n "$GP_CONTAINERD" ]; then
+		GP_CONTAINERD_NOTE="$(printf '%s' "$P_CONTAINERD" | tr '\n' ' ')not found, using $GP_CONTAINERD on PATH"
+		return 0
+	fi
+	return 1
+}
 
 gp_select_containerd() {
-	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
-	if [ -z "$GP_CONTAINERD" ] || [ ! -x "$GP_CONTAINERD" ]; then
-		gp_c=$(command -v containerd 2>/dev/null)
-		if [ -z "$GP_OPT_CONTAINERD" ] && [ -n "$gp_c" ]; then
-			gp_say "note: $P_CONTAINERD not found, using $gp_c to check the config"
-			GP_CONTAINERD=$gp_c
-		else
-			gp_fail 2 "refused: containerd binary '${GP_CONTAINERD}' not found: the merged config cannot be checked (pass --containerd); nothing changed"
-		fi
+	GP_CONTAINERD_NOTE=
+	if ! gp_find_containerd; then
+		gp_fc_list=$(printf '%s' "${GP_OPT_CONTAINERD:-$P_CONTAINERD}" | tr '\n' ' ' | sed 's/ $//')
+		gp_fail 2 "refused: no containerd binary at $gp_fc_list (nor on PATH): the merged config cannot be checked (pass --containerd); nothing changed"
 	fi
+	[ -n "$GP_CONTAINERD_NOTE" ] && gp_say "containerd: $GP_CONTAINERD_NOTE"
+	:
 }
 
 # Verify the staged payload: every file arrived whole.
@@ -1478,8 +1586,7 @@ gp_status() {
 			"$([ -d "$GP_TXN" ] && echo true || echo false)"
 		exit 2
 	fi
-	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
-	[ -x "$GP_CONTAINERD" ] || GP_CONTAINERD=$(command -v containerd 2>/dev/null)
+	gp_find_containerd || GP_CONTAINERD=
 	: >"$GP_STAGE/drifted"
 	if [ "$gp_have_state" = 1 ] && [ -f "$GP_MANIFEST" ]; then
 		awk -F '\t' '$1 == "file" { print $2 "\t" $3 }' "$GP_MANIFEST" |
