@@ -11,14 +11,19 @@ sandbox's restart.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomlkit
+import toolkit_oracle
 
 from gpuplane.distros import profile
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from agent_node import SandboxNode
@@ -169,3 +174,67 @@ def test_the_agent_finds_containerd_where_the_distribution_puts_it(
     restored = node.run("restore", env=env, containerd="")
     assert restored.rc == 0, restored.err
     assert "nvidia" not in node.effective()["runtimes"]
+
+
+def _toolkit_rewrite(node: SandboxNode, tmp: Path) -> dict[str, str]:
+    """What the REAL toolkit 1.18.1 (the GPU Operator v25.10.1's) writes on this node after
+    gpuplane's operator-mode plan: {node path: text}, made runnable in the sandbox."""
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True)
+    plan = plan_node(node.profile, node.version, options)
+    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False,
+                                      runtime_class=options.runtime_name, toolkit="1.18.1")
+    real = toolkit_oracle.run_toolkit("1.18.1", {**plan.baseline, **plan.files}, env, tmp)
+    top = node.profile.config_path
+    assert top in real.written, real.log
+    assert real.written[top] != plan.files[top], "the toolkit is expected to reformat"
+    assert tomllib.loads(real.written[top]) == tomllib.loads(plan.files[top])
+    return {path: node.runnable(text) for path, text in real.written.items()}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("line", ["1.7", "2.1"])
+def test_the_toolkits_data_equal_rewrite_is_not_another_writer(
+        line: str, nodes: list[SandboxNode], tmp_short: Path) -> None:
+    """FM05 compares TOML data for the top-level config: the toolkit's rewrite (comments
+    and order gone, data equal) is accepted; a changed value is still refused."""
+    node = _node(nodes, tmp_short, line, "kubeadm")
+    original = node.snapshot()
+    plan = node.plan(ToolkitMode.OPERATOR, toolkit_dropin=True)
+    top = node.profile.config_path
+    assert node.run("apply", plan).rc == 0
+    rewrite = _toolkit_rewrite(node, tmp_short / "toolkit")
+    for path, text in rewrite.items():
+        node.write(path, text)
+    rewritten = host_path(node.root, top).read_bytes()
+    assert rewritten != plan.files[top].encode()
+
+    again = node.run("apply", plan)  # the same plan: nothing to do, the rewrite stays
+    assert again.rc == 0, again.err
+    assert "same TOML data as planned" in again.err and again.out["written"] == []
+    assert host_path(node.root, top).read_bytes() == rewritten
+    status = node.run("status")
+    assert top not in status.out["drifted_files"], status.out
+    # A changed plan rewrites the top-level config: the guard lets it go ahead.
+    changed = dataclasses.replace(
+        plan, files={**plan.files, top: plan.files[top] + "# changed\n"})
+    over = node.run("apply", changed)
+    assert over.rc == 0 and over.out["written"] == [top], over.err
+    assert node.run("apply", plan).rc == 0
+    node.write(top, rewritten.decode())
+
+    # A third writer that changes a value is refused (apply) and reported (status).
+    doc = tomlkit.parse(rewritten.decode())
+    doc["oom_score"] = -999
+    node.write(top, tomlkit.dumps(doc))
+    refused = node.run("apply", changed)
+    assert refused.rc == 2 and "FM05" in refused.err and top in refused.err, refused.err
+    assert top in node.run("status").out["drifted_files"]
+
+    # Restore puts the original back either way.
+    node.write(top, rewritten.decode())
+    for path in rewrite:
+        if path != top:
+            host_path(node.root, path).unlink()
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert node.snapshot() == original

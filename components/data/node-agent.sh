@@ -516,6 +516,39 @@ gp_preview_done() {
 	GP_PREVIEW_TMP=
 }
 
+# ---------------------------------------------------------------------------------------
+# The top-level config's data. The NVIDIA toolkit rewrites the file it is given as
+# CONTAINERD_CONFIG (the top-level config, or a template distro's template) on every run:
+# comments and key order go, the TOML data stays (../shared/reference/toolkit.md). Bytes
+# then differ from what gpuplane wrote although nothing changed; the node has no TOML
+# parser, so its own containerd compares: both files, side by side in the same directory
+# (same imports, same relative paths), must `config dump` to the same settings (the
+# `imports` line, which names the file itself, left out).
+
+gp_top_path() { printf '%s\n' "${P_TEMPLATE:-$P_CONFIG}"; }
+
+# gp_data_equal NODEPATH REF: does NODEPATH hold the same TOML data as the file REF?
+gp_data_equal() {
+	[ "$1" = "$(gp_top_path)" ] || return 1
+	[ -f "$GP_ROOT$1" ] && [ -f "$2" ] && [ -n "${GP_CONTAINERD:-}" ] || return 1
+	gp_de_tmp=$(dirname "$1")/.$(basename "$1").gpuplane-cmp
+	if ! cp "$2" "$GP_ROOT$gp_de_tmp" 2>/dev/null; then
+		rm -f "$GP_ROOT$gp_de_tmp"
+		return 1
+	fi
+	gp_de_rc=1
+	if gp_dump "$gp_de_tmp" cmp_ref && gp_dump "$1" cmp_node &&
+		cmp -s "$GP_STAGE/cmp_ref.sha" "$GP_STAGE/cmp_node.sha"; then
+		gp_de_rc=0
+	fi
+	rm -f "$GP_ROOT$gp_de_tmp"
+	return $gp_de_rc
+}
+
+# gp_wrote_copy NODEPATH: where the bytes gpuplane last wrote to the top-level config are
+# kept (only that file: the one the toolkit rewrites).
+gp_wrote_copy() { printf '%s\n' "$GP_STATE/wrote$1"; }
+
 gp_containerd_version() {
 	"$GP_CONTAINERD" --version </dev/null 2>/dev/null | awk '{
 		for (i = 1; i <= NF; i++) if ($i ~ /^v?[0-9]+\.[0-9]+/) {
@@ -873,6 +906,10 @@ gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
 	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
 }
 
+gp_manifest_sha() { # NODEPATH: the sha256 gpuplane wrote to it, as the manifest records
+	[ -f "$GP_MANIFEST" ] && awk -F '\t' -v p="$1" '$1 == "file" && $2 == p { print $3; exit }' "$GP_MANIFEST"
+}
+
 gp_manifest_files() { [ -f "$GP_MANIFEST" ] && awk -F '\t' '$1 == "file" { print $2 }' "$GP_MANIFEST"; }
 
 gp_install_self() {
@@ -1221,8 +1258,15 @@ gp_apply() {
 	: >"$GP_STAGE/touch"
 	: >"$GP_STAGE/written"
 	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
-		[ "$(gp_sha "$GP_ROOT$gp_ap_path")" = "$gp_ap_sha" ] ||
-			printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
+		[ "$(gp_sha "$GP_ROOT$gp_ap_path")" = "$gp_ap_sha" ] && continue
+		# gpuplane wrote this very file and another writer (the toolkit) only reformatted
+		# it: it is as planned, and rewriting it would only undo that writer's format.
+		if [ "$(gp_manifest_sha "$gp_ap_path")" = "$gp_ap_sha" ] &&
+			gp_data_equal "$gp_ap_path" "$gp_ap_file"; then
+			gp_say "$gp_ap_path was rewritten by another writer with the same TOML data as planned (the NVIDIA toolkit does this): left as it is"
+			continue
+		fi
+		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
 	done <"$GP_STAGE/files"
 	gp_manifest_files >"$GP_STAGE/managed" 2>/dev/null
 	: >"$GP_STAGE/dropped"
@@ -1336,6 +1380,22 @@ gp_commit_manifest() {
 	if [ "$(gp_sha "$GP_STAGE/manifest.new")" != "$(gp_sha "$GP_MANIFEST")" ]; then
 		gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new"
 	fi
+	gp_keep_wrote
+}
+
+# gp_keep_wrote: keep the bytes of the top-level config as gpuplane wrote it, to tell a
+# data-equal rewrite from a real change later (gp_data_equal).
+gp_keep_wrote() {
+	gp_kw_top=$(gp_top_path)
+	gp_kw_file=$(awk -F '\t' -v p="$gp_kw_top" '$1 == p { print $3 }' "$GP_STAGE/files")
+	gp_kw_copy=$(gp_wrote_copy "$gp_kw_top")
+	if [ -z "$gp_kw_file" ] || ! awk -F '\t' -v p="$gp_kw_top" \
+		'$1 == "file" && $2 == p { f = 1 } END { exit !f }' "$GP_STAGE/manifest.new"; then
+		rm -rf "$GP_STATE/wrote"
+		return 0
+	fi
+	[ "$(gp_sha "$gp_kw_file")" = "$(gp_sha "$gp_kw_copy")" ] && return 0
+	mkdir -p "$(dirname "$gp_kw_copy")" && gp_write_atomic "$gp_kw_copy" <"$gp_kw_file"
 }
 
 # gp_commit_state CONFIG_SHA DEFAULT_BEFORE: remember the plan; the default runtime the
@@ -1402,6 +1462,10 @@ gp_check_bases() {
 		# A planned file the node already has byte for byte: nothing in it is replaced.
 		gp_cb_plan=$(awk -F '\t' -v p="$gp_cb_path" '$1 == p { print $2 }' "$GP_STAGE/files")
 		[ -n "$gp_cb_plan" ] && [ "$(gp_sha "$GP_ROOT$gp_cb_path")" = "$gp_cb_plan" ] && continue
+		if [ -n "$gp_cb_plan" ] && gp_data_equal "$gp_cb_path" \
+			"$(awk -F '\t' -v p="$gp_cb_path" '$1 == p { print $3 }' "$GP_STAGE/files")"; then
+			continue
+		fi
 		gp_cb_hint=
 		if [ -n "$gp_cb_keep" ]; then
 			gp_cb_now=$(gp_sha "$GP_ROOT$gp_cb_path")
@@ -1430,6 +1494,7 @@ gp_check_managed() {
 		case $gp_km_wrote in '' | -) continue ;; esac
 		gp_km_now=$(gp_sha "$GP_ROOT$gp_km_path")
 		[ "$gp_km_now" = "$gp_km_wrote" ] && continue
+		gp_data_equal "$gp_km_path" "$(gp_wrote_copy "$gp_km_path")" && continue
 		gp_fail 2 "refused: $gp_km_path changed on the node since gpuplane wrote it (FM05: another writer; node: $(gp_word "$gp_km_now"), gpuplane wrote: $(gp_word "$gp_km_wrote")); applying would overwrite that change. Fix: find the writer (\`sh $GP_STATE/agent.sh status\` lists drifted files); if the change is unwanted, undo it and apply again; if it must stay, restore the node (\`sh $GP_STATE/agent.sh restore\` puts gpuplane's originals back), make the change in the node's own files, capture them into the stack and plan again; nothing changed"
 	done <"$GP_STAGE/touch"
 }
@@ -1568,7 +1633,8 @@ gp_check_restored() {
 }
 
 gp_clean_state() {
-	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATEFILE" "$GP_STATE/agent.sh"
+	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATEFILE" "$GP_STATE/agent.sh" \
+		"$GP_STATE/wrote"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -1591,8 +1657,9 @@ gp_status() {
 	if [ "$gp_have_state" = 1 ] && [ -f "$GP_MANIFEST" ]; then
 		awk -F '\t' '$1 == "file" { print $2 "\t" $3 }' "$GP_MANIFEST" |
 			while IFS="$GP_TAB" read -r gp_st_path gp_st_sha; do
-				[ "$(gp_sha "$GP_ROOT$gp_st_path")" = "$gp_st_sha" ] ||
-					printf '%s\n' "$gp_st_path" >>"$GP_STAGE/drifted"
+				[ "$(gp_sha "$GP_ROOT$gp_st_path")" = "$gp_st_sha" ] && continue
+				gp_data_equal "$gp_st_path" "$(gp_wrote_copy "$gp_st_path")" && continue
+				printf '%s\n' "$gp_st_path" >>"$GP_STAGE/drifted"
 			done
 	fi
 	{
