@@ -594,6 +594,7 @@ gp_restart() {
 	gp_now_ms
 	gp_rs_t0=$GP_MS
 	GP_RESTARTED=1
+	GP_NODE_TOUCHED=1
 	if ! gp_run_bounded "$GP_RESTART_TIMEOUT" "$GP_STAGE/restart.out" "$GP_RESTART"; then
 		if [ "$GP_BOUNDED_HUNG" = 1 ]; then
 			GP_RESTART_ERR="the restart command '$GP_RESTART' hung: it did not finish within ${GP_RESTART_TIMEOUT}s (--restart-timeout) and was stopped"
@@ -755,8 +756,9 @@ gp_owner_alive() {
 
 gp_lock() {
 	if ! mkdir -p "$GP_STATE" || ! chmod 700 "$GP_STATE"; then
-		gp_say "cannot create $GP_STATE"
-		exit 2
+		gp_say "cannot create $GP_STATE (read-only or failing disk?); nothing was changed"
+		gp_json_result false "cannot create $GP_STATE; nothing was changed" ""
+		exit 1
 	fi
 	GP_ME="$$:$(gp_starttime $$)"
 	gp_now_ms
@@ -767,7 +769,18 @@ gp_lock() {
 			GP_LOCKED=1
 			return 0
 		fi
-		gp_lk_owner=$(readlink "$GP_LOCK" 2>/dev/null) || continue
+		if ! gp_lk_owner=$(readlink "$GP_LOCK" 2>/dev/null); then
+			if [ -e "$GP_LOCK" ]; then
+				gp_fail 2 "refused: $GP_LOCK exists but is not a gpuplane lock (gpuplane's lock is a symbolic link naming its owner); if no gpuplane agent runs on this node, remove it; nothing changed"
+			fi
+			# Gone between the two calls (its owner finished): try again, a bounded number
+			# of times: a lock that cannot be made at all is a full or read-only disk.
+			gp_lk_miss=$((${gp_lk_miss:-0} + 1))
+			if [ "$gp_lk_miss" -gt 50 ]; then
+				gp_fail 1 "cannot create the lock $GP_LOCK (full or read-only disk?); nothing was changed"
+			fi
+			continue
+		fi
 		if ! gp_owner_alive "$gp_lk_owner"; then
 			# Break it under a second lock, re-checking the owner: two waiters must not
 			# both break, the second removing the first one's fresh lock.
@@ -1521,6 +1534,9 @@ gp_apply() {
 	# Write-ahead: nothing on the node changes until the journal that undoes the run and
 	# the originals a later restore needs are written, flushed and renamed into place. If
 	# they cannot be (a full, read-only or failing disk), stop with the node untouched.
+	# The agent first: from here on `restore` (Pulumi's delete runs the installed copy) can
+	# undo whatever this run leaves.
+	gp_install_self || gp_fail_unchanged "cannot install the agent in $GP_STATE"
 	gp_step checked
 	gp_txn_begin apply "$GP_STAGE/touch" ||
 		gp_fail_unchanged "cannot write the journal under $GP_TXN"
@@ -1529,12 +1545,12 @@ gp_apply() {
 		gp_fail 1 "cannot keep the originals under $GP_ORIG (is $GP_STATE full or read-only?)"
 	gp_step originals
 
-	GP_NODE_TOUCHED=1
 	gp_ap_n=0
 	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
 		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
 		gp_mkparents "$gp_ap_path" "$GP_TXN/dirs" || gp_fail 1 "cannot create the directory of $gp_ap_path"
 		gp_put "$gp_ap_file" "$gp_ap_path" || gp_fail 1 "cannot write $gp_ap_path"
+		GP_NODE_TOUCHED=1
 		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
 		gp_ap_n=$((gp_ap_n + 1))
 		gp_step "write-$gp_ap_n"
@@ -1542,6 +1558,7 @@ gp_apply() {
 	while IFS= read -r gp_ap_path; do
 		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
 		gp_put_saved "$gp_ap_path" "$GP_ORIG" || gp_fail 1 "cannot put back the original of $gp_ap_path"
+		GP_NODE_TOUCHED=1
 		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
 		gp_ap_n=$((gp_ap_n + 1))
 		gp_step "write-$gp_ap_n"
@@ -1838,10 +1855,10 @@ gp_restore() {
 		gp_txn_begin restore "$GP_STAGE/touch" ||
 			gp_fail 1 "cannot write the journal under $GP_TXN; nothing was changed"
 		gp_step journal
-		GP_NODE_TOUCHED=1
 		gp_rs_n=0
 		while IFS= read -r gp_rs_path; do
 			gp_put_saved "$gp_rs_path" "$GP_ORIG" || gp_fail 1 "cannot put back $gp_rs_path"
+			GP_NODE_TOUCHED=1
 			printf '%s\n' "$gp_rs_path" >>"$GP_STAGE/written"
 			gp_rs_n=$((gp_rs_n + 1))
 			gp_step "write-$gp_rs_n"
