@@ -23,9 +23,18 @@
 # the plan assumed, and a file gpuplane manages must still be as gpuplane wrote it (FM05).
 # Otherwise applying would replace settings the plan never saw, so it refuses.
 #
-# Exit codes: 0 done; 1 failed and the node was restored; 2 refused before changing
-# anything (bad plan, wrong node, broken current config, a file the plan was not made
-# from); 3 failed and the node could not be fully restored (a person has to look).
+# Crash consistency: before anything on the node changes, a journal (the node files the
+# run may touch and a snapshot of gpuplane's own state) is written, flushed and renamed
+# into place, and the originals a later restore needs are kept; a run killed at any point
+# is undone by the next run of either mode (gp_recover). Restart and readiness commands
+# run with time limits. GPUPLANE_AGENT_FAILPOINT=MODE:STEP (tests only) kills the agent
+# with SIGKILL at that step boundary (gp_step).
+#
+# Exit codes: 0 done; 1 refused or failed with the node unchanged ("nothing was changed":
+# e.g. gpuplane's state dir full or read-only) or rolled back to what it was; 2 refused
+# before any change (bad plan, wrong node, broken current config, foreign or changed files,
+# a file the plan was not made from); 3 the node could not be put back and a person has to
+# look: the message names each file, what it holds and what it held before.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
@@ -210,8 +219,8 @@ gp_begin() {
 	trap 'gp_on_signal TERM' TERM
 	trap 'gp_on_signal HUP' HUP
 	GP_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/gpuplane-agent.XXXXXX") || {
-		gp_say "cannot create a temporary directory in ${TMPDIR:-/tmp}"
-		exit 2
+		gp_say "cannot create a temporary directory in ${TMPDIR:-/tmp}; nothing was changed"
+		exit 1
 	}
 	: >"$GP_STAGE/files"
 	: >"$GP_STAGE/bases.plan"
