@@ -557,10 +557,10 @@ gp_data_equal() {
 	[ "$1" = "$(gp_top_path)" ] || return 1
 	[ -f "$GP_ROOT$1" ] && [ -f "$2" ] && [ -n "${GP_CONTAINERD:-}" ] || return 1
 	gp_toml_split "$GP_ROOT$1" "$GP_STAGE/de_node" && gp_toml_split "$2" "$GP_STAGE/de_ref" &&
-		cmp -s "$GP_STAGE/de_node.imports" "$GP_STAGE/de_ref.imports" &&
+		[ "$(cat "$GP_STAGE/de_node.imports")" = "$(cat "$GP_STAGE/de_ref.imports")" ] &&
 		gp_dump_host "$GP_STAGE/de_node.toml" de_node_dump &&
 		gp_dump_host "$GP_STAGE/de_ref.toml" de_ref_dump &&
-		cmp -s "$GP_STAGE/de_node_dump.sha" "$GP_STAGE/de_ref_dump.sha"
+		[ "$(cat "$GP_STAGE/de_node_dump.sha")" = "$(cat "$GP_STAGE/de_ref_dump.sha")" ]
 }
 
 # gp_toml_split FILE OUT: OUT.toml is FILE without its top-level `imports` (one line or a
@@ -1047,12 +1047,16 @@ gp_rollback() {
 	gp_rb_phase=$(cat "$GP_TXN/phase" 2>/dev/null)
 	while IFS= read -r gp_rb; do
 		[ -n "$gp_rb" ] || continue
+		# a write a kill stopped between its temp file and the rename
+		rm -f "$(dirname "$GP_ROOT$gp_rb")/.$(basename "$gp_rb").gpuplane-tmp" 2>/dev/null
 		gp_put_saved "$gp_rb" "$GP_TXN/files" && continue
 		GP_ROLLBACK_OK=0
 		gp_rb_was=$(gp_word "$(gp_saved_sha "$gp_rb" "$GP_TXN/files")")
 		GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }could not put back $gp_rb (the node has $(gp_word "$(gp_sha "$GP_ROOT$gp_rb")"), before this run it was $gp_rb_was; that copy is kept at $GP_TXN/files$gp_rb)"
 	done <"$GP_TXN/list"
 	gp_rmdirs "$GP_TXN/dirs"
+	[ -n "$P_CONFIG" ] &&
+		rm -f "$GP_ROOT$(dirname "$P_CONFIG")/.$(basename "$P_CONFIG").gpuplane-preview" 2>/dev/null
 	if ! gp_state_back; then
 		GP_ROLLBACK_OK=0
 		GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }could not put back gpuplane's own state in $GP_STATE (copies in $GP_TXN/state)"
@@ -1078,7 +1082,10 @@ gp_rollback() {
 # A journal left by a run that was killed: undo what it did before anything else.
 gp_recover() {
 	rm -rf "$GP_TXN.new" "$GP_TXN.done"
-	find "$GP_STATE" -maxdepth 1 -name '*.tmp.*' -type f -exec rm -f {} + 2>/dev/null
+	# temp files of writes a kill interrupted (gp_write_atomic, gp_state_back)
+	for gp_rc_tmp in "$GP_STATE"/*.tmp.* "$GP_STATE"/.*.back; do
+		[ -f "$gp_rc_tmp" ] && rm -f "$gp_rc_tmp"
+	done
 	if [ -d "$GP_TXN" ]; then
 		gp_say "an earlier $(cat "$GP_TXN/mode" 2>/dev/null || echo apply) stopped half-way (phase $(cat "$GP_TXN/phase" 2>/dev/null)): restoring the files it had changed"
 		GP_TXN_OPEN=1
