@@ -12,6 +12,7 @@ again, the other mode converges; the original is never lost and containerd serve
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import subprocess
@@ -387,3 +388,21 @@ def test_restore_keeps_a_copy_of_a_managed_file_another_writer_changed(node_of) 
     assert len(kept) == 1 and kept[0].endswith(dropin) and kept[0] in restored.err
     assert Path(kept[0]).read_text() == theirs
     assert Path(kept[0]).is_relative_to(node.root / STATE / "kept")
+
+
+@pytest.mark.real
+def test_a_first_apply_killed_after_its_restart_is_undone_by_restore_alone(node_of) -> None:
+    """Pulumi's delete runs `restore` with no plan and no --restart-cmd; a first apply
+    killed after it restarted containerd has written no state yet: the journal carries
+    the restart command the recovery needs."""
+    node = node_of("1.7")
+    original = node.snapshot()
+    plan = dataclasses.replace(node.plan(), restart_command=f"sh {node.restart_script}")
+    killed = node.run("apply", plan, restart_cmd=False,
+                      env=_env(GPUPLANE_AGENT_FAILPOINT="apply:restarted"))
+    assert killed.rc == -9, killed.err
+    assert node.restarts == 1 and not (node.root / STATE / "state").exists()
+    restored = node.run("restore", restart_cmd=False)
+    assert restored.rc == 0, restored.err
+    assert node.restarts == 2
+    _is_original(node, original)

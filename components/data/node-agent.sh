@@ -977,6 +977,9 @@ gp_txn_build() {
 		fi
 	done
 	: >"$GP_TXN.new/dirs" || return 1
+	# the restart command of this run: a recovery may have no plan and no state to take
+	# it from (a first apply killed after its restart)
+	printf '%s\n' "$GP_RESTART" >"$GP_TXN.new/restart" || return 1
 	printf '%s\n' "$1" >"$GP_TXN.new/mode" && echo write >"$GP_TXN.new/phase" || return 1
 	sync
 }
@@ -1063,6 +1066,7 @@ gp_rollback() {
 	fi
 	gp_sync
 	if [ "$GP_RESTARTED" = 1 ] || [ "$gp_rb_phase" = restart ]; then
+		[ -z "$GP_OPT_RESTART" ] && [ -s "$GP_TXN/restart" ] && GP_RESTART=$(cat "$GP_TXN/restart")
 		gp_say "restarting containerd again on the restored files"
 		if gp_restart; then
 			GP_ROLLBACK_NOTE=", and containerd was restarted on them and serves"
@@ -1535,8 +1539,11 @@ gp_apply() {
 		if ! gp_check before "$P_DEFAULT"; then
 			gp_fail 1 "the files are as planned, but the effective config does not keep the plan: $GP_CHECK_ERR; another writer may have changed the node (FM05)"
 		fi
-		[ -f "$GP_MANIFEST" ] && gp_commit_manifest
-		gp_commit_state "$gp_before_sha" "$gp_before_def"
+		if [ -f "$GP_MANIFEST" ] && ! gp_commit_manifest ||
+			! gp_commit_state "$gp_before_sha" "$gp_before_def"; then
+			gp_fail 1 "the node already has the planned files, but gpuplane cannot record this plan in $GP_STATE (full or read-only?); nothing was changed"
+		fi
+		[ -f "$GP_STATEFILE" ] || gp_clean_state
 		gp_say "nothing to change: the node already has the planned files"
 		gp_json_result true "" ""
 		exit 0
