@@ -629,6 +629,7 @@ gp_restart() {
 # `pulumi up`, forever.
 gp_run_bounded() {
 	GP_BOUNDED_HUNG=0
+	gp_rb_polls=0
 	rm -f "$2.pid" "$2.rc"
 	(
 		sh -c 'echo $$ >"$1"; exec sh -c "$2"' gp-bounded "$2.pid" "$3" </dev/null >"$2" 2>&1
@@ -650,8 +651,11 @@ gp_run_bounded() {
 			wait "$gp_rb_sub" 2>/dev/null
 			return 124
 		fi
-		gp_sleep
+		# poll finely while a quick command is likely to finish, then every 0.1 s
+		gp_rb_polls=$((${gp_rb_polls:-0} + 1))
+		if [ "$gp_rb_polls" -le 25 ]; then sleep 0.02 2>/dev/null || sleep 1; else gp_sleep; fi
 	done
+	gp_rb_polls=0
 	wait "$gp_rb_sub" 2>/dev/null
 	return "$(cat "$2.rc")"
 }
