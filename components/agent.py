@@ -33,6 +33,7 @@ AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 _SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 _ABSENT = "absent"  # a base the plan assumed missing, on the agent's stdin
 _BASE_TEXT_HEAD = "# gpuplane: the node's original, as this plan was made from it:"
 _BASE_TEXT_LINE = "#|"
@@ -129,8 +130,8 @@ class AgentPlan:
     template_path: str | None         # template distros: the file the distro renders
     edit_paths: tuple[str, ...]       # files (or dirs, ending in /) gpuplane may write
     socket: str
-    containerd_binary: str
-    restart_command: str
+    containerd_binary: str            # where the distribution puts containerd (first try)
+    restart_command: str              # empty when the agent picks one of restart_units
     files: dict[str, str] = field(default_factory=dict)  # node path -> content
     expected_runtimes: frozenset[str] = frozenset({"runc"})
     expected_default: str | None = None  # None: the default runtime must not change
@@ -141,9 +142,20 @@ class AgentPlan:
     # The captured originals among them (not gpuplane's distro model): sent as comments so
     # that a policy judges the files against what the node has, not against the model.
     base_texts: dict[str, str] = field(default_factory=dict)
+    # Further places to look for containerd, tried in order after containerd_binary.
+    containerd_alternatives: tuple[str, ...] = ()
+    # systemd units of which the one active on the node is restarted (RKE2, K3s, k0s: the
+    # unit depends on the node's role); empty: run restart_command.
+    restart_units: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        for path in (self.config_path, self.socket, *self.files, *self.bases):
+        for unit in self.restart_units:
+            if not _UNIT.match(unit):
+                raise ValueError(f"agent plan: unit {unit!r} must match {_UNIT.pattern}")
+        if not self.restart_units and not self.restart_command:
+            raise ValueError("agent plan: needs a restart command or restart units")
+        for path in (self.config_path, self.socket, *self.files, *self.bases,
+                     self.containerd_binary, *self.containerd_alternatives):
             if not path.startswith("/") or any(c in path for c in "\t\n"):
                 raise ValueError(f"agent plan: {path!r} must be an absolute path without "
                                  "tabs or newlines")
@@ -174,6 +186,10 @@ class AgentPlan:
         }
         if self.bases:  # a plan without bases keeps the id it always had
             data["bases"] = self.bases
+        if self.containerd_alternatives:
+            data["containerd_alternatives"] = list(self.containerd_alternatives)
+        if self.restart_units:
+            data["restart_units"] = list(self.restart_units)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -206,8 +222,10 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         template_path=template,
         edit_paths=edits,
         socket=profile.socket,
-        containerd_binary=profile.containerd_binary,
-        restart_command=profile.restart_command,
+        containerd_binary=profile.containerd_binaries[0],
+        containerd_alternatives=profile.containerd_binaries[1:],
+        restart_command="" if profile.restart_units else profile.restart_command,
+        restart_units=profile.restart_units,
         files=dict(plan.files),
         expected_runtimes=frozenset({"runc", options.runtime_name} if host else {"runc"}),
         expected_default=options.runtime_name if host and options.nvidia_default else None,
@@ -294,8 +312,9 @@ def _plan_lines(plan: AgentPlan) -> list[str]:
         ("config", plan.config_path),
         ("template", plan.template_path),
         ("socket", plan.socket),
-        ("containerd", plan.containerd_binary),
+        *(("containerd", p) for p in (plan.containerd_binary, *plan.containerd_alternatives)),
         ("restart", plan.restart_command),
+        *(("unit", u) for u in plan.restart_units),
         *(("edit", p) for p in plan.edit_paths),
         *(("runtime", r) for r in sorted(plan.expected_runtimes)),
         ("default", plan.expected_default),

@@ -38,8 +38,14 @@ class DistroProfile:
     config_path: str             # the top-level file containerd reads
     edit_mode: EditMode
     socket: str
-    containerd_binary: str
+    # Where the distribution puts its containerd, in the order the agent tries them; a
+    # path may run through symbolic links (RKE2's bin/ is one), which the agent follows.
+    containerd_binaries: tuple[str, ...]
+    # How to restart containerd: a fixed command, or (systemd distributions whose unit
+    # depends on the node's role) the candidate units, of which the agent restarts the
+    # one that is active on the node and refuses when none or several are.
     restart_command: str
+    restart_units: tuple[str, ...] = ()
     dropin_dir: str | None = None        # drop-in distros
     template_path: str | None = None     # template distros: containerd 1.x template
     template_v3_path: str | None = None  # template distros: containerd 2.x template
@@ -50,6 +56,11 @@ class DistroProfile:
     # for the operator's toolkit drop-in. Left unset, the operator puts it in the host-wide
     # /etc/containerd/conf.d, shared with any other containerd on the machine.
     toolkit_dir: str | None = None
+
+    @property
+    def containerd_binary(self) -> str:
+        """The first place the distribution puts containerd (what the toolkit is told)."""
+        return self.containerd_binaries[0]
 
     @property
     def toolkit_dropin_dir(self) -> str | None:
@@ -84,14 +95,36 @@ class DistroProfile:
 
 
 _BASELINES = Path(__file__).parent / "data" / "baselines"
+
+
+def _units_command(units: tuple[str, ...]) -> str:
+    """The restart command as a plan shows it when the agent picks the unit on the node."""
+    return f"systemctl restart <the active one of {', '.join(units)}>"
+
+
+# k0s: the service is named "k0s" + role: `k0s install worker` makes k0sworker, `k0s
+# install controller` (also with --enable-worker, which then runs the node's containerd)
+# k0scontroller (k0sproject/k0s pkg/install/service.go `GetServiceConfig`, read at commit
+# 008c5a48).
+_K0S_UNITS = ("k0sworker", "k0scontroller")
+# Units: a GPU worker runs the agent unit, a server that also schedules pods the server
+# unit (rancher/rke2 bundle/lib/systemd/system/rke2-agent.service and rke2-server.service
+# @v1.31.6+rke2r1; k3s install.sh @v1.31.6+k3s1 names the unit `k3s-agent` for agents and
+# `k3s` for servers). The agent restarts whichever is active on the node.
+# Binaries: RKE2 extracts its runtime image into data/<digest>/bin and points the
+# symbolic link bin/ at it (rancher/rke2 pkg/bootstrap/bootstrap.go, `Stage` and
+# `symlinkBinDir`, read at commit 03106fb2); K3s extracts into data/<digest>/bin and links
+# data/current to it (k3s-io/k3s cmd/k3s/main.go @v1.31.6+k3s1).
 _RANCHER = {
-    Distro.RKE2: ("RKE2", "/var/lib/rancher/rke2", "rke2-server"),
-    Distro.K3S: ("K3s", "/var/lib/rancher/k3s", "k3s"),
+    Distro.RKE2: ("RKE2", "/var/lib/rancher/rke2", ("rke2-agent", "rke2-server"),
+                  ("bin/containerd",)),
+    Distro.K3S: ("K3s", "/var/lib/rancher/k3s", ("k3s-agent", "k3s"),
+                 ("data/current/bin/containerd",)),
 }
 
 
 def _rancher(name: Distro) -> DistroProfile:
-    title, data, unit = _RANCHER[name]
+    title, data, units, binaries = _RANCHER[name]
     etc = f"{data}/agent/etc/containerd"
     return DistroProfile(
         name=name,
@@ -99,8 +132,9 @@ def _rancher(name: Distro) -> DistroProfile:
         config_path=f"{etc}/config.toml",
         edit_mode=EditMode.TEMPLATE,
         socket="/run/k3s/containerd/containerd.sock",
-        containerd_binary=f"{data}/data/current/bin/containerd",
-        restart_command=f"systemctl restart {unit}",
+        containerd_binaries=tuple(f"{data}/{b}" for b in binaries),
+        restart_command=_units_command(units),
+        restart_units=units,
         template_path=f"{etc}/config.toml.tmpl",
         template_v3_path=f"{etc}/config-v3.toml.tmpl",
         rendered_by_distro=True,
@@ -116,7 +150,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         config_path="/etc/containerd/config.toml",
         edit_mode=EditMode.DROP_IN,
         socket="/run/containerd/containerd.sock",
-        containerd_binary="/usr/bin/containerd",
+        containerd_binaries=("/usr/bin/containerd",),
         restart_command="systemctl restart containerd",
         dropin_dir="/etc/containerd/conf.d",
     ),
@@ -126,7 +160,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         config_path="/etc/containerd/config.toml",
         edit_mode=EditMode.DROP_IN,
         socket="/run/containerd/containerd.sock",
-        containerd_binary="/snap/k8s/current/bin/containerd",
+        containerd_binaries=("/snap/k8s/current/bin/containerd",),
         restart_command="snap restart k8s.containerd",
         dropin_dir="/etc/containerd/conf.d",
     ),
@@ -138,7 +172,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         config_path="/var/snap/microk8s/current/args/containerd.toml",
         edit_mode=EditMode.TEMPLATE,
         socket="/var/snap/microk8s/common/run/containerd.sock",
-        containerd_binary="/snap/microk8s/current/bin/containerd",
+        containerd_binaries=("/snap/microk8s/current/bin/containerd",),
         restart_command="snap restart microk8s",
         template_path="/var/snap/microk8s/current/args/containerd-template.toml",
         rendered_by_distro=True,
@@ -150,8 +184,9 @@ PROFILES: dict[Distro, DistroProfile] = {
         config_path="/etc/k0s/containerd.toml",
         edit_mode=EditMode.DROP_IN,
         socket="/run/k0s/containerd.sock",
-        containerd_binary="/var/lib/k0s/bin/containerd",
-        restart_command="systemctl restart k0sworker",
+        containerd_binaries=("/var/lib/k0s/bin/containerd",),
+        restart_command=_units_command(_K0S_UNITS),
+        restart_units=_K0S_UNITS,
         dropin_dir="/etc/k0s/containerd.d",
     ),
 }

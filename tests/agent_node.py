@@ -173,12 +173,19 @@ class SandboxNode:
 
     # -- the agent -----------------------------------------------------------------
 
-    def args(self, *extra: str, containerd: str | None = None) -> list[str]:
-        return ["--root", str(self.root), "--containerd", containerd or self.containerd,
-                "--ctr", str(oracle.binary(self.line, "ctr")),
-                "--address", str(self.workdir / "c.sock"),
-                "--restart-cmd", f"sh {self.restart_script}",
-                "--ready-timeout", "20", "--lock-timeout", "60", *extra]
+    def args(self, *extra: str, containerd: str | None = None,
+             restart_cmd: bool = True) -> list[str]:
+        """The agent's options for this sandbox. containerd="" leaves --containerd out (the
+        agent looks where the plan says); restart_cmd=False leaves --restart-cmd out (the
+        agent restarts the plan's unit through whatever `systemctl` is on PATH)."""
+        out = ["--root", str(self.root)]
+        if containerd != "":
+            out += ["--containerd", containerd or self.containerd]
+        out += ["--ctr", str(oracle.binary(self.line, "ctr")),
+                "--address", str(self.workdir / "c.sock")]
+        if restart_cmd:
+            out += ["--restart-cmd", f"sh {self.restart_script}"]
+        return [*out, "--ready-timeout", "20", "--lock-timeout", "60", *extra]
 
     def command(self, mode: str, *extra: str, shell: str = DASH, **kw: Any) -> list[str]:
         shells = {"busybox": [BUSYBOX or "busybox", "sh"], "bash": ["bash", "--posix"]}

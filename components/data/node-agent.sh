@@ -23,9 +23,18 @@
 # the plan assumed, and a file gpuplane manages must still be as gpuplane wrote it (FM05).
 # Otherwise applying would replace settings the plan never saw, so it refuses.
 #
-# Exit codes: 0 done; 1 failed and the node was restored; 2 refused before changing
-# anything (bad plan, wrong node, broken current config, a file the plan was not made
-# from); 3 failed and the node could not be fully restored (a person has to look).
+# Crash consistency: before anything on the node changes, a journal (the node files the
+# run may touch and a snapshot of gpuplane's own state) is written, flushed and renamed
+# into place, and the originals a later restore needs are kept; a run killed at any point
+# is undone by the next run of either mode (gp_recover). Restart and readiness commands
+# run with time limits. GPUPLANE_AGENT_FAILPOINT=MODE:STEP (tests only) kills the agent
+# with SIGKILL at that step boundary (gp_step).
+#
+# Exit codes: 0 done; 1 refused or failed with the node unchanged ("nothing was changed":
+# e.g. gpuplane's state dir full or read-only) or rolled back to what it was; 2 refused
+# before any change (bad plan, wrong node, broken current config, foreign or changed files,
+# a file the plan was not made from); 3 the node could not be put back and a person has to
+# look: the message names each file, what it holds and what it held before.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
@@ -45,6 +54,8 @@ modes: apply | status | restore | help
   --ready-cmd CMD       command that succeeds once the CRI serves (default: crictl info,
                         else the cri plugin's status in `ctr plugins ls`)
   --ready-timeout SEC   how long to wait for the CRI after a restart (default 120)
+  --restart-timeout SEC how long the restart command may run before it is stopped and
+                        the run rolled back (default 180)
   --lock-timeout SEC    how long to wait for another run of the agent (default 600)
   --plan-id ID          restore only if ID is the plan applied last (replacement-safe delete)
 EOF_USAGE
@@ -89,6 +100,11 @@ gp_fail() {
 }
 
 gp_finish_fail() {
+	if [ "$GP_ROLLBACK_OK" = 1 ] && [ "${GP_NODE_TOUCHED:-0}" != 1 ]; then
+		gp_say "nothing was changed on the node"
+		gp_json_result false "$1; nothing was changed" true
+		exit 1
+	fi
 	if [ "$GP_ROLLBACK_OK" = 1 ]; then
 		gp_say "the node was restored to its previous files${GP_ROLLBACK_NOTE}"
 		gp_json_result false "$1" true
@@ -112,6 +128,7 @@ gp_begin() {
 	GP_OPT_RESTART=
 	GP_OPT_READY=
 	GP_READY_TIMEOUT=120
+	GP_RESTART_TIMEOUT=180
 	GP_LOCK_TIMEOUT=600
 	GP_OPT_PLAN_ID=
 	while [ $# -gt 0 ]; do
@@ -144,6 +161,7 @@ gp_begin() {
 		--restart-cmd) GP_OPT_RESTART=$gp_val ;;
 		--ready-cmd) GP_OPT_READY=$gp_val ;;
 		--ready-timeout) GP_READY_TIMEOUT=$gp_val ;;
+		--restart-timeout) GP_RESTART_TIMEOUT=$gp_val ;;
 		--lock-timeout) GP_LOCK_TIMEOUT=$gp_val ;;
 		--plan-id) GP_OPT_PLAN_ID=$gp_val ;;
 		*)
@@ -153,7 +171,7 @@ gp_begin() {
 			;;
 		esac
 	done
-	for gp_n in "$GP_READY_TIMEOUT" "$GP_LOCK_TIMEOUT"; do
+	for gp_n in "$GP_READY_TIMEOUT" "$GP_LOCK_TIMEOUT" "$GP_RESTART_TIMEOUT"; do
 		case $gp_n in
 		'' | *[!0-9]*)
 			gp_say "timeouts are whole seconds, got '$gp_n'"
@@ -183,6 +201,7 @@ gp_begin() {
 	GP_LOCK=$GP_STATE/lock
 	GP_LOCKED=0
 	GP_TXN_OPEN=0
+	GP_NODE_TOUCHED=0
 	GP_RESTARTED=0
 	GP_ROLLBACK_OK=1
 	GP_ROLLBACK_NOTE=
@@ -190,7 +209,7 @@ gp_begin() {
 	GP_HAVE_PLAN=0
 	GP_NFILES=0
 	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
-	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION=''
+	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS=''
 	gp_now_ms
 	GP_T0=$GP_MS
 	GP_T_RESTART=
@@ -200,8 +219,8 @@ gp_begin() {
 	trap 'gp_on_signal TERM' TERM
 	trap 'gp_on_signal HUP' HUP
 	GP_STAGE=$(mktemp -d "${TMPDIR:-/tmp}/gpuplane-agent.XXXXXX") || {
-		gp_say "cannot create a temporary directory in ${TMPDIR:-/tmp}"
-		exit 2
+		gp_say "cannot create a temporary directory in ${TMPDIR:-/tmp}; nothing was changed"
+		exit 1
 	}
 	: >"$GP_STAGE/files"
 	: >"$GP_STAGE/bases.plan"
@@ -222,8 +241,9 @@ gp_plan() {
 	config) P_CONFIG=$2 ;;
 	template) P_TEMPLATE=$2 ;;
 	socket) P_SOCKET=$2 ;;
-	containerd) P_CONTAINERD=$2 ;;
+	containerd) P_CONTAINERD=$P_CONTAINERD$2$GP_NL ;;
 	restart) P_RESTART=$2 ;;
+	unit) P_UNITS=$P_UNITS$2$GP_NL ;;
 	edit) P_EDITS=$P_EDITS$2$GP_NL ;;
 	runtime) P_RUNTIMES=$P_RUNTIMES$2$GP_NL ;;
 	default) P_DEFAULT=$2 ;;
@@ -435,9 +455,12 @@ END {
 
 # gp_dump CONFIG(node path) NAME: dump into $GP_STAGE/NAME.{toml,err,facts,sha}.
 # Runs from the root as systemd does (1.6 resolves relative glob imports against it).
-gp_dump() {
+gp_dump() { gp_dump_host "$GP_ROOT$1" "$2"; }
+
+# gp_dump_host FILE NAME: gp_dump of a file given by its path on this machine.
+gp_dump_host() {
 	gp_d_out=$GP_STAGE/$2
-	if ! (cd "${GP_ROOT:-/}" && exec "$GP_CONTAINERD" --config "$GP_ROOT$1" config dump) \
+	if ! (cd "${GP_ROOT:-/}" && exec "$GP_CONTAINERD" --config "$1" config dump) \
 		>"$gp_d_out.toml" 2>"$gp_d_out.err" </dev/null; then
 		GP_DUMP_ERR=$(grep -v '^time=' "$gp_d_out.err" | tail -n 3 | tr '\n' ' ')
 		[ -n "$GP_DUMP_ERR" ] || GP_DUMP_ERR=$(tail -n 3 "$gp_d_out.err" | tr '\n' ' ')
@@ -515,6 +538,51 @@ gp_preview_done() {
 	GP_PREVIEW_TMP=
 }
 
+# ---------------------------------------------------------------------------------------
+# The top-level config's data. The NVIDIA toolkit rewrites the file it is given as
+# CONTAINERD_CONFIG (the top-level config, or a template distro's template) on every run:
+# comments and key order go, the TOML data stays (../shared/reference/toolkit.md). Bytes
+# then differ from what gpuplane wrote although nothing changed; the node has no TOML
+# parser, so its own containerd compares: both files, side by side in the same directory
+# (same imports, same relative paths), must `config dump` to the same settings (the
+# `imports` line, which names the file itself, left out).
+
+gp_top_path() { printf '%s\n' "${P_TEMPLATE:-$P_CONFIG}"; }
+
+# gp_data_equal NODEPATH REF: does NODEPATH hold the same TOML data as the file REF? Each
+# is dumped alone (its `imports` set aside: what they import would mask the file's own
+# settings, e.g. a 1.x drop-in replacing the whole CRI table) and the `imports` values
+# are compared as written (spaces and quote style aside).
+gp_data_equal() {
+	[ "$1" = "$(gp_top_path)" ] || return 1
+	[ -f "$GP_ROOT$1" ] && [ -f "$2" ] && [ -n "${GP_CONTAINERD:-}" ] || return 1
+	gp_toml_split "$GP_ROOT$1" "$GP_STAGE/de_node" && gp_toml_split "$2" "$GP_STAGE/de_ref" &&
+		[ "$(cat "$GP_STAGE/de_node.imports")" = "$(cat "$GP_STAGE/de_ref.imports")" ] &&
+		gp_dump_host "$GP_STAGE/de_node.toml" de_node_dump &&
+		gp_dump_host "$GP_STAGE/de_ref.toml" de_ref_dump &&
+		[ "$(cat "$GP_STAGE/de_node_dump.sha")" = "$(cat "$GP_STAGE/de_ref_dump.sha")" ]
+}
+
+# gp_toml_split FILE OUT: OUT.toml is FILE without its top-level `imports` (one line or a
+# multi-line array), OUT.imports that value with blanks and quote style normalised.
+gp_toml_split() {
+	awk -v imp="$2.imports" '
+		BEGIN { top = 1; printf "" > imp }
+		!arr && /^[ \t]*\[/ { top = 0 }
+		top && !arr && /^[ \t]*imports[ \t]*=/ { arr = 1 }
+		arr {
+			v = $0; sub(/^[ \t]*imports[ \t]*=/, "", v); gsub(/[ \t]/, "", v); gsub(/\047/, "\"", v)
+			printf "%s", v > imp
+			if ($0 ~ /\]/) arr = 0
+			next
+		}
+		{ print }' "$1" >"$2.toml"
+}
+
+# gp_wrote_copy NODEPATH: where the bytes gpuplane last wrote to the top-level config are
+# kept (only that file: the one the toolkit rewrites).
+gp_wrote_copy() { printf '%s\n' "$GP_STATE/wrote"; }
+
 gp_containerd_version() {
 	"$GP_CONTAINERD" --version </dev/null 2>/dev/null | awk '{
 		for (i = 1; i <= NF; i++) if ($i ~ /^v?[0-9]+\.[0-9]+/) {
@@ -527,12 +595,21 @@ gp_containerd_version() {
 # Restart and readiness
 
 gp_restart() {
+	if [ -z "$GP_RESTART" ]; then
+		GP_RESTART_ERR="no restart command (the plan has none; pass --restart-cmd)"
+		return 1
+	fi
 	gp_say "restarting containerd: $GP_RESTART"
 	gp_now_ms
 	gp_rs_t0=$GP_MS
 	GP_RESTARTED=1
-	if ! sh -c "$GP_RESTART" </dev/null >"$GP_STAGE/restart.out" 2>&1; then
-		GP_RESTART_ERR="'$GP_RESTART' failed: $(tail -n 3 "$GP_STAGE/restart.out" | tr '\n' ' ')"
+	GP_NODE_TOUCHED=1
+	if ! gp_run_bounded "$GP_RESTART_TIMEOUT" "$GP_STAGE/restart.out" "$GP_RESTART"; then
+		if [ "$GP_BOUNDED_HUNG" = 1 ]; then
+			GP_RESTART_ERR="the restart command '$GP_RESTART' hung: it did not finish within ${GP_RESTART_TIMEOUT}s (--restart-timeout) and was stopped"
+		else
+			GP_RESTART_ERR="'$GP_RESTART' failed: $(tail -n 3 "$GP_STAGE/restart.out" | tr '\n' ' ')"
+		fi
 		return 1
 	fi
 	gp_now_ms
@@ -546,10 +623,87 @@ gp_restart() {
 	return 0
 }
 
+# gp_run_bounded SECONDS OUT COMMAND: run COMMAND (sh -c, output to OUT) for at most
+# SECONDS; past that it and its children are stopped (TERM, then KILL) and
+# GP_BOUNDED_HUNG=1. A hung `systemctl restart` must not hold the node's lock, and
+# `pulumi up`, forever.
+gp_run_bounded() {
+	GP_BOUNDED_HUNG=0
+	gp_rb_polls=0
+	rm -f "$2.pid" "$2.rc"
+	(
+		sh -c 'echo $$ >"$1"; exec sh -c "$2"' gp-bounded "$2.pid" "$3" </dev/null >"$2" 2>&1
+		echo $? >"$2.rc"
+	) &
+	gp_rb_sub=$!
+	gp_now_ms
+	gp_rb_end=$((GP_MS + $1 * 1000))
+	while [ ! -f "$2.rc" ]; do
+		gp_now_ms
+		if [ "$GP_MS" -ge "$gp_rb_end" ]; then
+			GP_BOUNDED_HUNG=1
+			gp_rb_pid=$(cat "$2.pid" 2>/dev/null)
+			if [ -n "$gp_rb_pid" ]; then
+				gp_kill_tree TERM "$gp_rb_pid"
+				sleep 1
+				gp_kill_tree KILL "$gp_rb_pid"
+			fi
+			wait "$gp_rb_sub" 2>/dev/null
+			return 124
+		fi
+		# poll finely while a quick command is likely to finish, then every 0.1 s
+		gp_rb_polls=$((${gp_rb_polls:-0} + 1))
+		if [ "$gp_rb_polls" -le 25 ]; then sleep 0.02 2>/dev/null || sleep 1; else gp_sleep; fi
+	done
+	gp_rb_polls=0
+	wait "$gp_rb_sub" 2>/dev/null
+	return "$(cat "$2.rc")"
+}
+
+# gp_kill_tree SIGNAL PID: signal PID and its descendants (found from /proc/*/stat; a
+# process that exits meanwhile is no error).
+gp_kill_tree() {
+	gp_kt_sig=$1
+	gp_kt_todo=$2
+	gp_kt_all=
+	gp_kt_depth=0
+	while [ -n "$gp_kt_todo" ] && [ "$gp_kt_depth" -lt 16 ]; do
+		gp_kt_next=
+		for gp_kt_parent in $gp_kt_todo; do
+			gp_kt_all="$gp_kt_all $gp_kt_parent"
+			gp_kt_next="$gp_kt_next $(gp_children "$gp_kt_parent")"
+		done
+		# shellcheck disable=SC2086
+		gp_kt_todo=$(echo $gp_kt_next)
+		gp_kt_depth=$((gp_kt_depth + 1))
+	done
+	for gp_kt in $gp_kt_all; do
+		kill -s "$gp_kt_sig" "$gp_kt" 2>/dev/null
+	done
+	:
+}
+
+gp_children() { # PID: the pids whose parent it is
+	gp_ch_of=$1
+	for gp_ch in /proc/[0-9]*/stat; do
+		{ read -r gp_ch_line <"$gp_ch"; } 2>/dev/null || continue
+		gp_ch_rest=${gp_ch_line##*) }
+		# shellcheck disable=SC2086
+		set -- $gp_ch_rest
+		[ "${2:-}" = "$gp_ch_of" ] || continue
+		gp_ch=${gp_ch#/proc/}
+		printf '%s\n' "${gp_ch%/stat}"
+	done
+}
+
 gp_ready_once() {
 	if [ -n "$GP_OPT_READY" ]; then
-		sh -c "$GP_OPT_READY" </dev/null >"$GP_STAGE/ready.out" 2>&1 && return 0
-		GP_READY_ERR="'$GP_OPT_READY' failed: $(tail -n 2 "$GP_STAGE/ready.out" | tr '\n' ' ')"
+		gp_run_bounded "$GP_READY_TIMEOUT" "$GP_STAGE/ready.out" "$GP_OPT_READY" && return 0
+		if [ "$GP_BOUNDED_HUNG" = 1 ]; then
+			GP_READY_ERR="the readiness command '$GP_OPT_READY' hung and was stopped"
+		else
+			GP_READY_ERR="'$GP_OPT_READY' failed: $(tail -n 2 "$GP_STAGE/ready.out" | tr '\n' ' ')"
+		fi
 		return 1
 	fi
 	gp_sock=${GP_OPT_ADDRESS:-$GP_ROOT$P_SOCKET}
@@ -615,8 +769,9 @@ gp_owner_alive() {
 
 gp_lock() {
 	if ! mkdir -p "$GP_STATE" || ! chmod 700 "$GP_STATE"; then
-		gp_say "cannot create $GP_STATE"
-		exit 2
+		gp_say "cannot create $GP_STATE (read-only or failing disk?); nothing was changed"
+		gp_json_result false "cannot create $GP_STATE; nothing was changed" ""
+		exit 1
 	fi
 	GP_ME="$$:$(gp_starttime $$)"
 	gp_now_ms
@@ -627,7 +782,18 @@ gp_lock() {
 			GP_LOCKED=1
 			return 0
 		fi
-		gp_lk_owner=$(readlink "$GP_LOCK" 2>/dev/null) || continue
+		if ! gp_lk_owner=$(readlink "$GP_LOCK" 2>/dev/null); then
+			if [ -e "$GP_LOCK" ]; then
+				gp_fail 2 "refused: $GP_LOCK exists but is not a gpuplane lock (gpuplane's lock is a symbolic link naming its owner); if no gpuplane agent runs on this node, remove it; nothing changed"
+			fi
+			# Gone between the two calls (its owner finished): try again, a bounded number
+			# of times: a lock that cannot be made at all is a full or read-only disk.
+			gp_lk_miss=$((${gp_lk_miss:-0} + 1))
+			if [ "$gp_lk_miss" -gt 50 ]; then
+				gp_fail 1 "cannot create the lock $GP_LOCK (full or read-only disk?); nothing was changed"
+			fi
+			continue
+		fi
 		if ! gp_owner_alive "$gp_lk_owner"; then
 			# Break it under a second lock, re-checking the owner: two waiters must not
 			# both break, the second removing the first one's fresh lock.
@@ -664,7 +830,9 @@ gp_unlock() {
 }
 
 # ---------------------------------------------------------------------------------------
-# Files: byte-exact backups and atomic replacement
+# Files: byte-exact backups and atomic replacement. Every write goes through a temp file
+# and a rename, and a failed write removes its temp file: a full or read-only disk leaves
+# nothing behind.
 
 # gp_save NODEPATH DIR: keep the file's bytes, mode and owner under DIR, or record that it
 # did not exist.
@@ -673,10 +841,11 @@ gp_save() {
 	mkdir -p "$(dirname "$gp_sv_dst")" || return 1
 	rm -f "$gp_sv_dst" "$gp_sv_dst.gpuplane-absent"
 	if [ -e "$GP_ROOT$1" ]; then
-		cp -p "$GP_ROOT$1" "$gp_sv_dst"
-	else
-		: >"$gp_sv_dst.gpuplane-absent"
+		cp -p "$GP_ROOT$1" "$gp_sv_dst" && return 0
+		rm -f "$gp_sv_dst"
+		return 1
 	fi
+	: >"$gp_sv_dst.gpuplane-absent"
 }
 
 # gp_saved_sha NODEPATH DIR: sha of a saved copy ("-" when it recorded absence).
@@ -692,25 +861,33 @@ gp_put() {
 	gp_pt_tmp=$(dirname "$gp_pt_dst")/.$(basename "$gp_pt_dst").gpuplane-tmp
 	rm -f "$gp_pt_tmp"
 	if [ "${3:-}" = keep ]; then
-		cp -p "$1" "$gp_pt_tmp" || return 1
+		cp -p "$1" "$gp_pt_tmp"
 	elif [ -e "$gp_pt_dst" ]; then
-		cp -p "$gp_pt_dst" "$gp_pt_tmp" && cat "$1" >"$gp_pt_tmp" || return 1
+		cp -p "$gp_pt_dst" "$gp_pt_tmp" && cat "$1" >"$gp_pt_tmp"
 	else
-		cat "$1" >"$gp_pt_tmp" && chmod 644 "$gp_pt_tmp" || return 1
-	fi
-	mv -f "$gp_pt_tmp" "$gp_pt_dst"
+		cat "$1" >"$gp_pt_tmp" && chmod 644 "$gp_pt_tmp"
+	fi && mv -f "$gp_pt_tmp" "$gp_pt_dst" && return 0
+	rm -f "$gp_pt_tmp" 2>/dev/null
+	return 1
 }
 
-# gp_put_saved NODEPATH DIR: bring back what gp_save kept.
+# gp_put_saved NODEPATH DIR: bring back what gp_save kept; a file that already holds it is
+# left alone (so that undoing a run that never reached a file needs no disk space), and a
+# parent directory a restore removed is made again.
 gp_put_saved() {
 	if [ -e "$2$1.gpuplane-absent" ]; then
+		[ -e "$GP_ROOT$1" ] || [ -L "$GP_ROOT$1" ] || return 0
 		rm -f "$GP_ROOT$1"
-	else
-		gp_put "$2$1" "$1" keep
+		return
 	fi
+	[ -f "$GP_ROOT$1" ] && [ ! -L "$GP_ROOT$1" ] &&
+		[ "$(gp_sha "$2$1")" = "$(gp_sha "$GP_ROOT$1")" ] && return 0
+	[ -d "$(dirname "$GP_ROOT$1")" ] || mkdir -p "$(dirname "$GP_ROOT$1")" || return 1
+	gp_put "$2$1" "$1" keep
 }
 
-# gp_mkparents NODEPATH LIST: create missing parent directories, recording each in LIST.
+# gp_mkparents NODEPATH LIST: create missing parent directories, recording each in LIST
+# before it is made (a journal entry must precede the change it undoes).
 gp_mkparents() {
 	gp_mp_dir=$(dirname "$1")
 	gp_mp_new=
@@ -722,8 +899,8 @@ gp_mkparents() {
 	IFS=$GP_NL
 	for gp_mp_d in $gp_mp_new; do
 		IFS=$gp_mp_ifs
+		{ cat "$2" 2>/dev/null && printf '%s\n' "$gp_mp_d"; } | gp_write_atomic "$2" || return 1
 		mkdir "$GP_ROOT$gp_mp_d" && chmod 755 "$GP_ROOT$gp_mp_d" || return 1
-		printf '%s\n' "$gp_mp_d" >>"$2"
 	done
 	IFS=$gp_mp_ifs
 	return 0
@@ -738,37 +915,133 @@ gp_rmdirs() {
 	return 0
 }
 
-gp_write_atomic() { # FILE: replace FILE with stdin
-	cat >"$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"
+# gp_write_atomic FILE: replace FILE with stdin (temp file, fsync, rename); nothing is
+# left behind when it fails.
+gp_write_atomic() {
+	if cat >"$1.tmp.$$" && gp_fsync "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; then
+		return 0
+	fi
+	rm -f "$1.tmp.$$" 2>/dev/null
+	return 1
 }
+
+# gp_fsync FILE...: flush the files (coreutils >= 8.24 `sync FILE`; busybox, older: all).
+gp_fsync() { sync "$@" 2>/dev/null || sync; }
 
 gp_sync() { sync; }
 
-# ---------------------------------------------------------------------------------------
-# The transaction journal: backup/txn holds every touched file as it was before this run
-# (and the phase reached). Its presence means "a run may have left the node half-changed".
+# gp_step NAME: a step boundary. Test-only failpoint: with GPUPLANE_AGENT_FAILPOINT=NAME
+# the agent dies here by SIGKILL, as a power cut or the OOM killer would stop it;
+# GPUPLANE_AGENT_STEPS=FILE lists the boundaries a run passes (the crash matrix).
+gp_step() {
+	[ -n "${GPUPLANE_AGENT_STEPS:-}" ] && printf '%s %s\n' "$GP_MODE" "$1" >>"$GPUPLANE_AGENT_STEPS"
+	if [ "${GPUPLANE_AGENT_FAILPOINT:-}" = "$GP_MODE:$1" ]; then
+		kill -9 $$
+		sleep 5
+	fi
+	:
+}
 
-# gp_txn_begin LIST: LIST holds node paths, one per line.
+# ---------------------------------------------------------------------------------------
+# The transaction journal (write-ahead). backup/txn holds, before anything changes, every
+# node file the run may touch as it was, a snapshot of gpuplane's own state (state,
+# manifest, bases, wrote) and the phase reached; dirs lists the directories the run made.
+# It is built in txn.new, flushed, and renamed into place: its presence means "a run may
+# have left the node half-changed", and undoing it puts node and state back as they were.
+
+GP_STATE_FILES='state manifest bases wrote'
+
+# gp_txn_begin MODE LIST: LIST holds node paths, one per line.
 gp_txn_begin() {
-	rm -rf "$GP_TXN.new"
-	mkdir -p "$GP_TXN.new/files" || return 1
+	rm -rf "$GP_TXN.new" "$GP_TXN.done"
+	if gp_txn_build "$@" && mv "$GP_TXN.new" "$GP_TXN" && gp_fsync "$GP_STATE/backup"; then
+		GP_TXN_OPEN=1
+		return 0
+	fi
+	rm -rf "$GP_TXN.new" 2>/dev/null
+	return 1
+}
+
+gp_txn_build() {
+	mkdir -p "$GP_TXN.new/files" "$GP_TXN.new/state" || return 1
 	while IFS= read -r gp_tb; do
 		[ -n "$gp_tb" ] || continue
 		gp_save "$gp_tb" "$GP_TXN.new/files" || return 1
-		printf '%s\n' "$gp_tb" >>"$GP_TXN.new/list"
-	done <"$1"
-	: >"$GP_TXN.new/dirs"
-	echo write >"$GP_TXN.new/phase"
-	gp_sync
-	mv "$GP_TXN.new" "$GP_TXN" || return 1
-	GP_TXN_OPEN=1
+		printf '%s\n' "$gp_tb" >>"$GP_TXN.new/list" || return 1
+	done <"$2"
+	: >>"$GP_TXN.new/list" || return 1
+	# State files are only ever replaced by a rename: a hard link is a snapshot (and needs
+	# no disk space); a copy where links are not possible.
+	for gp_tb in $GP_STATE_FILES; do
+		if [ -e "$GP_STATE/$gp_tb" ]; then
+			ln "$GP_STATE/$gp_tb" "$GP_TXN.new/state/$gp_tb" 2>/dev/null ||
+				cp -p "$GP_STATE/$gp_tb" "$GP_TXN.new/state/$gp_tb" || return 1
+		else
+			: >"$GP_TXN.new/state/$gp_tb.gpuplane-absent" || return 1
+		fi
+	done
+	: >"$GP_TXN.new/dirs" || return 1
+	# the restart command of this run: a recovery may have no plan and no state to take
+	# it from (a first apply killed after its restart)
+	printf '%s\n' "$GP_RESTART" >"$GP_TXN.new/restart" || return 1
+	printf '%s\n' "$1" >"$GP_TXN.new/mode" && echo write >"$GP_TXN.new/phase" || return 1
+	sync
 }
 
 gp_txn_phase() { printf '%s\n' "$1" | gp_write_atomic "$GP_TXN/phase"; }
 
+# gp_txn_commit: the run's changes stand. The rename makes it one step; then the originals
+# and recorded bases no longer referenced are removed (never before: a journal undone
+# after a commit started needs them).
 gp_txn_commit() {
-	rm -rf "$GP_TXN"
+	rm -rf "$GP_TXN.done"
+	if [ -d "$GP_TXN" ]; then
+		mv "$GP_TXN" "$GP_TXN.done" || return 1
+		gp_fsync "$GP_STATE/backup"
+	fi
 	GP_TXN_OPEN=0
+	rm -rf "$GP_TXN.done"
+	gp_gc
+}
+
+# gp_gc: remove originals the manifest no longer lists and recorded bases no longer in
+# $GP_BASES (left by a commit, or by a run undone from its journal).
+gp_gc() {
+	[ -d "$GP_ORIG" ] && find "$GP_ORIG" -type f 2>/dev/null | while IFS= read -r gp_gc; do
+		gp_gc_path=${gp_gc#"$GP_ORIG"}
+		gp_gc_path=${gp_gc_path%.gpuplane-absent}
+		[ -f "$GP_MANIFEST" ] && awk -F '\t' -v p="$gp_gc_path" \
+			'$1 == "file" && $2 == p { f = 1 } END { exit !f }' "$GP_MANIFEST" && continue
+		rm -f "$gp_gc"
+	done
+	[ -d "$GP_BASEDIR" ] && find "$GP_BASEDIR" -type f 2>/dev/null | while IFS= read -r gp_gc; do
+		gp_gc_path=${gp_gc#"$GP_BASEDIR"}
+		gp_gc_path=${gp_gc_path%.gpuplane-absent}
+		[ -f "$GP_BASES" ] && awk -F '\t' -v p="$gp_gc_path" \
+			'$1 == "base" && $2 == p { f = 1 } END { exit !f }' "$GP_BASES" && continue
+		rm -f "$gp_gc"
+	done
+	:
+}
+
+# gp_state_back: put gpuplane's state files back as the journal saw them (link + rename:
+# no disk space needed, so this works on the full disk that made a run fail).
+gp_state_back() {
+	for gp_sb in $GP_STATE_FILES; do
+		if [ -e "$GP_TXN/state/$gp_sb.gpuplane-absent" ]; then
+			rm -rf "$GP_STATE/$gp_sb" || return 1
+		elif [ -e "$GP_TXN/state/$gp_sb" ]; then
+			[ -f "$GP_STATE/$gp_sb" ] &&
+				[ "$(gp_sha "$GP_STATE/$gp_sb")" = "$(gp_sha "$GP_TXN/state/$gp_sb")" ] && continue
+			rm -f "$GP_STATE/.$gp_sb.back"
+			{ ln "$GP_TXN/state/$gp_sb" "$GP_STATE/.$gp_sb.back" 2>/dev/null ||
+				cp -p "$GP_TXN/state/$gp_sb" "$GP_STATE/.$gp_sb.back"; } &&
+				mv -f "$GP_STATE/.$gp_sb.back" "$GP_STATE/$gp_sb" || {
+				rm -f "$GP_STATE/.$gp_sb.back"
+				return 1
+			}
+		fi
+	done
 }
 
 # Put every file of the journal back; restart again if containerd may have restarted.
@@ -781,44 +1054,66 @@ gp_rollback() {
 	gp_rb_phase=$(cat "$GP_TXN/phase" 2>/dev/null)
 	while IFS= read -r gp_rb; do
 		[ -n "$gp_rb" ] || continue
-		if ! gp_put_saved "$gp_rb" "$GP_TXN/files"; then
-			GP_ROLLBACK_OK=0
-			GP_ROLLBACK_ERR="could not put back $gp_rb"
-		fi
+		# a write a kill stopped between its temp file and the rename
+		rm -f "$(dirname "$GP_ROOT$gp_rb")/.$(basename "$gp_rb").gpuplane-tmp" 2>/dev/null
+		gp_put_saved "$gp_rb" "$GP_TXN/files" && continue
+		GP_ROLLBACK_OK=0
+		gp_rb_was=$(gp_word "$(gp_saved_sha "$gp_rb" "$GP_TXN/files")")
+		GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }could not put back $gp_rb (the node has $(gp_word "$(gp_sha "$GP_ROOT$gp_rb")"), before this run it was $gp_rb_was; that copy is kept at $GP_TXN/files$gp_rb)"
 	done <"$GP_TXN/list"
 	gp_rmdirs "$GP_TXN/dirs"
+	[ -n "$P_CONFIG" ] &&
+		rm -f "$GP_ROOT$(dirname "$P_CONFIG")/.$(basename "$P_CONFIG").gpuplane-preview" 2>/dev/null
+	if ! gp_state_back; then
+		GP_ROLLBACK_OK=0
+		GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }could not put back gpuplane's own state in $GP_STATE (copies in $GP_TXN/state)"
+	fi
 	gp_sync
 	if [ "$GP_RESTARTED" = 1 ] || [ "$gp_rb_phase" = restart ]; then
+		[ -z "$GP_OPT_RESTART" ] && [ -s "$GP_TXN/restart" ] && GP_RESTART=$(cat "$GP_TXN/restart")
 		gp_say "restarting containerd again on the restored files"
 		if gp_restart; then
 			GP_ROLLBACK_NOTE=", and containerd was restarted on them and serves"
 		else
 			GP_ROLLBACK_OK=0
-			GP_ROLLBACK_ERR="files restored, but containerd did not come back on them: $GP_RESTART_ERR"
+			GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }the files are restored, but containerd did not come back on them: $GP_RESTART_ERR"
 		fi
 	fi
 	if [ "$GP_ROLLBACK_OK" = 1 ]; then
-		rm -rf "$GP_TXN"
-		GP_TXN_OPEN=0
+		gp_txn_commit
 		# A first run that did not complete leaves nothing behind: the files are the
 		# originals again, so there is nothing to restore later.
-		[ -z "$S_ID" ] && gp_clean_state
+		[ -f "$GP_STATEFILE" ] || gp_clean_state
 	fi
 }
 
 # A journal left by a run that was killed: undo what it did before anything else.
 gp_recover() {
-	rm -rf "$GP_TXN.new"
-	[ -d "$GP_TXN" ] || return 0
-	gp_say "an earlier run stopped half-way (phase $(cat "$GP_TXN/phase" 2>/dev/null)): restoring the files it had changed"
-	GP_TXN_OPEN=1
-	gp_rollback
-	if [ "$GP_ROLLBACK_OK" != 1 ]; then
-		gp_say "RESTORE INCOMPLETE: $GP_ROLLBACK_ERR; backups are in $GP_TXN"
-		gp_json_result false "recovery of an interrupted run failed: $GP_ROLLBACK_ERR" false
-		exit 3
+	rm -rf "$GP_TXN.new" "$GP_TXN.done"
+	# temp files of writes a kill interrupted (gp_write_atomic, gp_state_back)
+	for gp_rc_tmp in "$GP_STATE"/*.tmp.* "$GP_STATE"/.*.back; do
+		[ -f "$gp_rc_tmp" ] && rm -f "$gp_rc_tmp"
+	done
+	if [ -d "$GP_TXN" ]; then
+		gp_say "an earlier $(cat "$GP_TXN/mode" 2>/dev/null || echo apply) stopped half-way (phase $(cat "$GP_TXN/phase" 2>/dev/null)): restoring the files it had changed"
+		GP_TXN_OPEN=1
+		gp_rollback
+		if [ "$GP_ROLLBACK_OK" != 1 ]; then
+			gp_say "RESTORE INCOMPLETE: $GP_ROLLBACK_ERR; backups are in $GP_TXN"
+			gp_json_result false "recovery of an interrupted run failed: $GP_ROLLBACK_ERR" false
+			exit 3
+		fi
+		GP_RESTARTED=0
+		gp_state_reset
+		gp_load_state
 	fi
-	GP_RESTARTED=0
+	# No state but leftovers: a restore that stopped while forgetting its state (it
+	# removes the state file first), or a first apply undone: nothing is managed.
+	if [ ! -f "$GP_STATEFILE" ]; then
+		gp_clean_state
+	else
+		gp_gc
+	fi
 }
 
 # ---------------------------------------------------------------------------------------
@@ -864,8 +1159,12 @@ gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
 	printf 'agent_version=%s\nid=%s\ndistro=%s\ncontainerd_version=%s\nconfig=%s\n' \
 		"$GP_AGENT_VERSION" "$P_ID" "$P_DISTRO" "$P_VERSION" "$P_CONFIG"
 	printf 'template=%s\nsocket=%s\ncontainerd=%s\nrestart=%s\ndefault=%s\nnvidia=%s\n' \
-		"$P_TEMPLATE" "$P_SOCKET" "$P_CONTAINERD" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
+		"$P_TEMPLATE" "$P_SOCKET" "${P_CONTAINERD%%"$GP_NL"*}" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
 	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
+}
+
+gp_manifest_sha() { # NODEPATH: the sha256 gpuplane wrote to it, as the manifest records
+	[ -f "$GP_MANIFEST" ] && awk -F '\t' -v p="$1" '$1 == "file" && $2 == p { print $3; exit }' "$GP_MANIFEST"
 }
 
 gp_manifest_files() { [ -f "$GP_MANIFEST" ] && awk -F '\t' '$1 == "file" { print $2 }' "$GP_MANIFEST"; }
@@ -920,7 +1219,7 @@ gp_detect() {
 gp_kubelet_endpoints() {
 	grep -l -e '--container-runtime-endpoint' "$GP_ROOT"/proc/[0-9]*/cmdline 2>/dev/null |
 		while IFS= read -r gp_ke; do
-			tr '\000' '\n' <"$gp_ke" 2>/dev/null | awk -v src="$gp_ke" '
+			{ tr '\000' '\n' <"$gp_ke"; } 2>/dev/null | awk -v src="$gp_ke" '
 				NR == 1 { n = split($0, a, "/"); exe = a[n]
 					if (exe !~ /kubelet|kubelite|^k3s|^rke2/) exit }
 				want { print src "\t" $0; want = 0; next }
@@ -1011,6 +1310,7 @@ gp_json_result() {
 		printf ', "changed": %s, "restarted": %s' "${GP_CHANGED:-false}" \
 			"$([ "$GP_RESTARTED" = 1 ] && echo true || echo false)"
 		printf ', "written": [%s]' "$(gp_json_list "$GP_STAGE/written" 2>/dev/null)"
+		[ -s "$GP_STAGE/kept" ] && printf ', "kept": [%s]' "$(gp_json_list "$GP_STAGE/kept")"
 		printf ', "plan_id": %s, "distro": %s, "config": %s' "$(gp_js "$P_ID")" \
 			"$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
 		if [ -n "${GP_FINAL:-}" ] && [ -f "$GP_STAGE/$GP_FINAL.facts" ]; then
@@ -1028,7 +1328,7 @@ gp_json_result() {
 # Common set-up for every mode that changes files
 
 gp_tools() {
-	for gp_tool in sha256sum awk sed cp mv mktemp readlink; do
+	for gp_tool in sha256sum awk sed cp mv mktemp readlink find ln; do
 		command -v "$gp_tool" >/dev/null 2>&1 || {
 			gp_say "'$gp_tool' is missing on this node; nothing changed"
 			exit 2
@@ -1036,19 +1336,122 @@ gp_tools() {
 	done
 }
 
-gp_select_restart() { GP_RESTART=${GP_OPT_RESTART:-${P_RESTART:-$S_RESTART}}; }
+# The restart command: --restart-cmd, else the plan's units (the one active on the node),
+# else the plan's command, else the one the state recorded (restore, recovery).
+gp_select_restart() {
+	GP_RESTART=$GP_OPT_RESTART
+	[ -n "$GP_RESTART" ] && return 0
+	if [ -n "$P_UNITS" ]; then
+		gp_detect_unit
+		return 0
+	fi
+	GP_RESTART=${P_RESTART:-$S_RESTART}
+}
+
+# gp_detect_unit: which of the plan's systemd units runs this node's containerd (RKE2
+# agent or server, K3s agent or server, k0s worker or controller). Exactly one must be
+# active: restarting a unit that is not running starts a second Kubernetes node process,
+# and with two active gpuplane cannot tell which one owns the containerd it configures.
+gp_detect_unit() {
+	gp_du_list=$(printf '%s' "$P_UNITS" | tr '\n' ' ' | sed 's/ $//')
+	if ! command -v systemctl >/dev/null 2>&1; then
+		gp_fail 2 "refused: $P_DISTRO restarts containerd through its systemd unit ($gp_du_list), but systemctl is not available on this node; pass --restart-cmd; nothing changed"
+	fi
+	gp_du_active=
+	gp_du_n=0
+	gp_du_ifs=$IFS
+	IFS=$GP_NL
+	for gp_du in $P_UNITS; do
+		IFS=$gp_du_ifs
+		[ -n "$gp_du" ] || continue
+		if systemctl is-active --quiet "$gp_du" </dev/null >/dev/null 2>&1; then
+			gp_du_active="$gp_du_active${gp_du_active:+ }$gp_du"
+			gp_du_n=$((gp_du_n + 1))
+		fi
+	done
+	IFS=$gp_du_ifs
+	case $gp_du_n in
+	1)
+		GP_RESTART="systemctl restart $gp_du_active"
+		P_RESTART=$GP_RESTART
+		gp_say "$gp_du_active is the active $P_DISTRO unit on this node: it is the one restarted"
+		;;
+	0) gp_fail 2 "refused: none of the $P_DISTRO units ($gp_du_list) is active on this node (systemctl is-active), so gpuplane cannot tell which one runs its containerd; start $P_DISTRO on this node or check \`gpuplane:cluster.distro\`; nothing changed" ;;
+	*) gp_fail 2 "refused: several $P_DISTRO units are active on this node ($gp_du_active); each runs its own containerd and gpuplane cannot tell which one the plan is for; stop the one this node should not run; nothing changed" ;;
+	esac
+}
+
+# gp_resolve NODEPATH: the node path NODEPATH leads to, following symbolic links in any
+# component inside the root (RKE2's bin/ is a link into data/<digest>/bin).
+gp_resolve() {
+	gp_rv_todo=${1#/}
+	gp_rv_done=
+	gp_rv_hops=0
+	while [ -n "$gp_rv_todo" ]; do
+		gp_rv_c=${gp_rv_todo%%/*}
+		case $gp_rv_todo in
+		*/*) gp_rv_todo=${gp_rv_todo#*/} ;;
+		*) gp_rv_todo= ;;
+		esac
+		case $gp_rv_c in
+		'' | .) continue ;;
+		..)
+			gp_rv_done=${gp_rv_done%/*}
+			continue
+			;;
+		esac
+		if [ -L "$GP_ROOT$gp_rv_done/$gp_rv_c" ]; then
+			gp_rv_hops=$((gp_rv_hops + 1))
+			[ "$gp_rv_hops" -le 40 ] || return 1
+			gp_rv_t=$(readlink "$GP_ROOT$gp_rv_done/$gp_rv_c") || return 1
+			case $gp_rv_t in /*) gp_rv_done= ;; esac
+			gp_rv_todo=${gp_rv_t#/}${gp_rv_todo:+/$gp_rv_todo}
+		else
+			gp_rv_done=$gp_rv_done/$gp_rv_c
+		fi
+	done
+	printf '%s\n' "${gp_rv_done:-/}"
+}
+
+# gp_find_containerd: GP_CONTAINERD, the binary that checks configs: --containerd, else
+# the first of the plan's places that holds an executable (links followed), else the one
+# on PATH. P_CONTAINERD becomes the place used (the state records it).
+gp_find_containerd() {
+	GP_CONTAINERD=$GP_OPT_CONTAINERD
+	if [ -n "$GP_CONTAINERD" ]; then
+		[ -x "$GP_CONTAINERD" ]
+		return
+	fi
+	gp_fc_ifs=$IFS
+	IFS=$GP_NL
+	for gp_fc in $P_CONTAINERD; do
+		IFS=$gp_fc_ifs
+		[ -n "$gp_fc" ] || continue
+		gp_fc_real=$(gp_resolve "$gp_fc") || continue
+		if [ -f "$GP_ROOT$gp_fc_real" ] && [ -x "$GP_ROOT$gp_fc_real" ]; then
+			GP_CONTAINERD=$GP_ROOT$gp_fc_real
+			P_CONTAINERD=$gp_fc
+			[ "$gp_fc_real" = "$gp_fc" ] || GP_CONTAINERD_NOTE="$gp_fc -> $gp_fc_real"
+			return 0
+		fi
+	done
+	IFS=$gp_fc_ifs
+	GP_CONTAINERD=$(command -v containerd 2>/dev/null)
+	if [ -n "$GP_CONTAINERD" ]; then
+		GP_CONTAINERD_NOTE="$(printf '%s' "$P_CONTAINERD" | tr '\n' ' ')not found, using $GP_CONTAINERD on PATH"
+		return 0
+	fi
+	return 1
+}
 
 gp_select_containerd() {
-	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
-	if [ -z "$GP_CONTAINERD" ] || [ ! -x "$GP_CONTAINERD" ]; then
-		gp_c=$(command -v containerd 2>/dev/null)
-		if [ -z "$GP_OPT_CONTAINERD" ] && [ -n "$gp_c" ]; then
-			gp_say "note: $P_CONTAINERD not found, using $gp_c to check the config"
-			GP_CONTAINERD=$gp_c
-		else
-			gp_fail 2 "refused: containerd binary '${GP_CONTAINERD}' not found: the merged config cannot be checked (pass --containerd); nothing changed"
-		fi
+	GP_CONTAINERD_NOTE=
+	if ! gp_find_containerd; then
+		gp_fc_list=$(printf '%s' "${GP_OPT_CONTAINERD:-$P_CONTAINERD}" | tr '\n' ' ' | sed 's/ $//')
+		gp_fail 2 "refused: no containerd binary at $gp_fc_list (nor on PATH): the merged config cannot be checked (pass --containerd); nothing changed"
 	fi
+	[ -n "$GP_CONTAINERD_NOTE" ] && gp_say "containerd: $GP_CONTAINERD_NOTE"
+	:
 }
 
 # Verify the staged payload: every file arrived whole.
@@ -1113,8 +1516,15 @@ gp_apply() {
 	: >"$GP_STAGE/touch"
 	: >"$GP_STAGE/written"
 	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
-		[ "$(gp_sha "$GP_ROOT$gp_ap_path")" = "$gp_ap_sha" ] ||
-			printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
+		[ "$(gp_sha "$GP_ROOT$gp_ap_path")" = "$gp_ap_sha" ] && continue
+		# gpuplane wrote this very file and another writer (the toolkit) only reformatted
+		# it: it is as planned, and rewriting it would only undo that writer's format.
+		if [ "$(gp_manifest_sha "$gp_ap_path")" = "$gp_ap_sha" ] &&
+			gp_data_equal "$gp_ap_path" "$gp_ap_file"; then
+			gp_say "$gp_ap_path was rewritten by another writer with the same TOML data as planned (the NVIDIA toolkit does this): left as it is"
+			continue
+		fi
+		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/touch"
 	done <"$GP_STAGE/files"
 	gp_manifest_files >"$GP_STAGE/managed" 2>/dev/null
 	: >"$GP_STAGE/dropped"
@@ -1133,8 +1543,11 @@ gp_apply() {
 		if ! gp_check before "$P_DEFAULT"; then
 			gp_fail 1 "the files are as planned, but the effective config does not keep the plan: $GP_CHECK_ERR; another writer may have changed the node (FM05)"
 		fi
-		[ -f "$GP_MANIFEST" ] && gp_commit_manifest
-		gp_commit_state "$gp_before_sha" "$gp_before_def"
+		if [ -f "$GP_MANIFEST" ] && ! gp_commit_manifest ||
+			! gp_commit_state "$gp_before_sha" "$gp_before_def"; then
+			gp_fail 1 "the node already has the planned files, but gpuplane cannot record this plan in $GP_STATE (full or read-only?); nothing was changed"
+		fi
+		[ -f "$GP_STATEFILE" ] || gp_clean_state
 		gp_say "nothing to change: the node already has the planned files"
 		gp_json_result true "" ""
 		exit 0
@@ -1144,30 +1557,38 @@ gp_apply() {
 	gp_check_bases
 	gp_check_managed
 	GP_CHANGED=true
-	gp_install_self || gp_fail 2 "cannot install the agent in $GP_STATE; nothing changed"
 
-	# Originals first (kept until restore), then the journal, then the writes.
-	mkdir -p "$GP_ORIG" || gp_fail 2 "cannot create $GP_ORIG; nothing changed"
-	[ -f "$GP_MANIFEST" ] || : >"$GP_MANIFEST"
-	while IFS= read -r gp_ap_path; do
-		awk -F '\t' -v p="$gp_ap_path" '$1 == "file" && $2 == p { f = 1 } END { exit !f }' \
-			"$GP_MANIFEST" && continue
-		gp_save "$gp_ap_path" "$GP_ORIG" || gp_fail 2 "cannot back up $gp_ap_path; nothing changed"
-		printf 'file\t%s\t-\n' "$gp_ap_path" >>"$GP_MANIFEST"
-	done <"$GP_STAGE/touch"
-	gp_sync
-	gp_txn_begin "$GP_STAGE/touch" || gp_fail 2 "cannot write the journal under $GP_TXN; nothing changed"
+	# Write-ahead: nothing on the node changes until the journal that undoes the run and
+	# the originals a later restore needs are written, flushed and renamed into place. If
+	# they cannot be (a full, read-only or failing disk), stop with the node untouched.
+	# The agent first: from here on `restore` (Pulumi's delete runs the installed copy) can
+	# undo whatever this run leaves.
+	gp_install_self || gp_fail_unchanged "cannot install the agent in $GP_STATE"
+	gp_step checked
+	gp_txn_begin apply "$GP_STAGE/touch" ||
+		gp_fail_unchanged "cannot write the journal under $GP_TXN"
+	gp_step journal
+	gp_keep_originals ||
+		gp_fail 1 "cannot keep the originals under $GP_ORIG (is $GP_STATE full or read-only?)"
+	gp_step originals
 
+	gp_ap_n=0
 	while IFS="$GP_TAB" read -r gp_ap_path gp_ap_sha gp_ap_file; do
 		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
 		gp_mkparents "$gp_ap_path" "$GP_TXN/dirs" || gp_fail 1 "cannot create the directory of $gp_ap_path"
 		gp_put "$gp_ap_file" "$gp_ap_path" || gp_fail 1 "cannot write $gp_ap_path"
+		GP_NODE_TOUCHED=1
 		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
+		gp_ap_n=$((gp_ap_n + 1))
+		gp_step "write-$gp_ap_n"
 	done <"$GP_STAGE/files"
 	while IFS= read -r gp_ap_path; do
 		grep -q -x -F -e "$gp_ap_path" "$GP_STAGE/touch" || continue
 		gp_put_saved "$gp_ap_path" "$GP_ORIG" || gp_fail 1 "cannot put back the original of $gp_ap_path"
+		GP_NODE_TOUCHED=1
 		printf '%s\n' "$gp_ap_path" >>"$GP_STAGE/written"
+		gp_ap_n=$((gp_ap_n + 1))
+		gp_step "write-$gp_ap_n"
 	done <"$GP_STAGE/dropped"
 	gp_sync
 
@@ -1185,10 +1606,13 @@ gp_apply() {
 		GP_FINAL=after
 		[ "$(cat "$GP_STAGE/after.sha")" = "$gp_before_sha" ] && gp_need_restart=0
 	fi
+	gp_step verified
 
 	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart
+		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
+		gp_step restart
 		gp_restart || gp_fail 1 "containerd did not come back on the new config: $GP_RESTART_ERR"
+		gp_step restarted
 		# What the daemon read (for template distros: the config it regenerated).
 		gp_dump "$P_CONFIG" final ||
 			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
@@ -1200,13 +1624,45 @@ gp_apply() {
 	fi
 
 	# Commit: record what was written and the originals the plan was checked against,
-	# forget files the plan dropped.
-	gp_commit_manifest
-	gp_commit_bases || gp_say "warning: could not record the plan's bases in $GP_BASES"
-	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def"
+	# forget files the plan dropped. A record that cannot be written undoes the run: the
+	# node is never left changed without the state that restores it.
+	gp_commit_manifest || gp_fail 1 "cannot record the managed files in $GP_MANIFEST"
+	gp_step manifest
+	gp_commit_bases || gp_fail 1 "cannot record the plan's bases in $GP_BASES"
+	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def" ||
+		gp_fail 1 "cannot record the applied plan in $GP_STATEFILE"
+	gp_step state
 	gp_txn_commit
+	gp_step committed
+	[ -f "$GP_STATEFILE" ] || gp_clean_state
 	gp_json_result true "" ""
 	exit 0
+}
+
+# gp_keep_originals: the originals of the files this run touches that gpuplane does not
+# manage yet, kept until restore, and listed in the manifest (as not yet written, "-").
+gp_keep_originals() {
+	mkdir -p "$GP_ORIG" || return 1
+	{ [ -f "$GP_MANIFEST" ] && cat "$GP_MANIFEST"; } >"$GP_STAGE/manifest.pre"
+	while IFS= read -r gp_ko; do
+		[ -n "$gp_ko" ] || continue
+		awk -F '\t' -v p="$gp_ko" '$1 == "file" && $2 == p { f = 1 } END { exit !f }' \
+			"$GP_STAGE/manifest.pre" && continue
+		gp_save "$gp_ko" "$GP_ORIG" || return 1
+		printf 'file\t%s\t-\n' "$gp_ko" >>"$GP_STAGE/manifest.pre"
+	done <"$GP_STAGE/touch"
+	gp_sync
+	if [ "$(gp_sha "$GP_STAGE/manifest.pre")" != "$(gp_sha "$GP_MANIFEST")" ]; then
+		gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.pre" || return 1
+	fi
+	gp_install_self
+}
+
+# gp_fail_unchanged MESSAGE: the journal could not be written, so nothing was changed;
+# what this run created in the state dir goes with it.
+gp_fail_unchanged() {
+	[ -f "$GP_STATEFILE" ] || gp_clean_state
+	gp_fail 1 "$1; nothing was changed"
 }
 
 # The manifest lists the planned files gpuplane has an original of (a planned file that
@@ -1221,13 +1677,25 @@ gp_commit_manifest() {
 		awk -F '\t' '$1 == "dir"' "$GP_MANIFEST" 2>/dev/null
 		awk '{ print "dir\t" $0 }' "$GP_TXN/dirs" 2>/dev/null
 	} >"$GP_STAGE/manifest.new"
-	while IFS= read -r gp_cm_path; do
-		[ -n "$gp_cm_path" ] || continue
-		rm -f "$GP_ORIG$gp_cm_path" "$GP_ORIG$gp_cm_path.gpuplane-absent"
-	done <"$GP_STAGE/dropped"
 	if [ "$(gp_sha "$GP_STAGE/manifest.new")" != "$(gp_sha "$GP_MANIFEST")" ]; then
-		gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new"
+		gp_write_atomic "$GP_MANIFEST" <"$GP_STAGE/manifest.new" || return 1
 	fi
+	gp_keep_wrote
+}
+
+# gp_keep_wrote: keep the bytes of the top-level config as gpuplane wrote it, to tell a
+# data-equal rewrite from a real change later (gp_data_equal).
+gp_keep_wrote() {
+	gp_kw_top=$(gp_top_path)
+	gp_kw_file=$(awk -F '\t' -v p="$gp_kw_top" '$1 == p { print $3 }' "$GP_STAGE/files")
+	gp_kw_copy=$(gp_wrote_copy "$gp_kw_top")
+	if [ -z "$gp_kw_file" ] || ! awk -F '\t' -v p="$gp_kw_top" \
+		'$1 == "file" && $2 == p { f = 1 } END { exit !f }' "$GP_STAGE/manifest.new"; then
+		rm -rf "$GP_STATE/wrote"
+		return 0
+	fi
+	[ "$(gp_sha "$gp_kw_file")" = "$(gp_sha "$gp_kw_copy")" ] && return 0
+	gp_write_atomic "$gp_kw_copy" <"$gp_kw_file"
 }
 
 # gp_commit_state CONFIG_SHA DEFAULT_BEFORE: remember the plan; the default runtime the
@@ -1235,13 +1703,14 @@ gp_commit_manifest() {
 gp_commit_state() {
 	gp_cs_orig=${S_ORIGINAL_DEFAULT:-$2}
 	if [ ! -s "$GP_MANIFEST" ]; then
-		gp_clean_state # gpuplane manages nothing here: no state to keep
-		return 0
+		# gpuplane manages nothing here: no state to keep (the rest goes after the commit)
+		rm -f "$GP_STATEFILE"
+		return
 	fi
 	gp_install_self || return 1
-	gp_state_text "$1" "$gp_cs_orig" >"$GP_STAGE/state.new"
+	gp_state_text "$1" "$gp_cs_orig" >"$GP_STAGE/state.new" || return 1
 	if [ "$(gp_sha "$GP_STAGE/state.new")" != "$(gp_sha "$GP_STATEFILE")" ]; then
-		gp_write_atomic "$GP_STATEFILE" <"$GP_STAGE/state.new"
+		gp_write_atomic "$GP_STATEFILE" <"$GP_STAGE/state.new" || return 1
 	fi
 }
 
@@ -1294,6 +1763,10 @@ gp_check_bases() {
 		# A planned file the node already has byte for byte: nothing in it is replaced.
 		gp_cb_plan=$(awk -F '\t' -v p="$gp_cb_path" '$1 == p { print $2 }' "$GP_STAGE/files")
 		[ -n "$gp_cb_plan" ] && [ "$(gp_sha "$GP_ROOT$gp_cb_path")" = "$gp_cb_plan" ] && continue
+		if [ -n "$gp_cb_plan" ] && gp_data_equal "$gp_cb_path" \
+			"$(awk -F '\t' -v p="$gp_cb_path" '$1 == p { print $3 }' "$GP_STAGE/files")"; then
+			continue
+		fi
 		gp_cb_hint=
 		if [ -n "$gp_cb_keep" ]; then
 			gp_cb_now=$(gp_sha "$GP_ROOT$gp_cb_path")
@@ -1322,6 +1795,7 @@ gp_check_managed() {
 		case $gp_km_wrote in '' | -) continue ;; esac
 		gp_km_now=$(gp_sha "$GP_ROOT$gp_km_path")
 		[ "$gp_km_now" = "$gp_km_wrote" ] && continue
+		gp_data_equal "$gp_km_path" "$(gp_wrote_copy "$gp_km_path")" && continue
 		gp_fail 2 "refused: $gp_km_path changed on the node since gpuplane wrote it (FM05: another writer; node: $(gp_word "$gp_km_now"), gpuplane wrote: $(gp_word "$gp_km_wrote")); applying would overwrite that change. Fix: find the writer (\`sh $GP_STATE/agent.sh status\` lists drifted files); if the change is unwanted, undo it and apply again; if it must stay, restore the node (\`sh $GP_STATE/agent.sh restore\` puts gpuplane's originals back), make the change in the node's own files, capture them into the stack and plan again; nothing changed"
 	done <"$GP_STAGE/touch"
 }
@@ -1333,7 +1807,10 @@ gp_copy_saved() {
 	if [ -e "$2$1.gpuplane-absent" ]; then
 		: >"$3$1.gpuplane-absent"
 	else
-		cp -p "$2$1" "$3$1"
+		cp -p "$2$1" "$3$1" || {
+			rm -f "$3$1"
+			return 1
+		}
 	fi
 }
 
@@ -1342,20 +1819,17 @@ gp_copy_saved() {
 # leaves the record alone.
 gp_commit_bases() {
 	[ -s "$GP_STAGE/bases.plan" ] || return 0
-	rm -rf "$GP_BASEDIR.new"
-	mkdir -p "$GP_BASEDIR.new" || return 1
+	mkdir -p "$GP_BASEDIR" || return 1
 	while IFS="$GP_TAB" read -r _ gp_cbs_path _; do
-		for gp_cbs_from in "$GP_BASEDIR" "$GP_STAGE/originals"; do
-			if [ -e "$gp_cbs_from$gp_cbs_path" ] ||
-				[ -e "$gp_cbs_from$gp_cbs_path.gpuplane-absent" ]; then
-				gp_copy_saved "$gp_cbs_path" "$gp_cbs_from" "$GP_BASEDIR.new" || return 1
-				break
-			fi
-		done
+		[ -e "$GP_BASEDIR$gp_cbs_path" ] || [ -e "$GP_BASEDIR$gp_cbs_path.gpuplane-absent" ] &&
+			continue
+		if [ -e "$GP_STAGE/originals$gp_cbs_path" ] ||
+			[ -e "$GP_STAGE/originals$gp_cbs_path.gpuplane-absent" ]; then
+			gp_copy_saved "$gp_cbs_path" "$GP_STAGE/originals" "$GP_BASEDIR" || return 1
+		fi
 	done <"$GP_STAGE/bases.new"
-	rm -rf "$GP_BASEDIR" && mv "$GP_BASEDIR.new" "$GP_BASEDIR" || return 1
 	if [ "$(gp_sha "$GP_STAGE/bases.new")" != "$(gp_sha "$GP_BASES")" ]; then
-		gp_write_atomic "$GP_BASES" <"$GP_STAGE/bases.new"
+		gp_write_atomic "$GP_BASES" <"$GP_STAGE/bases.new" || return 1
 	fi
 }
 
@@ -1403,14 +1877,23 @@ gp_restore() {
 	gp_need_restart=0
 	if [ -s "$GP_STAGE/touch" ]; then
 		GP_CHANGED=true
-		gp_txn_begin "$GP_STAGE/touch" || gp_fail 2 "cannot write the journal under $GP_TXN; nothing changed"
+		gp_keep_changed
+		gp_step checked
+		gp_txn_begin restore "$GP_STAGE/touch" ||
+			gp_fail 1 "cannot write the journal under $GP_TXN; nothing was changed"
+		gp_step journal
+		gp_rs_n=0
 		while IFS= read -r gp_rs_path; do
 			gp_put_saved "$gp_rs_path" "$GP_ORIG" || gp_fail 1 "cannot put back $gp_rs_path"
+			GP_NODE_TOUCHED=1
 			printf '%s\n' "$gp_rs_path" >>"$GP_STAGE/written"
+			gp_rs_n=$((gp_rs_n + 1))
+			gp_step "write-$gp_rs_n"
 		done <"$GP_STAGE/touch"
 		awk -F '\t' '$1 == "dir" { print $2 }' "$GP_MANIFEST" >"$GP_STAGE/dirs"
 		gp_rmdirs "$GP_STAGE/dirs"
 		gp_sync
+		gp_step rmdirs
 		gp_need_restart=1
 	fi
 
@@ -1425,9 +1908,12 @@ gp_restore() {
 		[ "$gp_before_ok" = 1 ] &&
 			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
 	fi
+	gp_step verified
 	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart
+		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
+		gp_step restart
 		gp_restart || gp_fail 1 "containerd did not come back on the original config: $GP_RESTART_ERR"
+		gp_step restarted
 		gp_dump "$P_CONFIG" final ||
 			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
 		gp_check_restored final ||
@@ -1435,19 +1921,50 @@ gp_restore() {
 		GP_FINAL=final
 	fi
 	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
-	gp_txn_commit
 
 	# FM09: the default runtime must not stay nvidia unless the node had it so before.
 	if [ -n "${GP_FINAL:-}" ] && [ -n "$P_NVIDIA" ] &&
 		[ "$(gp_default_of "$GP_FINAL")" = "$P_NVIDIA" ] &&
 		[ "$S_ORIGINAL_DEFAULT" != "$P_NVIDIA" ]; then
+		gp_txn_commit # the originals stand; gpuplane's state stays for the next restore
 		gp_setters=$(gp_setters "$P_NVIDIA")
 		gp_fail 1 "gpuplane's files are restored, but '$P_NVIDIA' is still containerd's default runtime, set by a file gpuplane does not manage (${gp_setters:-not found}) (FM09): remove that file (e.g. uninstall the GPU Operator's toolkit) and run 'sh /var/lib/gpuplane/agent.sh restore' again"
 	fi
+	# Forget the state inside the transaction: killed before the commit, the journal puts
+	# both the files and the state back; after it, what is left is leftovers.
+	rm -f "$GP_STATEFILE"
+	gp_step forget
+	gp_txn_commit
+	gp_step committed
 	gp_clean_state
 	gp_say "restored the original containerd files"
 	gp_json_result true "" ""
 	exit 0
+}
+
+# gp_keep_changed: FM05 on restore. A managed file another writer changed since gpuplane
+# wrote it is put back to its original all the same (restore is an uninstall), but a
+# copy of that writer's version is kept first, outside the state restore forgets, and
+# the run says where.
+gp_keep_changed() {
+	: >"$GP_STAGE/kept"
+	gp_kc_stamp=$(date -u +%Y%m%dT%H%M%SZ 2>/dev/null || echo kept)
+	while IFS= read -r gp_kc_path; do
+		gp_kc_wrote=$(gp_manifest_sha "$gp_kc_path")
+		case $gp_kc_wrote in '' | -) continue ;; esac
+		[ -f "$GP_ROOT$gp_kc_path" ] || continue
+		gp_kc_now=$(gp_sha "$GP_ROOT$gp_kc_path")
+		[ "$gp_kc_now" = "$gp_kc_wrote" ] && continue
+		gp_data_equal "$gp_kc_path" "$(gp_wrote_copy "$gp_kc_path")" && continue
+		gp_kc_copy=$GP_STATE/kept/$gp_kc_stamp$gp_kc_path
+		if ! mkdir -p "$(dirname "$gp_kc_copy")" || ! cp -p "$GP_ROOT$gp_kc_path" "$gp_kc_copy" ||
+			! gp_fsync "$gp_kc_copy"; then
+			rm -f "$gp_kc_copy"
+			gp_fail 1 "cannot keep a copy of $gp_kc_path, which another writer changed since gpuplane wrote it (FM05), under $GP_STATE/kept; nothing was changed"
+		fi
+		gp_say "$gp_kc_path was changed by another writer since gpuplane wrote it (FM05; node: $(gp_word "$gp_kc_now"), gpuplane wrote: $(gp_word "$gp_kc_wrote")): its original is put back, and that writer's version is kept at $gp_kc_copy"
+		printf '%s\n' "$gp_kc_copy" >>"$GP_STAGE/kept"
+	done <"$GP_STAGE/touch"
 }
 
 gp_check_restored() {
@@ -1459,8 +1976,12 @@ gp_check_restored() {
 	return $gp_cr_rc
 }
 
+# gp_clean_state: forget everything. The state file goes first: without it the rest is
+# leftovers that the next run removes (gp_recover), whatever point this stops at.
 gp_clean_state() {
-	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATEFILE" "$GP_STATE/agent.sh"
+	rm -f "$GP_STATEFILE"
+	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATE/agent.sh" \
+		"$GP_STATE/wrote" "$GP_STATE"/.*.back "$GP_STATE"/*.tmp.*
 }
 
 # ---------------------------------------------------------------------------------------
@@ -1478,14 +1999,14 @@ gp_status() {
 			"$([ -d "$GP_TXN" ] && echo true || echo false)"
 		exit 2
 	fi
-	GP_CONTAINERD=${GP_OPT_CONTAINERD:-$P_CONTAINERD}
-	[ -x "$GP_CONTAINERD" ] || GP_CONTAINERD=$(command -v containerd 2>/dev/null)
+	gp_find_containerd || GP_CONTAINERD=
 	: >"$GP_STAGE/drifted"
 	if [ "$gp_have_state" = 1 ] && [ -f "$GP_MANIFEST" ]; then
 		awk -F '\t' '$1 == "file" { print $2 "\t" $3 }' "$GP_MANIFEST" |
 			while IFS="$GP_TAB" read -r gp_st_path gp_st_sha; do
-				[ "$(gp_sha "$GP_ROOT$gp_st_path")" = "$gp_st_sha" ] ||
-					printf '%s\n' "$gp_st_path" >>"$GP_STAGE/drifted"
+				[ "$(gp_sha "$GP_ROOT$gp_st_path")" = "$gp_st_sha" ] && continue
+				gp_data_equal "$gp_st_path" "$(gp_wrote_copy "$gp_st_path")" && continue
+				printf '%s\n' "$gp_st_path" >>"$GP_STAGE/drifted"
 			done
 	fi
 	{
