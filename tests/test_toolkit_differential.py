@@ -16,8 +16,10 @@ parametrisation below generates (README, "The toolkit oracle").
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import subprocess
 import tempfile
 import tomllib
 from pathlib import Path
@@ -90,17 +92,38 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
     if variant in ("versionless", "versionless-v1"):
         return {**base, top: _without_version(base[top],
                                               v1_names=variant == "versionless-v1")}
+    if variant == "migrated-v3":
+        return {**base, top: _migrated_v3(name)}
     return None
 
 
-BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1")
+@functools.cache
+def _migrated_v3(name: str) -> str:
+    """The profile's top-level config as `containerd config migrate` (the real 2.0) writes
+    it: version 3, every default spelled out, the images and runtime plugins split; what a
+    node carries after its admin migrated it, and what RKE2/K3s render on 2.x."""
+    prof = PROFILES[name]
+    with tempfile.TemporaryDirectory(prefix="gp-mig-") as tmp:
+        write_layout(prof.baseline(), Path(tmp))
+        proc = subprocess.run(
+            [str(oracle.binary("2.0")), "--config",
+             str(host_path(Path(tmp), prof.config_path)), "config", "migrate"],
+            capture_output=True, text=True, timeout=60, check=True, cwd="/")
+        return proc.stdout.replace(tmp, "")   # imports back to node paths
+
+
+BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1",
+             "migrated-v3")
 
 
 def _cases() -> list[pytest.param]:
     out = []
     for name, line, toolkit, opts, base in itertools.product(
             PROFILES, oracle.LINES, TOOLKIT_VERSIONS, OPTIONS, BASELINES):
-        if base != "model" and (opts != "plain" or _captured(name, base) is None):
+        if base == "migrated-v3":
+            if line.startswith("1.") or opts != "plain":
+                continue   # a version-3 config is for containerd 2.x only
+        elif base != "model" and (opts != "plain" or _captured(name, base) is None):
             continue
         out.append(pytest.param(name, line, toolkit, opts, base,
                                 id=f"{name}-{line}-{toolkit}-{opts}-{base}",
