@@ -19,12 +19,12 @@ from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
 from gpuplane.plan import cycles, fastreg
+from gpuplane.plan.echo import provider_additions as _provider_additions
 from gpuplane.plan.fastreg import file_asset
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
 _DYNAMIC_PROVIDER_KEY = "__provider"
-AUTONAME_SUFFIX = "xxxxxxxx"
 
 
 @dataclass
@@ -45,19 +45,6 @@ class Registered:
     delete_before_replace: bool | None = None
     additional_secret_outputs: list[str] = field(default_factory=list)
     provider: str = ""    # "<provider URN>::<id>" when the resource names its provider
-
-
-def _provider_additions(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Outputs a provider adds to the echoed inputs."""
-    added: dict[str, Any] = {}
-    metadata = inputs.get("metadata")
-    if typ.startswith("kubernetes:") and isinstance(metadata, dict) and "name" not in metadata:
-        # The provider auto-names objects without metadata.name: <name>-<8 random
-        # characters>. A fixed suffix keeps plans comparable.
-        added["metadata.name"] = f"{name}-{AUTONAME_SUFFIX}"
-    if typ == "kubernetes:helm.sh/v3:Release" and "status" not in inputs:
-        added["status"] = {"status": "deployed"}
-    return added
 
 
 class _EchoMocks(mocks.Mocks):

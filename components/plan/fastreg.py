@@ -169,7 +169,7 @@ def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: li
 
     from google.protobuf import struct_pb2
 
-    from gpuplane.plan.engine import _provider_additions
+    from gpuplane.plan.echo import provider_additions
 
     state = copy.deepcopy(inputs) if secret_paths else dict(inputs)
     for path in secret_paths:
@@ -179,7 +179,7 @@ def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: li
             target = target[int(part)] if isinstance(target, list) else target[part]
         key: Any = int(last) if isinstance(target, list) else last
         target[key] = {rpc._special_sig_key: rpc._special_secret_sig, "value": target[key]}
-    for key, value in _provider_additions(ty, name, inputs).items():
+    for key, value in provider_additions(ty, name, inputs).items():
         if key == "metadata.name":
             state["metadata"] = {**state["metadata"], "name": value}
         else:
