@@ -1,0 +1,157 @@
+"""Capture every node of a stack: read over SSH, compare with the stack, store the copies,
+then update the stack file once, after every node has answered."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
+from gpuplane.capture.ssh import Target, run_script
+from gpuplane.capture.stackedit import updated_text, write_atomically
+from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
+from gpuplane.nodecheck import VersionUnknown, parse_version_output
+from gpuplane.plan.run import project_root
+from gpuplane.plan.stackfile import StackFile, load_stack_file
+
+PARALLEL = 8
+
+
+@dataclass
+class NodeResult:
+    name: str
+    host: str
+    version: str = ""
+    files: dict[str, str] = field(default_factory=dict)   # node path -> local copy
+    new_copies: int = 0
+    missing: tuple[str, ...] = ()
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CaptureResult:
+    stack: StackFile
+    nodes: list[NodeResult]
+    out_dir: Path
+    stack_changed: bool = False
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.problems]
+
+
+class CaptureError(Exception):
+    """The stack cannot be captured at all (bad input): the message says which key."""
+
+
+def copy_name(node_path: str, text: str) -> str:
+    """`<sha256[:12]>-<basename>`: nodes with the same content share one copy, and a rerun
+    finds the copy it wrote before."""
+    return f"{hashlib.sha256(text.encode()).hexdigest()[:12]}-{posixpath.basename(node_path)}"
+
+
+def version_problem(cfg: StackConfig, output: str) -> tuple[str, str | None]:
+    """(the version found, a problem naming the stack key, or None)."""
+    binary = cfg.profile.containerd_binary
+    if output.startswith("FAILED:"):
+        return "", (f"`{binary} --version` failed on the node ({output[7:].strip()}); is "
+                    f"this a {cfg.cluster.distro.value} node? ({NAMESPACE}:cluster.distro)")
+    try:
+        found = parse_version_output(output)
+    except (VersionUnknown, ValueError) as exc:
+        return "", f"`{binary} --version`: {exc}"
+    shown = output.split()[2] if len(output.split()) > 2 else str(found)
+    if found != cfg.containerd:
+        return shown, (f"{NAMESPACE}:cluster.containerdVersion is "
+                       f"\"{cfg.cluster.containerd_version}\" but the node runs containerd "
+                       f"{shown} (`{binary} --version`); set cluster.containerdVersion: "
+                       f"\"{found}\" or upgrade the node")
+    return shown, None
+
+
+def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
+                  ssh_config: Path | None = None, out_dir: Path | None = None,
+                  remote_root: str = "") -> CaptureResult:
+    """Capture every node; `remote_root` (may hold `{node}`) stands in for / on the nodes."""
+    stack = load_stack_file(name, stacks_dir)
+    cfg = stack.config()
+    if not cfg.node_access:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
+                           "reads the nodes over SSH; set cluster.nodeAccess: ssh with the "
+                           "nodes' hosts (the Kubernetes-API path is not built yet)")
+    if identity is not None and not identity.is_file():
+        raise CaptureError(f"--identity {identity}: no such file")
+    out = out_dir or stacks_dir / "captured" / name
+    script_for = {}
+
+    def one(index: int) -> NodeResult:
+        node = cfg.nodes[index]
+        target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
+                        port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
+        result = NodeResult(node.name, target.host)
+        root = remote_root.replace("{node}", node.name)
+        script = script_for.setdefault(root, capture_script(cfg.profile, root))
+        answer, why = run_script(target, script, identity, ssh_config)
+        if answer is None:
+            result.problems.append(why)
+            return result
+        report: NodeReport = parse_answer(answer)
+        result.problems += report.problems
+        result.missing = report.missing
+        result.version, problem = version_problem(cfg, report.version_output)
+        if problem:
+            result.problems.append(problem)
+        result.files = dict(report.files)   # node path -> text until stored
+        return result
+
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        nodes = list(pool.map(one, range(len(cfg.nodes))))
+    root = project_root(stacks_dir)
+    per_node: dict[int, dict[str, str]] = {}
+    for index, result in enumerate(nodes):
+        if result.problems:
+            result.files = {}
+            continue
+        stored = {}
+        for node_path, text in result.files.items():
+            copy = out / copy_name(node_path, text)
+            if not copy.is_file():
+                out.mkdir(parents=True, exist_ok=True)
+                _write_new(copy, text)
+                result.new_copies += 1
+            stored[node_path] = Path(os.path.relpath(copy.resolve(), root.resolve())).as_posix()
+        result.files = stored
+        per_node[index] = stored
+    result = CaptureResult(stack, nodes, out)
+    if per_node:
+        text = stack.path.read_text(encoding="utf-8")
+        new = updated_text(text, per_node, len(cfg.nodes))
+        _still_valid(stack, new)
+        result.stack_changed = write_atomically(stack.path, new)
+    return result
+
+
+def _write_new(path: Path, text: str) -> None:
+    """A copy appears whole or not at all (written aside, then renamed)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _still_valid(stack: StackFile, text: str) -> None:
+    """The edited stack must still be a valid stack before it replaces the old one."""
+    import yaml
+
+    data = yaml.safe_load(text)["config"]
+    values = {k.partition(":")[2]: v for k, v in data.items()
+              if k.startswith(f"{NAMESPACE}:")}
+    for key in stack.secret_keys:
+        values[key.partition(":")[2]] = "<secret>"
+    parse_stack_config(values)
+
+
+__all__ = ["CaptureError", "CaptureResult", "NodeResult", "capture_stack", "copy_name"]
