@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from oracle import binary, unavailable
 
 from gpuplane.capture.remote import capture_script, parse_answer
 from gpuplane.capture.stackedit import updated_text
 from gpuplane.cli import main
 from gpuplane.distros import profile
+
+from oracle import binary, unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "/etc/containerd/config.toml"
