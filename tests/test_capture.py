@@ -132,7 +132,8 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         proc.wait(timeout=10)
 
 
-def node_root(sshd: Sshd, name: str, files: dict[str, str | bytes], line: str = "1.7") -> None:
+def node_root(sshd: Sshd, name: str, files: dict[str, str | bytes], line: str = "1.7",
+              containerd: str = "/usr/bin/containerd") -> None:
     """A sandboxed node: its files under roots/NAME, and the real containerd of `line`."""
     root = sshd.roots / name
     for path, content in files.items():
@@ -142,8 +143,8 @@ def node_root(sshd: Sshd, name: str, files: dict[str, str | bytes], line: str = 
             target.write_bytes(content)
         else:
             target.write_text(content)
-    (root / "usr/bin").mkdir(parents=True, exist_ok=True)
-    (root / "usr/bin/containerd").symlink_to(binary(line))
+    (root / containerd.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    (root / containerd.lstrip("/")).symlink_to(binary(line))
 
 
 def project(tmp_path: Path, sshd: Sshd, nodes: list[str]) -> Path:
@@ -240,22 +241,31 @@ def test_bad_nodes_are_reported_and_the_others_captured(
     node_root(sshd, "big", {CONFIG: CAPTURED, MIRROR: "#" * (1024 * 1024 + 1)})
     node_root(sshd, "latin1", {CONFIG: CAPTURED, MIRROR: b"# caf\xe9\nversion = 2\n"})
     node_root(sshd, "newer", {CONFIG: CAPTURED}, line="2.1")
+    node_root(sshd, "cgroupfs", {CONFIG: CAPTURED,
+                                 "/var/lib/kubelet/config.yaml": "cgroupDriver: cgroupfs\n"})
+    node_root(sshd, "rke2", {}, containerd="/var/lib/rancher/rke2/data/current/bin/containerd")
     closed = _free_port()
     stacks = project(tmp_path, sshd, [
         "{name: good, host: good}", "{name: big, host: big}",
         "{name: latin1, host: latin1}", "{name: newer, host: newer}",
+        "{name: cgroupfs, host: cgroupfs}", "{name: rke2, host: rke2}",
         f"{{name: down, host: down, port: {closed}}}",
         "{name: denied, host: denied, user: no-such-user}"])
     code, out = capture(capsys, sshd, stacks)
     assert code == 1, out
-    assert "  good    ok      containerd 1.7." in out
+    assert "  good      ok      containerd 1.7." in out
     assert f"{MIRROR}: 1048577 bytes, over the 1048576 byte limit" in out
     assert f"{MIRROR}:1: not UTF-8 text (byte 0xe9)" in out
     assert ('gpuplane:cluster.containerdVersion is "1.7" but the node runs containerd 2.1'
             in out) and 'set cluster.containerdVersion: "2.1"' in out
+    assert ("gpuplane:cluster.kubeletCgroupDriver is systemd (set) but the node's kubelet "
+            "uses cgroupfs (/var/lib/kubelet/config.yaml)") in out
+    assert ("gpuplane:cluster.distro is kubeadm but the node has no /usr/bin/containerd; it "
+            "has the containerd of rke2: set cluster.distro: rke2") in out
     assert f"ssh {getpass.getuser()}@down:{closed}: " in out and "Connection refused" in out
     assert "ssh no-such-user@denied:" in out and "Permission denied (publickey)" in out
-    assert "5 of 6 nodes not captured: big, latin1, newer, down, denied" in out
+    assert ("7 of 8 nodes not captured: big, latin1, newer, cgroupfs, rke2, down, denied"
+            in out)
     nodes = stack_values(stacks)["gpuplane:nodes"]
     assert set(nodes[0]["baselineFiles"]) == {CONFIG}
     assert all("baselineFiles" not in n for n in nodes[1:])

@@ -13,9 +13,10 @@ import binascii
 import shlex
 from dataclasses import dataclass, field
 
-from gpuplane.distros import DistroProfile
+from gpuplane.distros import PROFILES, DistroProfile
 
 MAX_FILE_BYTES = 1024 * 1024   # a containerd config is a few KiB; more is not a config
+KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"   # kubeadm's KubeletConfiguration
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class NodeReport:
     missing: tuple[str, ...] = ()
     version_output: str = ""
     problems: tuple[str, ...] = ()
+    cgroup_driver: str = ""            # kubelet's cgroupDriver, where its config file says
+    distros: tuple[str, ...] = ()      # distributions whose containerd binary is there
 
 
 def capture_script(profile: DistroProfile, root: str = "") -> str:
@@ -55,8 +58,14 @@ def capture_script(profile: DistroProfile, root: str = "") -> str:
                   "done"]
     binary = shlex.quote(profile.containerd_binary)
     lines += [f'v=$("$R"{binary} --version 2>&1) || v="FAILED: $v"',
-              'echo "VERSION $v"']
-    return "\n".join(lines) + "\n"
+              'echo "VERSION $v"',
+              # kubeadm-style kubelets name their driver in this file; others are skipped.
+              "c=$(sed -n 's/^cgroupDriver:[[:space:]]*\\([a-z]*\\).*/\\1/p' "
+              f'"$R"{KUBELET_CONFIG} 2>/dev/null)',
+              'echo "CGROUP $c"']
+    lines += [f'[ -x "$R"{shlex.quote(p.containerd_binary)} ] && echo "DISTRO {name.value}"'
+              for name, p in PROFILES.items()]
+    return "\n".join([*lines, "exit 0"]) + "\n"
 
 
 def parse_answer(text: str) -> NodeReport:
@@ -64,7 +73,8 @@ def parse_answer(text: str) -> NodeReport:
     files: dict[str, str] = {}
     missing: list[str] = []
     problems: list[str] = []
-    version = ""
+    version = cgroup = ""
+    distros: list[str] = []
     lines = iter(text.splitlines())
     for line in lines:
         word, _, rest = line.partition(" ")
@@ -92,9 +102,14 @@ def parse_answer(text: str) -> NodeReport:
                             "a containerd config; not captured")
         elif word == "VERSION":
             version = rest
+        elif word == "CGROUP":
+            cgroup = rest.strip()
+        elif word == "DISTRO":
+            distros.append(rest.strip())
     if not version:
         problems.append("no `containerd --version` answer (the script did not finish)")
-    return NodeReport(files, tuple(missing), version, tuple(problems))
+    return NodeReport(files, tuple(missing), version, tuple(problems), cgroup,
+                      tuple(distros))
 
 
 def _text_of(path: str, encoded: str, size: int, into: dict[str, str]) -> str | None:

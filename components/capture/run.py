@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
+from gpuplane.capture.remote import KUBELET_CONFIG, NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
@@ -54,12 +54,31 @@ def copy_name(node_path: str, text: str) -> str:
     return f"{hashlib.sha256(text.encode()).hexdigest()[:12]}-{posixpath.basename(node_path)}"
 
 
-def version_problem(cfg: StackConfig, output: str) -> tuple[str, str | None]:
+def disagreements(cfg: StackConfig, report: NodeReport) -> tuple[str, list[str]]:
+    """(the containerd version found, every disagreement with the stack, naming its key)."""
+    found, problem = version_problem(cfg, report.version_output, report.distros)
+    problems = [problem] if problem else []
+    driver = report.cgroup_driver
+    if driver in ("systemd", "cgroupfs") and driver != cfg.kubelet_cgroup_driver:
+        how = "set" if cfg.cluster.kubelet_cgroup_driver else "assumed for the distribution"
+        problems.append(f"{NAMESPACE}:cluster.kubeletCgroupDriver is {cfg.kubelet_cgroup_driver} "
+                        f"({how}) but the node's kubelet uses {driver} ({KUBELET_CONFIG}); "
+                        f"set cluster.kubeletCgroupDriver: {driver}")
+    return found, problems
+
+
+def version_problem(cfg: StackConfig, output: str,
+                    distros: tuple[str, ...] = ()) -> tuple[str, str | None]:
     """(the version found, a problem naming the stack key, or None)."""
     binary = cfg.profile.containerd_binary
     if output.startswith("FAILED:"):
+        stack_distro = cfg.cluster.distro.value
+        if distros and stack_distro not in distros:
+            return "", (f"{NAMESPACE}:cluster.distro is {stack_distro} but the node has no "
+                        f"{binary}; it has the containerd of {', '.join(distros)}: set "
+                        f"cluster.distro: {distros[0]}")
         return "", (f"`{binary} --version` failed on the node ({output[7:].strip()}); is "
-                    f"this a {cfg.cluster.distro.value} node? ({NAMESPACE}:cluster.distro)")
+                    f"this a {stack_distro} node? ({NAMESPACE}:cluster.distro)")
     try:
         found = parse_version_output(output)
     except (VersionUnknown, ValueError) as exc:
@@ -102,9 +121,8 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         report: NodeReport = parse_answer(answer)
         result.problems += report.problems
         result.missing = report.missing
-        result.version, problem = version_problem(cfg, report.version_output)
-        if problem:
-            result.problems.append(problem)
+        result.version, problems = disagreements(cfg, report)
+        result.problems += problems
         result.files = dict(report.files)   # node path -> text until stored
         return result
 
