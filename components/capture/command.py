@@ -64,7 +64,7 @@ def _capture(ns: argparse.Namespace) -> int:
             continue
         missing = f", absent: {', '.join(node.missing)}" if node.missing else ""
         print(f"  {node.name:{width}}  ok      containerd {node.version}, "
-              f"{len(node.files)} files ({node.new_copies} new copies){missing}")
+              f"{len(node.files)} files, {node.new_copies} new{missing}")
     state = "updated" if result.stack_changed else "unchanged"
     print(f"stack file {result.stack.path}: {state}")
     failed = result.failed
