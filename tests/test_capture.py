@@ -310,9 +310,11 @@ def test_a_stack_without_node_access_is_bad_input(
     stacks.mkdir()
     (stacks / "Pulumi.t.yaml").write_text(
         "config:\n  gpuplane:cluster: {kubernetesVersion: \"1.31.4\", containerdVersion: "
-        "\"1.7\", nodeAccess: none}\n  gpuplane:gpuOperator: {chartVersion: v25.10.1}\n")
+        "\"1.7\", nodeAccess: none}\n  gpuplane:gpuOperator: {chartVersion: v25.10.1}\n"
+        "  gpuplane:nodes: [{name: a1}]\n")
     code = main(["nodes", "capture", "--stack", "t", "--stacks-dir", str(stacks)])
     err = capsys.readouterr().err
     assert code == 2 and "gpuplane:cluster.nodeAccess is none" in err
+    assert "--via kubernetes" in err
     assert main(["nodes", "capture", "--stack", "nope", "--stacks-dir", str(stacks)]) == 2
     assert "no such stack file" in capsys.readouterr().err

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpuplane.doctor.client import ClusterClient
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 
@@ -32,6 +36,16 @@ def main(argv: list[str]) -> int:
                      help="ssh client config (`ssh -F`): host aliases, bastions")
     cap.add_argument("--out", type=Path, metavar="DIR",
                      help="where copies go (default: STACKS_DIR/captured/STACK)")
+    cap.add_argument("--via", choices=("ssh", "kubernetes"), default="ssh",
+                     help="ssh (default), or kubernetes: a short-lived privileged pod per "
+                          "node (the host's / read-only), no SSH needed")
+    cap.add_argument("--kubeconfig", metavar="PATH", help="--via kubernetes: kubeconfig "
+                     "(default: KUBECONFIG or ~/.kube/config)")
+    cap.add_argument("--context", metavar="NAME", help="--via kubernetes: kubeconfig context")
+    cap.add_argument("--namespace", default="kube-system",
+                     help="--via kubernetes: where the capture pods run")
+    cap.add_argument("--image", default="busybox:1.36",
+                     help="--via kubernetes: the capture pod's image (needs sh and chroot)")
     cap.add_argument("--remote-root", default="", metavar="DIR",
                      help="directory standing in for / on each node ({node} is replaced by "
                           "the node name): nodes whose root is mounted elsewhere, and tests")
@@ -44,14 +58,18 @@ def main(argv: list[str]) -> int:
 
 
 def _capture(ns: argparse.Namespace) -> int:
-    from gpuplane.capture.run import CaptureError, capture_stack
+    from gpuplane.capture.run import CaptureError, KubeAccess, capture_stack
     from gpuplane.config import StackConfigError
+    from gpuplane.doctor.client import CollectError
     from gpuplane.plan.stackfile import StackFileError
 
     try:
+        kube = None
+        if ns.via == "kubernetes":
+            kube = KubeAccess(_client(ns.kubeconfig, ns.context), ns.namespace, ns.image)
         result = capture_stack(ns.stack, ns.stacks_dir, ns.identity, ns.ssh_config, ns.out,
-                               ns.remote_root)
-    except (StackFileError, StackConfigError, CaptureError) as exc:
+                               ns.remote_root, kube)
+    except (StackFileError, StackConfigError, CaptureError, CollectError) as exc:
         print(f"gpuplane: stack {ns.stack!r}: cannot capture\n{exc}", file=sys.stderr)
         return EXIT_INPUT
     width = max(len(n.name) for n in result.nodes)
@@ -74,3 +92,10 @@ def _capture(ns: argparse.Namespace) -> int:
               "were", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _client(kubeconfig: str | None, context: str | None) -> ClusterClient:
+    """The API client (a seam for tests: they pass a recorded API instead)."""
+    from gpuplane.doctor.client import KubeClient
+
+    return KubeClient(kubeconfig, context)

@@ -14,11 +14,22 @@ from gpuplane.capture.remote import KUBELET_CONFIG, NodeReport, capture_script, 
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
+from gpuplane.doctor.client import ClusterClient
 from gpuplane.nodecheck import VersionUnknown, parse_version_output
 from gpuplane.plan.run import project_root
 from gpuplane.plan.stackfile import StackFile, load_stack_file
 
 PARALLEL = 8
+
+
+@dataclass(frozen=True)
+class KubeAccess:
+    """The way in without SSH: a capture pod per node through this API client."""
+
+    client: ClusterClient
+    namespace: str = "kube-system"
+    image: str = "busybox:1.36"
+    poll_s: float = 2.0
 
 
 @dataclass
@@ -94,27 +105,42 @@ def version_problem(cfg: StackConfig, output: str,
 
 def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
                   ssh_config: Path | None = None, out_dir: Path | None = None,
-                  remote_root: str = "") -> CaptureResult:
-    """Capture every node; `remote_root` (may hold `{node}`) stands in for / on the nodes."""
+                  remote_root: str = "", kube: KubeAccess | None = None) -> CaptureResult:
+    """Capture every node over SSH, or through the Kubernetes API when `kube` is given;
+    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only)."""
     stack = load_stack_file(name, stacks_dir)
     cfg = stack.config()
-    if not cfg.node_access:
+    if not cfg.nodes:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:nodes lists no nodes; list the GPU "
+                           "nodes to capture (name: the Kubernetes node name)")
+    if kube is not None:
+        def runner(index: int, script: str) -> tuple[str | None, str]:
+            from gpuplane.capture.pod import run_in_pod
+
+            return run_in_pod(kube.client, cfg.nodes[index].name, script,
+                              namespace=kube.namespace, image=kube.image, poll_s=kube.poll_s)
+    elif not cfg.node_access:
         raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
-                           "reads the nodes over SSH; set cluster.nodeAccess: ssh with the "
-                           "nodes' hosts (the Kubernetes-API path is not built yet)")
-    if identity is not None and not identity.is_file():
-        raise CaptureError(f"--identity {identity}: no such file")
+                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
+                           "hosts, or capture through the Kubernetes API: --via kubernetes")
+    else:
+        if identity is not None and not identity.is_file():
+            raise CaptureError(f"--identity {identity}: no such file")
+
+        def runner(index: int, script: str) -> tuple[str | None, str]:
+            node = cfg.nodes[index]
+            target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
+                            port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
+            return run_script(target, script, identity, ssh_config)
     out = out_dir or stacks_dir / "captured" / name
-    script_for = {}
+    script_for: dict[str, str] = {}
 
     def one(index: int) -> NodeResult:
         node = cfg.nodes[index]
-        target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
-                        port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
-        result = NodeResult(node.name, target.host)
-        root = remote_root.replace("{node}", node.name)
+        result = NodeResult(node.name, node.name if kube else node.host or node.name)
+        root = "" if kube else remote_root.replace("{node}", node.name)
         script = script_for.setdefault(root, capture_script(cfg.profile, root))
-        answer, why = run_script(target, script, identity, ssh_config)
+        answer, why = runner(index, script)
         if answer is None:
             result.problems.append(why)
             return result
@@ -172,4 +198,5 @@ def _still_valid(stack: StackFile, text: str) -> None:
     parse_stack_config(values)
 
 
-__all__ = ["CaptureError", "CaptureResult", "NodeResult", "capture_stack", "copy_name"]
+__all__ = ["CaptureError", "CaptureResult", "KubeAccess", "NodeResult", "capture_stack",
+           "copy_name"]
