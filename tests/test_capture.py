@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -318,3 +319,96 @@ def test_a_stack_without_node_access_is_bad_input(
     assert "--via kubernetes" in err
     assert main(["nodes", "capture", "--stack", "nope", "--stacks-dir", str(stacks)]) == 2
     assert "no such stack file" in capsys.readouterr().err
+
+
+# The way in without SSH: a capture pod per node, against a recorded Kubernetes API.
+
+POD_STACK = """\
+config:
+  gpuplane:cluster:
+    distro: kubeadm
+    kubernetesVersion: "1.31.4"
+    containerdVersion: "1.7"
+    nodeAccess: none   # no SSH into this cluster
+  gpuplane:nodes:
+    - {name: gpu-1, gpus: 8}
+    - {name: gpu-2, gpus: 8}
+    - {name: gpu-3, gpus: 8}
+    - {name: gpu-4, gpus: 8}
+  gpuplane:gpuOperator: {chartVersion: v25.10.1}
+"""
+
+
+class PodApi:
+    """Just the API calls a capture pod makes. A pod 'runs' by executing its own command
+    with the node's sandbox root in place of `chroot /host` (the script's R= line), so the
+    log is what the script prints there; some nodes answer with recorded failures."""
+
+    def __init__(self, roots: Path, forbidden: set[str], failing: set[str]):
+        self.roots, self.forbidden, self.failing = roots, forbidden, failing
+        self.calls: list[tuple[str, str]] = []
+        self.pods: dict[str, dict] = {}
+
+    def post(self, path: str, body: dict) -> dict:
+        from gpuplane.doctor.client import ApiError
+
+        self.calls.append(("POST", path))
+        kubernetes_validate.validate(body, "1.31", strict=True)
+        if body["spec"]["nodeName"] in self.forbidden:
+            raise ApiError(403, "POST", path, 'pods is forbidden: User "dev" cannot create '
+                           'resource "pods" in API group "" in the namespace "kube-system"')
+        self.pods[body["metadata"]["name"]] = body
+        return body
+
+    def get(self, path: str, params: dict | None = None) -> dict:
+        self.calls.append(("GET", path))
+        node = self.pods[path.rsplit("/", 1)[1]]["spec"]["nodeName"]
+        return {"status": {"phase": "Failed" if node in self.failing else "Succeeded"}}
+
+    def get_text(self, path: str, params: dict | None = None) -> str:
+        self.calls.append(("LOG", path))
+        pod = self.pods[path.split("/")[-2]]
+        node = pod["spec"]["nodeName"]
+        if node in self.failing:
+            return "chroot: can't execute '/bin/sh': No such file or directory\n"
+        command = pod["spec"]["containers"][0]["command"]
+        assert command[:4] == ["chroot", "/host", "/bin/sh", "-c"]
+        script = command[4].replace("R=''", f"R={self.roots / node}", 1)
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                              check=True).stdout
+
+    def delete(self, path: str) -> None:
+        self.calls.append(("DELETE", path))
+
+
+def test_capture_through_the_kubernetes_api(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    roots = tmp_path / "roots"
+    sandbox = Sshd(0, tmp_path, tmp_path, roots)   # only its roots are used
+    for name in ("gpu-1", "gpu-2"):
+        node_root(sandbox, name, {CONFIG: CAPTURED, MIRROR: DROPIN})
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.t.yaml").write_text(POD_STACK)
+    api = PodApi(roots, forbidden={"gpu-3"}, failing={"gpu-4"})
+    monkeypatch.setattr("gpuplane.capture.command._client", lambda *_: api)
+    code = main(["nodes", "capture", "--stack", "t", "--stacks-dir", str(stacks),
+                 "--via", "kubernetes"])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 1, text
+    assert "gpu-1  ok      containerd 1.7." in text and "gpu-2  ok" in text
+    assert ("capture pod on gpu-3: forbidden: needs permission to create pods in namespace "
+            "kube-system") in text
+    assert ("capture pod on gpu-4 ended Failed: chroot: can't execute '/bin/sh'") in text
+    assert "2 of 4 nodes not captured: gpu-3, gpu-4" in text
+    nodes = stack_values(stacks)["gpuplane:nodes"]
+    assert set(nodes[0]["baselineFiles"]) == {CONFIG, MIRROR} == set(nodes[1]["baselineFiles"])
+    assert "# no SSH into this cluster" in (stacks / "Pulumi.t.yaml").read_text()
+    # Every pod is deleted before and after its run, whatever happened.
+    pods = "/api/v1/namespaces/kube-system/pods"
+    for name in {p.rsplit("/", 1)[1] for _, p in api.calls if p.startswith(pods + "/")}:
+        deletes = [c for c in api.calls if c == ("DELETE", f"{pods}/{name}")]
+        assert len(deletes) == 2 or name not in api.pods
