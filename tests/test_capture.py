@@ -412,3 +412,14 @@ def test_capture_through_the_kubernetes_api(
     for name in {p.rsplit("/", 1)[1] for _, p in api.calls if p.startswith(pods + "/")}:
         deletes = [c for c in api.calls if c == ("DELETE", f"{pods}/{name}")]
         assert len(deletes) == 2 or name not in api.pods
+
+
+def test_the_ssh_command_line_follows_the_stack() -> None:
+    from gpuplane.capture.ssh import Target, ssh_argv
+
+    argv = ssh_argv(Target("10.0.0.5", "ubuntu", 2222, sudo=True), Path("k"), Path("cfg"))
+    assert argv[:3] == ["ssh", "-o", "BatchMode=yes"]
+    assert argv[argv.index("-p") + 1] == "2222" and argv[argv.index("-l") + 1] == "ubuntu"
+    assert argv[argv.index("-i") + 1] == "k" and argv[argv.index("-F") + 1] == "cfg"
+    assert argv[-3:] == ["--", "10.0.0.5", "sudo -n sh -s"]
+    assert ssh_argv(Target("h", "root", 22, sudo=False))[-1] == "sh -s"
