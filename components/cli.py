@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("doctor", help="diagnose a live GPU cluster or a saved snapshot",
                    add_help=False)
+    sub.add_parser("nodes", help="node tools: `nodes capture` reads the nodes' containerd "
+                   "files into the stack", add_help=False)
     return parser
 
 
@@ -201,8 +203,15 @@ def _doctor(argv: list[str]) -> int:
     return doctor(argv, _console)
 
 
+def _nodes(argv: list[str]) -> int:
+    from gpuplane.capture.command import main as nodes
+
+    return nodes(argv)
+
+
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
-    "probe": _probe, "plan": _plan, "node-agent": _node_agent, "doctor": _doctor}
+    "probe": _probe, "plan": _plan, "node-agent": _node_agent, "doctor": _doctor,
+    "nodes": _nodes}
 
 
 def _input_error(message: str) -> int:

@@ -29,6 +29,18 @@ if ! command -v runc >/dev/null 2>&1 || ! [ -x /usr/bin/containerd ] || ! [ -x /
     fi
 fi
 
+# sshd and ssh for the `gpuplane nodes capture` tests (tests/test_capture.py): each test
+# starts its own sshd on 127.0.0.1 with a per-test config; the system's sshd stays off.
+if ! command -v sshd >/dev/null 2>&1 && ! [ -x /usr/sbin/sshd ]; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        openssh-server openssh-client >/dev/null
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl disable --now ssh >/dev/null 2>&1 || true
+    fi
+fi
+
 link_line() {  # link_line LINE ROOT: bin/ holds containerd, ctr; shim/ only the shim
     line=$1 root=$2
     mkdir -p "$CACHE/containerd/$line/bin" "$CACHE/containerd/$line/shim"

@@ -84,8 +84,20 @@ def inspect_node(client: ClusterClient, node: str, *, namespace: str = DEFAULT_N
     or timed out: its phase and the log tail)."""
     manifest = pod_manifest(node, namespace=namespace, image=image, cri_probe=cri_probe,
                             timeout_s=timeout_s)
+    phase, log = run_pod(client, manifest, timeout_s=timeout_s, poll_s=poll_s)
+    return parse_output(log, phase)
+
+
+def run_pod(client: ClusterClient, manifest: dict[str, Any], *, timeout_s: int = 240,
+            poll_s: float = 2.0) -> tuple[str, str]:
+    """Run a one-shot pod to its end and return (its phase, its first container's log);
+    the pod is deleted whatever happens (shared by the doctor and `nodes capture`).
+
+    Raises InspectionFailed with the reason (forbidden: which permission; it could not
+    start or timed out)."""
     name = manifest["metadata"]["name"]
-    base = f"/api/v1/namespaces/{namespace}/pods"
+    container = manifest["spec"]["containers"][0]["name"]
+    base = f"/api/v1/namespaces/{manifest['metadata']['namespace']}/pods"
     try:
         client.delete(f"{base}/{name}")
         _create(client, base, manifest, timeout_s, poll_s)
@@ -93,13 +105,13 @@ def inspect_node(client: ClusterClient, node: str, *, namespace: str = DEFAULT_N
         raise InspectionFailed(_why(exc)) from None
     try:
         phase = _wait(client, f"{base}/{name}", timeout_s, poll_s)
-        log = client.get_text(f"{base}/{name}/log", {"container": "inspect"})
+        log = client.get_text(f"{base}/{name}/log", {"container": container})
     except ApiError as exc:
         raise InspectionFailed(_why(exc)) from None
     finally:
         with contextlib.suppress(ApiError):
             client.delete(f"{base}/{name}")
-    return parse_output(log, phase)
+    return phase, log
 
 
 def _create(client: ClusterClient, base: str, manifest: dict[str, Any], timeout_s: int,
@@ -164,4 +176,4 @@ def _why(exc: ApiError) -> str:
 
 
 __all__ = ["DEFAULT_IMAGE", "DEFAULT_NAMESPACE", "PROGRAM_PATH", "InspectionFailed",
-           "inspect_node", "parse_output", "pod_manifest", "program_source"]
+           "inspect_node", "parse_output", "pod_manifest", "program_source", "run_pod"]

@@ -1,0 +1,202 @@
+"""Capture every node of a stack: read over SSH, compare with the stack, store the copies,
+then update the stack file once, after every node has answered."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuplane.capture.remote import KUBELET_CONFIG, NodeReport, capture_script, parse_answer
+from gpuplane.capture.ssh import Target, run_script
+from gpuplane.capture.stackedit import updated_text, write_atomically
+from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
+from gpuplane.doctor.client import ClusterClient
+from gpuplane.nodecheck import VersionUnknown, parse_version_output
+from gpuplane.plan.run import project_root
+from gpuplane.plan.stackfile import StackFile, load_stack_file
+
+PARALLEL = 8
+
+
+@dataclass(frozen=True)
+class KubeAccess:
+    """The way in without SSH: a capture pod per node through this API client."""
+
+    client: ClusterClient
+    namespace: str = "kube-system"
+    image: str = "busybox:1.36"
+    poll_s: float = 2.0
+
+
+@dataclass
+class NodeResult:
+    name: str
+    host: str
+    version: str = ""
+    files: dict[str, str] = field(default_factory=dict)   # node path -> local copy
+    new_copies: int = 0
+    missing: tuple[str, ...] = ()
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CaptureResult:
+    stack: StackFile
+    nodes: list[NodeResult]
+    out_dir: Path
+    stack_changed: bool = False
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.problems]
+
+
+class CaptureError(Exception):
+    """The stack cannot be captured at all (bad input): the message says which key."""
+
+
+def copy_name(node_path: str, text: str) -> str:
+    """`<sha256[:12]>-<basename>`: nodes with the same content share one copy, and a rerun
+    finds the copy it wrote before."""
+    return f"{hashlib.sha256(text.encode()).hexdigest()[:12]}-{posixpath.basename(node_path)}"
+
+
+def disagreements(cfg: StackConfig, report: NodeReport) -> tuple[str, list[str]]:
+    """(the containerd version found, every disagreement with the stack, naming its key)."""
+    found, problem = version_problem(cfg, report.version_output, report.distros)
+    problems = [problem] if problem else []
+    driver = report.cgroup_driver
+    if driver in ("systemd", "cgroupfs") and driver != cfg.kubelet_cgroup_driver:
+        how = "set" if cfg.cluster.kubelet_cgroup_driver else "assumed for the distribution"
+        problems.append(f"{NAMESPACE}:cluster.kubeletCgroupDriver is {cfg.kubelet_cgroup_driver} "
+                        f"({how}) but the node's kubelet uses {driver} ({KUBELET_CONFIG}); "
+                        f"set cluster.kubeletCgroupDriver: {driver}")
+    return found, problems
+
+
+def version_problem(cfg: StackConfig, output: str,
+                    distros: tuple[str, ...] = ()) -> tuple[str, str | None]:
+    """(the version found, a problem naming the stack key, or None)."""
+    binary = cfg.profile.containerd_binary
+    if output.startswith("FAILED:"):
+        stack_distro = cfg.cluster.distro.value
+        if distros and stack_distro not in distros:
+            return "", (f"{NAMESPACE}:cluster.distro is {stack_distro} but the node has no "
+                        f"{binary}; it has the containerd of {', '.join(distros)}: set "
+                        f"cluster.distro: {distros[0]}")
+        return "", (f"`{binary} --version` failed on the node ({output[7:].strip()}); is "
+                    f"this a {stack_distro} node? ({NAMESPACE}:cluster.distro)")
+    try:
+        found = parse_version_output(output)
+    except (VersionUnknown, ValueError) as exc:
+        return "", f"`{binary} --version`: {exc}"
+    shown = output.split()[2] if len(output.split()) > 2 else str(found)
+    if found != cfg.containerd:
+        return shown, (f"{NAMESPACE}:cluster.containerdVersion is "
+                       f"\"{cfg.cluster.containerd_version}\" but the node runs containerd "
+                       f"{shown} (`{binary} --version`); set cluster.containerdVersion: "
+                       f"\"{found}\" or upgrade the node")
+    return shown, None
+
+
+def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
+                  ssh_config: Path | None = None, out_dir: Path | None = None,
+                  remote_root: str = "", kube: KubeAccess | None = None) -> CaptureResult:
+    """Capture every node over SSH, or through the Kubernetes API when `kube` is given;
+    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only)."""
+    stack = load_stack_file(name, stacks_dir)
+    cfg = stack.config()
+    if not cfg.nodes:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:nodes lists no nodes; list the GPU "
+                           "nodes to capture (name: the Kubernetes node name)")
+    if kube is not None:
+        def runner(index: int, script: str) -> tuple[str | None, str]:
+            from gpuplane.capture.pod import run_in_pod
+
+            return run_in_pod(kube.client, cfg.nodes[index].name, script,
+                              namespace=kube.namespace, image=kube.image, poll_s=kube.poll_s)
+    elif not cfg.node_access:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
+                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
+                           "hosts, or capture through the Kubernetes API: --via kubernetes")
+    else:
+        if identity is not None and not identity.is_file():
+            raise CaptureError(f"--identity {identity}: no such file")
+
+        def runner(index: int, script: str) -> tuple[str | None, str]:
+            node = cfg.nodes[index]
+            target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
+                            port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
+            return run_script(target, script, identity, ssh_config)
+    out = out_dir or stacks_dir / "captured" / name
+    script_for: dict[str, str] = {}
+
+    def one(index: int) -> NodeResult:
+        node = cfg.nodes[index]
+        result = NodeResult(node.name, node.name if kube else node.host or node.name)
+        root = "" if kube else remote_root.replace("{node}", node.name)
+        script = script_for.setdefault(root, capture_script(cfg.profile, root))
+        answer, why = runner(index, script)
+        if answer is None:
+            result.problems.append(why)
+            return result
+        report: NodeReport = parse_answer(answer)
+        result.problems += report.problems
+        result.missing = report.missing
+        result.version, problems = disagreements(cfg, report)
+        result.problems += problems
+        result.files = dict(report.files)   # node path -> text until stored
+        return result
+
+    with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        nodes = list(pool.map(one, range(len(cfg.nodes))))
+    root = project_root(stacks_dir)
+    per_node: dict[int, dict[str, str]] = {}
+    for index, result in enumerate(nodes):
+        if result.problems:
+            result.files = {}
+            continue
+        stored = {}
+        for node_path, text in result.files.items():
+            copy = out / copy_name(node_path, text)
+            if not copy.is_file():
+                out.mkdir(parents=True, exist_ok=True)
+                _write_new(copy, text)
+                result.new_copies += 1
+            stored[node_path] = Path(os.path.relpath(copy.resolve(), root.resolve())).as_posix()
+        result.files = stored
+        per_node[index] = stored
+    result = CaptureResult(stack, nodes, out)
+    if per_node:
+        text = stack.path.read_text(encoding="utf-8")
+        new = updated_text(text, per_node, len(cfg.nodes))
+        _still_valid(stack, new)
+        result.stack_changed = write_atomically(stack.path, new)
+    return result
+
+
+def _write_new(path: Path, text: str) -> None:
+    """A copy appears whole or not at all (written aside, then renamed)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _still_valid(stack: StackFile, text: str) -> None:
+    """The edited stack must still be a valid stack before it replaces the old one."""
+    import yaml
+
+    data = yaml.safe_load(text)["config"]
+    values = {k.partition(":")[2]: v for k, v in data.items()
+              if k.startswith(f"{NAMESPACE}:")}
+    for key in stack.secret_keys:
+        values[key.partition(":")[2]] = "<secret>"
+    parse_stack_config(values)
+
+
+__all__ = ["CaptureError", "CaptureResult", "KubeAccess", "NodeResult", "capture_stack",
+           "copy_name"]
