@@ -244,7 +244,7 @@ def test_bad_nodes_are_reported_and_the_others_captured(
     node_root(sshd, "newer", {CONFIG: CAPTURED}, line="2.1")
     node_root(sshd, "cgroupfs", {CONFIG: CAPTURED,
                                  "/var/lib/kubelet/config.yaml": "cgroupDriver: cgroupfs\n"})
-    node_root(sshd, "rke2", {}, containerd="/var/lib/rancher/rke2/data/current/bin/containerd")
+    node_root(sshd, "rke2", {}, containerd="/var/lib/rancher/rke2/bin/containerd")
     closed = _free_port()
     stacks = project(tmp_path, sshd, [
         "{name: good, host: good}", "{name: big, host: big}",

@@ -56,15 +56,20 @@ def capture_script(profile: DistroProfile, root: str = "") -> str:
         lines += [f'for f in "$R"{shlex.quote(d)}/*.toml; do',
                   '  [ -f "$f" ] && emit "${f#"$R"}"',
                   "done"]
-    binary = shlex.quote(profile.containerd_binary)
-    lines += [f'v=$("$R"{binary} --version 2>&1) || v="FAILED: $v"',
+    # The first of the distribution's candidate binaries that is there (RKE2: `bin` links
+    # into `data/<digest>/bin`; gpuplane.distros lists where each distribution puts it).
+    lines += ['b=""',
+              *(f'[ -z "$b" ] && [ -x "$R"{shlex.quote(c)} ] && b="$R"{shlex.quote(c)}'
+                for c in profile.containerd_binaries),
+              f'[ -n "$b" ] || b="$R"{shlex.quote(profile.containerd_binary)}']
+    lines += ['v=$("$b" --version 2>&1) || v="FAILED: $v"',
               'echo "VERSION $v"',
               # kubeadm-style kubelets name their driver in this file; others are skipped.
               "c=$(sed -n 's/^cgroupDriver:[[:space:]]*\\([a-z]*\\).*/\\1/p' "
               f'"$R"{KUBELET_CONFIG} 2>/dev/null)',
               'echo "CGROUP $c"']
-    lines += [f'[ -x "$R"{shlex.quote(p.containerd_binary)} ] && echo "DISTRO {name.value}"'
-              for name, p in PROFILES.items()]
+    lines += [f'[ -x "$R"{shlex.quote(c)} ] && echo "DISTRO {name.value}"'
+              for name, p in PROFILES.items() for c in p.containerd_binaries]
     return "\n".join([*lines, "exit 0"]) + "\n"
 
 
@@ -105,7 +110,8 @@ def parse_answer(text: str) -> NodeReport:
         elif word == "CGROUP":
             cgroup = rest.strip()
         elif word == "DISTRO":
-            distros.append(rest.strip())
+            if rest.strip() not in distros:
+                distros.append(rest.strip())
     if not version:
         problems.append("no `containerd --version` answer (the script did not finish)")
     return NodeReport(files, tuple(missing), version, tuple(problems), cgroup,

@@ -1007,18 +1007,16 @@ gp_txn_commit() {
 # gp_gc: remove originals the manifest no longer lists and recorded bases no longer in
 # $GP_BASES (left by a commit, or by a run undone from its journal).
 gp_gc() {
-	[ -d "$GP_ORIG" ] && find "$GP_ORIG" -type f 2>/dev/null | while IFS= read -r gp_gc; do
-		gp_gc_path=${gp_gc#"$GP_ORIG"}
+	gp_gc_dir "$GP_ORIG" "$GP_MANIFEST" file
+	gp_gc_dir "$GP_BASEDIR" "$GP_BASES" base
+}
+
+gp_gc_dir() { # DIR LIST KIND: remove the files under DIR that LIST names no KIND line for
+	[ -d "$1" ] && find "$1" -type f 2>/dev/null | while IFS= read -r gp_gc; do
+		gp_gc_path=${gp_gc#"$1"}
 		gp_gc_path=${gp_gc_path%.gpuplane-absent}
-		[ -f "$GP_MANIFEST" ] && awk -F '\t' -v p="$gp_gc_path" \
-			'$1 == "file" && $2 == p { f = 1 } END { exit !f }' "$GP_MANIFEST" && continue
-		rm -f "$gp_gc"
-	done
-	[ -d "$GP_BASEDIR" ] && find "$GP_BASEDIR" -type f 2>/dev/null | while IFS= read -r gp_gc; do
-		gp_gc_path=${gp_gc#"$GP_BASEDIR"}
-		gp_gc_path=${gp_gc_path%.gpuplane-absent}
-		[ -f "$GP_BASES" ] && awk -F '\t' -v p="$gp_gc_path" \
-			'$1 == "base" && $2 == p { f = 1 } END { exit !f }' "$GP_BASES" && continue
+		[ -f "$2" ] && awk -F '\t' -v p="$gp_gc_path" -v k="$3" \
+			'$1 == k && $2 == p { f = 1 } END { exit !f }' "$2" && continue
 		rm -f "$gp_gc"
 	done
 	:
