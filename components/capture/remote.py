@@ -109,9 +109,8 @@ def parse_answer(text: str) -> NodeReport:
             version = rest
         elif word == "CGROUP":
             cgroup = rest.strip()
-        elif word == "DISTRO":
-            if rest.strip() not in distros:
-                distros.append(rest.strip())
+        elif word == "DISTRO" and rest.strip() not in distros:
+            distros.append(rest.strip())
     if not version:
         problems.append("no `containerd --version` answer (the script did not finish)")
     return NodeReport(files, tuple(missing), version, tuple(problems), cgroup,
