@@ -204,10 +204,12 @@ def test_vectoradd_only_needs_no_configmap(world) -> None:
 @pulumi.runtime.test
 def test_disabled_checks_register_nothing_but_the_component(world) -> None:
     _, monitor = world
-    _, checks = build(ClusterIntent(nodes=NODES), ChecksSettings(enabled=False))
+    deploy, checks = build(ClusterIntent(nodes=NODES), ChecksSettings(enabled=False))
 
     def verify(_: Any) -> None:
         assert set(monitor.registered) == {"gpuplane-intent", "checks"}
         assert checks.jobs == {} and checks.allocatable is None
 
-    return checks.urn.apply(verify)
+    # Both registrations, not only the component's: the ConfigMap's may land later (a
+    # race seen under load when only `checks.urn` was awaited).
+    return pulumi.Output.all(checks.urn, deploy.id).apply(verify)
