@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 from gpuplane.doctor.client import ClusterClient
-from gpuplane.doctor.inspect import InspectionFailed, run_pod
+from gpuplane.doctor.inspect import InspectionFailed, node_pod, run_pod
 
 DEFAULT_IMAGE = "busybox:1.36"   # needs only sh and chroot
 DEFAULT_NAMESPACE = "kube-system"
@@ -25,32 +25,13 @@ def pod_name(node: str) -> str:
 def capture_pod(node: str, script: str, *, namespace: str = DEFAULT_NAMESPACE,
                 image: str = DEFAULT_IMAGE, timeout_s: int = 120) -> dict[str, Any]:
     """The capture pod for `node`: reads only (the host's / is mounted read-only)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name(node), "namespace": namespace, "labels": dict(LABELS),
-                     "annotations": {"gpuplane.dev/node": node}},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "activeDeadlineSeconds": timeout_s,
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{
-                "name": "capture",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["chroot", "/host", "/bin/sh", "-c", script],
-                "securityContext": {"privileged": True},
-                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
-                              "limits": {"memory": "64Mi"}},
-                "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
-            }],
-            "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
-        },
-    }
+    return node_pod(node, pod_name(node), LABELS, {
+        "name": "capture",
+        "image": image,
+        "command": ["chroot", "/host", "/bin/sh", "-c", script],
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                      "limits": {"memory": "64Mi"}},
+    }, namespace=namespace, timeout_s=timeout_s)
 
 
 def run_in_pod(client: ClusterClient, node: str, script: str, *,

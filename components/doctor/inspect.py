@@ -36,39 +36,51 @@ def pod_name(node: str) -> str:
     return f"gpuplane-inspect-{digest}"
 
 
+def node_pod(node: str, name: str, labels: dict[str, str], container: dict[str, Any], *,
+             namespace: str, timeout_s: int, host_pid: bool = False) -> dict[str, Any]:
+    """A short-lived privileged pod pinned to `node` with the host's / mounted read-only at
+    /host: the shape the doctor's inspection and node capture share. `container` gives
+    name, image, command and resources; the pod adds the privilege and the mount."""
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "activeDeadlineSeconds": timeout_s,
+        "terminationGracePeriodSeconds": 0,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [{
+            **container,
+            "imagePullPolicy": "IfNotPresent",
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
+        }],
+        "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
+    }
+    if host_pid:
+        spec = {"nodeName": node, "hostPID": True, **spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
+                     "annotations": {"gpuplane.dev/node": node}},
+        "spec": spec,
+    }
+
+
 def pod_manifest(node: str, *, namespace: str = DEFAULT_NAMESPACE, image: str = DEFAULT_IMAGE,
                  cri_probe: bool = True, timeout_s: int = 240) -> dict[str, Any]:
     """The inspection pod for `node` (validated strictly against the Pod schema in tests)."""
     args = ["--root", "/host", "--exec", "nsenter", "--timeout", "60"]
     if not cri_probe:
         args.append("--no-cri-probe")
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": pod_name(node), "namespace": namespace, "labels": dict(LABELS),
-                     "annotations": {"gpuplane.dev/node": node}},
-        "spec": {
-            "nodeName": node,
-            "hostPID": True,
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "activeDeadlineSeconds": timeout_s,
-            "terminationGracePeriodSeconds": 0,
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [{
-                "name": "inspect",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["python3", "-c", program_source(), *args],
-                "securityContext": {"privileged": True},
-                "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
-                              "limits": {"memory": "256Mi"}},
-                "volumeMounts": [{"name": "host", "mountPath": "/host", "readOnly": True}],
-            }],
-            "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
-        },
-    }
+    return node_pod(node, pod_name(node), LABELS, {
+        "name": "inspect",
+        "image": image,
+        "command": ["python3", "-c", program_source(), *args],
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                      "limits": {"memory": "256Mi"}},
+    }, namespace=namespace, timeout_s=timeout_s, host_pid=True)
 
 
 class InspectionFailed(Exception):
