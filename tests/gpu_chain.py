@@ -266,12 +266,7 @@ def planned_layout(distro: str, line: str, tmp: Path) -> ChainLayout:
     version = ContainerdVersion.parse(line)
     plan = plan_node(prof, version, PlanOptions(toolkit=ToolkitMode.OPERATOR,
                                                 toolkit_dropin=True, cdi=cdi))
-    node = {**plan.baseline, **plan.files}
-    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=plan.options.cdi,
-                                      runtime_class=plan.options.runtime_name,
-                                      toolkit=TOOLKIT)
-    real = toolkit_oracle.run_toolkit(TOOLKIT, rendered_layout(node, prof, version), env,
-                                      tmp / "toolkit")
+    node, real = toolkit_oracle.run_on_plan(plan, TOOLKIT, tmp)
     files = rendered_layout({**node, **real.written}, prof, version)
     return ChainLayout(distro, line, files, prof.config_path,
                        [f.id for f in plan.findings if f.severity is Severity.ERROR],

@@ -15,7 +15,7 @@ import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import Distro, profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, write_layout
@@ -62,11 +62,7 @@ def _plan(line: str):
 def _real_dumps(line: str, tmp_path: Path) -> tuple[dict, dict]:
     """containerd's own merged config before and after the real toolkit 1.18.1 ran."""
     plan = _plan(line)
-    node = {**plan.baseline, **plan.files}
-    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False, runtime_class="nvidia",
-                                      toolkit="1.18.1")
-    real = toolkit_oracle.run_toolkit("1.18.1", rendered_layout(node, PROFILE, plan.version),
-                                      env, tmp_path / "toolkit")
+    node, real = toolkit_oracle.run_on_plan(plan, "1.18.1", tmp_path)
     oracle.require_line(line)
     out = []
     for name, layout in (("before", node), ("after", {**node, **real.written})):
@@ -114,11 +110,7 @@ def test_the_fix_settings_in_the_top_level_config_survive(line: str, tmp_path: P
     plan = plan_node(PROFILE, ContainerdVersion.parse(line), _plan(line).options,
                      current=captured)
     assert not [f for f in plan.findings if f.id == "FM05"]
-    node = {**plan.baseline, **plan.files}
-    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False, runtime_class="nvidia",
-                                      toolkit="1.18.1")
-    real = toolkit_oracle.run_toolkit("1.18.1", rendered_layout(node, PROFILE, plan.version),
-                                      env, tmp_path / "toolkit")
+    node, real = toolkit_oracle.run_on_plan(plan, "1.18.1", tmp_path)
     oracle.require_line(line)
     write_layout({**node, **real.written}, tmp_path / "after")
     dumped = oracle.dump(line, host_path(tmp_path / "after", TOP))

@@ -150,13 +150,7 @@ def assert_toolkit_agrees(plan: NodeContainerdPlan, toolkit: str, tmp: Path) -> 
     """The real installer on the plan's node files writes what the model says, and real
     containerd runs the result as the plan predicts (loads or refuses, same CRI view)."""
     line = str(plan.version.major) + "." + str(plan.version.minor)
-    node = {**plan.baseline, **plan.files}
-    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=plan.options.cdi,
-                                      runtime_class=plan.options.runtime_name,
-                                      toolkit=toolkit)
-    real = toolkit_oracle.run_toolkit(toolkit, rendered_layout(node, plan.profile,
-                                                               plan.version),
-                                      env, tmp / "toolkit")
+    node, real = toolkit_oracle.run_on_plan(plan, toolkit, tmp)
     assert sorted(real.written) == sorted(plan.toolkit_files), real.log
     for path, text in real.written.items():
         assert tomllib.loads(text) == tomllib.loads(plan.toolkit_files[path]), path

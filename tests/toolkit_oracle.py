@@ -22,6 +22,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import oracle
 
@@ -121,6 +122,20 @@ def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
     written = {path: text.replace(str(root), NODE_ROOT) for path, text in after.items()
                if before.get(path) != text}
     return ToolkitRun(written, log)
+
+
+def run_on_plan(plan: Any, toolkit: str, tmp: Path) -> tuple[dict[str, str], ToolkitRun]:
+    """Run toolkit `toolkit` the way the GPU Operator would on a gpuplane node plan: on the
+    node's files after gpuplane wrote them (rendered, for template distributions), with the
+    operator's env for the plan's `toolkit.env`. Returns that node layout and the run."""
+    from gpuplane.planner import rendered_layout
+
+    node = {**plan.baseline, **plan.files}
+    env = operator_env(plan.toolkit_env, cdi=plan.options.cdi,
+                       runtime_class=plan.options.runtime_name, toolkit=toolkit)
+    real = run_toolkit(toolkit, rendered_layout(node, plan.profile, plan.version), env,
+                       tmp / "toolkit")
+    return node, real
 
 
 def _snapshot(host: Path) -> dict[str, str]:
