@@ -61,54 +61,63 @@ def agent_digest() -> str:
 
 
 def agent_file(state_dir: str = AGENT_DIR) -> str:
-    """Where :func:`install_command` puts this version of the agent on a node."""
+    """Where the node command's program installs this version of the agent on a node."""
     return f"{state_dir}/agent-{agent_digest()[:16]}.sh"
 
 
 def staged_agent_path() -> str:
     """Where the upload lands, relative to the SSH user's home (SFTP paths and a remote
     command's working directory both start there): a user who needs sudo cannot write
-    AGENT_DIR, so :func:`install_command` copies it in as root."""
+    AGENT_DIR, so the node command's program copies it in as root."""
     return f".gpuplane-agent-{agent_digest()[:16]}.sh"
 
 
-def install_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
-    """The shell script (run as root) that installs the uploaded agent atomically.
-
-    It copies the upload first and checks the sha256 of its own copy (not of the upload,
-    which the SSH user could still change), then renames it into place and removes other
-    versions' copies. `state_dir` and `staged` are parameters for tests.
-    """
+def _install_vars(state_dir: str, staged: str) -> str:
+    """Shell assignments :func:`_install_lines` reads; `state_dir` is a shell word (a
+    quoted path, or `"$var"`)."""
     q = shlex.quote
-    staged = staged or staged_agent_path()
-    dst = agent_file(state_dir)
-    return "; ".join([
-        "set -eu", "umask 077", f"mkdir -p {q(state_dir)}",
-        f"t=$(mktemp {q(state_dir + '/.agent.XXXXXX')})", """trap 'rm -f "$t"' EXIT""",
-        f'cat {q(staged)} >"$t"', 's=$(sha256sum <"$t")',
-        f'[ "${{s%% *}}" = {agent_digest()} ] || {{ echo "gpuplane-agent: {staged} is not '
-        f'agent {agent_digest()[:16]}" >&2; exit 2; }}',
-        f'mv -f "$t" {q(dst)}',   # 0600: run by `sh FILE` and `. FILE`
-        f"for o in {q(state_dir)}/agent-*.sh .gpuplane-agent-*.sh; do case $o in "
-        f'{q(dst)} | {q(staged)}) ;; *) rm -f "$o" ;; esac; done',
-    ])
+    return (f"gp_d={agent_digest()} gp_state={state_dir} gp_up={q(staged)} "
+            f"gp_dst={state_dir}/{Path(agent_file()).name}")
 
 
-def install_command(sudo: bool) -> str:
-    """Install the uploaded agent at :func:`agent_file` (the node's copy, by digest)."""
-    return f"{_sudo(sudo)}sh -c {shlex.quote(install_script())}"
+def _install_lines() -> list[str]:
+    """Shell lines (run as root, after :func:`_install_vars`, `set -eu`) that install the
+    uploaded agent atomically.
+
+    They copy the upload first and check the sha256 of their own copy (not of the upload,
+    which the SSH user could still change), then rename it into place and remove other
+    versions' copies and uploads.
+    """
+    return [
+        "umask 077", 'mkdir -p "$gp_state"',
+        't=$(mktemp "$gp_state/.agent.XXXXXX")', """trap 'rm -f "$t"' EXIT""",
+        'cat "$gp_up" >"$t"', 's=$(sha256sum <"$t")',
+        '[ "${s%% *}" = "$gp_d" ] || { echo "gpuplane-agent: $gp_up is not agent $gp_d" >&2; '
+        "exit 2; }",
+        'mv -f "$t" "$gp_dst"',   # 0600: run by `sh FILE` and `. FILE`
+        'for o in "$gp_state"/agent-*.sh .gpuplane-agent-*.sh; do '
+        'case $o in "$gp_dst" | "$gp_up") ;; *) rm -f "$o" ;; esac; done',
+    ]
+
+
+def install_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
+    """The install as a script of its own (run as root in the SSH user's home): what the
+    node command's program runs first when this version of the agent is not installed
+    yet. `state_dir` and `staged` are parameters for tests."""
+    return "; ".join(["set -eu",
+                      _install_vars(shlex.quote(state_dir), staged or staged_agent_path()),
+                      *_install_lines()])
 
 
 def uninstall_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
-    """Remove this version's installed agent and its upload. Pulumi runs it after the
-    node command's delete (restore), which used the agent's own copy at AGENT_PATH."""
+    """Remove this version's installed agent and its upload once gpuplane manages nothing
+    on the node (no applied plan left in `state_dir`): what the node command's delete runs
+    after the restore. A restore skipped for a successor's plan (`--plan-id`) keeps them,
+    since the successor runs that agent."""
     q = shlex.quote
-    return f"rm -f {q(agent_file(state_dir))} {q(staged or staged_agent_path())}"
-
-
-def uninstall_command(sudo: bool) -> str:
-    """:func:`uninstall_script` as root."""
-    return f"{_sudo(sudo)}sh -c {shlex.quote(uninstall_script())}"
+    return (f"if [ ! -f {q(state_dir + '/state')} ]; then "
+            f"rm -f {q(agent_file(state_dir))} {q(staged or staged_agent_path())}; "
+            f"rmdir {q(state_dir)} 2>/dev/null || :; fi")
 
 
 @cache
@@ -270,22 +279,27 @@ def apply_stdin(plan: AgentPlan) -> str:
 
 def plan_stdin(plan: AgentPlan) -> str:
     """The lean program Pulumi pipes into :func:`apply_command`: only the plan, run by the
-    agent that :func:`install_command` put at :func:`agent_file` (checked by its sha256).
+    agent installed at :func:`agent_file` (checked by its sha256), which it installs first
+    from the upload when this version is not there yet.
 
     Pulumi keeps every resource's inputs in its state, once per node: the agent (tens of
     KB, the same on every node) travels once per node and agent version as a file asset
     (state holds its path and hash), so a node's command holds only what differs per node.
     `--root DIR` (tests, chroots) is honoured for the agent's path as for everything else.
     """
-    digest = agent_digest()
     loader = [
         "GP_EMBEDDED=1 gp_r= gp_root=",
         'for gp_a; do [ "$gp_r" = --root ] && gp_root=$gp_a; '
         'case $gp_a in --root=*) gp_root=${gp_a#*=} ;; esac; gp_r=$gp_a; done',
-        f"GP_AGENT_FILE=${{gp_root%/}}{agent_file()}",
-        'gp_sum=$(sha256sum 2>/dev/null <"$GP_AGENT_FILE") || gp_sum=',
-        f'[ "${{gp_sum%% *}}" = {digest} ] || {{ echo "gpuplane-agent: no agent at '
-        '$GP_AGENT_FILE (gpuplane-agent-NODE installs it)" >&2; exit 2; }',
+        _install_vars(f'"${{gp_root%/}}{AGENT_DIR}"', staged_agent_path()),
+        "GP_AGENT_FILE=$gp_dst",
+        'gp_ok() { gp_s=$(sha256sum 2>/dev/null <"$gp_dst") || gp_s=; [ "${gp_s%% *}" = $gp_d ]; }',
+        # First run of this agent version on the node: install the upload (the copy
+        # resource put it in the SSH user's home, this program's working directory).
+        f"gp_ok || [ ! -f \"$gp_up\" ] || ( {'; '.join(['set -eu', *_install_lines()])} ) "
+        "|| exit 2",
+        'gp_ok || { echo "gpuplane-agent: no agent at $gp_dst (nor its upload $gp_up)" >&2; '
+        "exit 2; }",
         '. "$GP_AGENT_FILE"',
         'gp_self() { cat -- "$GP_AGENT_FILE"; }',
         'gp_begin "$@"',
@@ -422,14 +436,18 @@ def apply_command(sudo: bool) -> str:
 
 
 def restore_command(sudo: bool, plan_id: str | None = None) -> str:
-    """Undo gpuplane's containerd changes with the installed agent; a no-op if none.
+    """Undo gpuplane's containerd changes with the installed agent (a no-op if none), then,
+    when no plan is left applied, remove the agent's install and upload
+    (:func:`uninstall_script`). A failed restore exits with the agent's code and removes
+    nothing.
 
     With `plan_id`, only if that plan is still the one applied: Pulumi runs a replaced
     resource's delete after its successor's create, which must not be undone.
     """
     args = f" --plan-id {shlex.quote(plan_id)}" if plan_id else ""
-    script = (f"if [ -f {AGENT_PATH} ]; then exec sh {AGENT_PATH} restore{args}; fi; "
-              "echo 'gpuplane-agent: nothing to restore' >&2")
+    script = (f"if [ -f {AGENT_PATH} ]; then sh {AGENT_PATH} restore{args} || exit $?; "
+              "else echo 'gpuplane-agent: nothing to restore' >&2; fi; "
+              f"{uninstall_script()}")
     return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
 
 
@@ -451,7 +469,6 @@ __all__ = [
     "agent_source",
     "apply_command",
     "apply_stdin",
-    "install_command",
     "install_script",
     "payload_base_texts",
     "payload_bases",
@@ -460,6 +477,5 @@ __all__ = [
     "restore_command",
     "staged_agent_path",
     "status_command",
-    "uninstall_command",
     "uninstall_script",
 ]

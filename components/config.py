@@ -8,6 +8,7 @@ stack key, what was wrong, and the allowed values.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -280,8 +281,7 @@ class StackConfig(_Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:
-        names = [n.name for n in self.nodes]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted(n for n, k in Counter(n.name for n in self.nodes).items() if k > 1)
         if dupes:
             raise ValueError(f"nodes: duplicate node names {dupes}")
         if self.cluster.node_access == "ssh":

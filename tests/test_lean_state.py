@@ -1,5 +1,6 @@
 """Lean Pulumi state: the node agent travels once per node and agent version (an upload
-keyed by its digest, installed by root), and each node command carries only the plan.
+keyed by its digest, which the node command installs as root the first time), and each
+node command carries only the plan: two resources per node.
 
 The plan side is checked on the registered resources of real stacks; the node side runs
 the install script and the lean program through the real agent against a real
@@ -66,19 +67,18 @@ def test_node_commands_carry_the_plan_and_the_agent_travels_once_per_node(stack:
         cmd = by_name[f"containerd-{node}"]
         stdin = cmd.inputs["stdin"]
         assert "gp_usage()" not in stdin and "GPUPLANE_AGENT_" not in stdin
-        assert agent_file() in stdin and agent_digest() in stdin
+        assert AGENT_DIR in stdin and Path(agent_file()).name in stdin
+        assert agent_digest() in stdin
         assert payload_files(stdin) and payload_bases(stdin) is not None
         copy = by_name[f"gpuplane-agent-copy-{node}"]
         assert copy.type == COPY
         assert copy.inputs["source"]["hash"] == agent_digest()
         assert copy.inputs["remotePath"] == staged_agent_path()
-        install = by_name[f"gpuplane-agent-{node}"]
-        assert agent_digest() in install.inputs["create"]
-        assert agent_file() in install.inputs["delete"]
-        assert "stdin" not in install.inputs
-        assert {install.urn} <= set(cmd.dependencies)
-        assert copy.urn in install.dependencies
+        assert copy.urn in cmd.dependencies
+        assert staged_agent_path() in stdin, "the command installs the upload"
+        assert agent_file() in cmd.inputs["delete"], "the delete removes the install"
     assert sum(r.type == COPY for r in resources) == len(nodes)
+    assert sum(r.type == COMMAND for r in resources) == len(nodes), "no other command"
 
 
 def _install(node: SandboxNode, home: Path, upload: str) -> subprocess.CompletedProcess[str]:
@@ -90,14 +90,17 @@ def _install(node: SandboxNode, home: Path, upload: str) -> subprocess.Completed
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def _lean(node: SandboxNode, plan, *extra: str) -> AgentRun:
+def _lean(node: SandboxNode, plan, *extra: str, home: Path | None = None) -> AgentRun:
+    """The node command as the node runs it: root, in the SSH user's home."""
+    home = home or node.tmp / "home"
+    home.mkdir(exist_ok=True)
     proc = subprocess.run([DASH, "-s", "--", "apply", *node.args(*extra)],
                           input=plan_stdin(plan), capture_output=True, text=True,
-                          timeout=120, check=False)
+                          timeout=120, check=False, cwd=home)
     return parse_result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def test_the_installed_agent_applies_the_lean_plan_and_restore_needs_no_stdin(
+def test_the_node_command_installs_the_upload_applies_and_restore_needs_no_stdin(
         containerd_line: str, make_node) -> None:
     node = make_node(containerd_line)
     node.boot()
@@ -109,17 +112,15 @@ def test_the_installed_agent_applies_the_lean_plan_and_restore_needs_no_stdin(
     (state / "agent-0000000000000000.sh").write_text("old")
     home.mkdir()
     (home / ".gpuplane-agent-0000000000000000.sh").write_text("old")
-    installed = _install(node, home, agent_source())
-    assert installed.returncode == 0, installed.stderr
-    assert host_path(node.root, agent_file()).read_text() == agent_source()
-    assert host_path(node.root, agent_file()).stat().st_mode & 0o077 == 0
-    assert sorted(p.name for p in state.iterdir()) == [Path(agent_file()).name]
-    assert sorted(p.name for p in home.iterdir()) == [staged_agent_path()]
-    assert _install(node, home, agent_source()).returncode == 0, "install is idempotent"
+    (home / staged_agent_path()).write_text(agent_source())   # what the copy uploads
 
     plan = node.plan()
     first = _lean(node, plan)
     assert first.rc == 0, first.err
+    assert host_path(node.root, agent_file()).read_text() == agent_source()
+    assert host_path(node.root, agent_file()).stat().st_mode & 0o077 == 0
+    assert not (state / "agent-0000000000000000.sh").exists()
+    assert sorted(p.name for p in home.iterdir()) == [staged_agent_path()]
     assert first.out["ok"] is True and node.restarts == 1
     assert set(first.out["written"]) == set(plan.files)
     assert "nvidia" in node.effective()["runtimes"]
@@ -128,6 +129,11 @@ def test_the_installed_agent_applies_the_lean_plan_and_restore_needs_no_stdin(
     again = _lean(node, plan)
     assert again.rc == 0 and again.out["changed"] is False and node.restarts == 1
 
+    # While a plan is applied (a replaced command's skipped restore), nothing is removed.
+    kept = subprocess.run([DASH, "-c", uninstall_script(str(state))], cwd=home,
+                          capture_output=True, text=True, check=False)
+    assert kept.returncode == 0, kept.stderr
+    assert host_path(node.root, agent_file()).exists() and list(home.iterdir())
     restored = node.run("restore")
     assert restored.rc == 0, restored.err
     assert node.snapshot() == snap, "originals are not byte-exact"
@@ -135,14 +141,26 @@ def test_the_installed_agent_applies_the_lean_plan_and_restore_needs_no_stdin(
     removed = subprocess.run([DASH, "-c", uninstall_script(str(state))], cwd=home,
                              capture_output=True, text=True, check=False)
     assert removed.returncode == 0, removed.stderr
-    assert not list(state.iterdir()) and not list(home.iterdir())
+    assert not state.exists() and not list(home.iterdir())
+
+
+def test_the_install_script_installs_once_and_cleans_other_versions(make_node) -> None:
+    node = make_node("1.7")
+    home = node.tmp / "home"
+    state = host_path(node.root, AGENT_DIR)
+    state.mkdir(parents=True)
+    (state / "agent-0000000000000000.sh").write_text("old")
+    installed = _install(node, home, agent_source())
+    assert installed.returncode == 0, installed.stderr
+    assert sorted(p.name for p in state.iterdir()) == [Path(agent_file()).name]
+    assert _install(node, home, agent_source()).returncode == 0, "install is idempotent"
 
 
 def test_a_node_without_the_installed_agent_refuses_before_anything(make_node) -> None:
     node = make_node("1.7")
     snap = node.snapshot()
     plan = node.plan()
-    missing = _lean(node, plan)
+    missing = _lean(node, plan)   # no install and no upload
     assert missing.rc == 2 and "no agent at" in missing.err
     assert str(host_path(node.root, agent_file())) in missing.err
     # A file at the digest path that is not that agent is not run either.
@@ -150,7 +168,8 @@ def test_a_node_without_the_installed_agent_refuses_before_anything(make_node) -
     host_path(node.root, agent_file()).write_text(agent_source() + "echo tampered\n")
     tampered = subprocess.run(
         [DASH, "-s", "--", "apply", f"--root={node.root}", "--restart-cmd", "false"],
-        input=plan_stdin(plan), capture_output=True, text=True, timeout=60, check=False)
+        input=plan_stdin(plan), capture_output=True, text=True, timeout=60, check=False,
+        cwd=node.tmp / "home")
     assert tampered.returncode == 2 and "no agent at" in tampered.stderr
     assert node.snapshot() == snap and node.restarts == 0
 
@@ -162,3 +181,9 @@ def test_an_upload_that_is_not_the_agent_is_not_installed(make_node) -> None:
     assert refused.returncode == 2 and "is not agent" in refused.stderr
     state = host_path(node.root, AGENT_DIR)
     assert not state.exists() or not list(state.iterdir()), "nothing half-written"
+    # The node command refuses that upload too, before anything else.
+    snap = node.snapshot()
+    lean = _lean(node, node.plan(), home=home)
+    assert lean.rc == 2 and "is not agent" in lean.err
+    assert not state.exists() or not list(state.iterdir()), "nothing half-written"
+    assert node.snapshot() == snap and node.restarts == 0

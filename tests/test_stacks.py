@@ -141,17 +141,17 @@ def test_kubeadm_prod_rolls_out_canary_then_batches_of_two() -> None:
     assert sorted(c.name for c in commands) == [
         "containerd-a100-01", "containerd-a100-02", "containerd-a100-03",
         "containerd-l40s-01", "containerd-l40s-02"]
-    # Each node command also waits for its node's agent install (which waits for nothing
-    # but the agent's upload): the batches order only the node commands.
-    assert deps(resources, "containerd-a100-01") == {"gpuplane-agent-a100-01"}
+    # Each node command also waits for its node's agent upload (which waits for nothing):
+    # the batches order only the node commands.
+    assert deps(resources, "containerd-a100-01") == {"gpuplane-agent-copy-a100-01"}
     assert deps(resources, "containerd-a100-02") == {"containerd-a100-01",
-                                                     "gpuplane-agent-a100-02"}
+                                                     "gpuplane-agent-copy-a100-02"}
     assert deps(resources, "containerd-a100-03") == {"containerd-a100-01",
-                                                     "gpuplane-agent-a100-03"}
+                                                     "gpuplane-agent-copy-a100-03"}
     second = {"containerd-a100-02", "containerd-a100-03"}
-    assert deps(resources, "containerd-l40s-01") == second | {"gpuplane-agent-l40s-01"}
-    assert deps(resources, "containerd-l40s-02") == second | {"gpuplane-agent-l40s-02"}
-    assert deps(resources, "gpuplane-agent-l40s-02") == {"gpuplane-agent-copy-l40s-02"}
+    assert deps(resources, "containerd-l40s-01") == second | {"gpuplane-agent-copy-l40s-01"}
+    assert deps(resources, "containerd-l40s-02") == second | {"gpuplane-agent-copy-l40s-02"}
+    assert deps(resources, "gpuplane-agent-copy-l40s-02") == set()
     # The operator (and its toolkit) only starts once every node is done: it waits for
     # the last batch, which waited for every earlier one.
     assert {"containerd-l40s-01", "containerd-l40s-02"} <= deps(resources, "gpu-gpu-operator")

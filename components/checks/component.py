@@ -37,6 +37,9 @@ from gpuplane.probe import probe_source
 TYPE = "gpuplane:index:GpuChecks"
 # The Job's own await would fail with only "BackoffLimitExceeded"; the verdicts wait.
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+# Stands in for the probe ConfigMap's generated name where only the Job's metadata is
+# built (the metadata never names the ConfigMap).
+CONFIGMAP_PLACEHOLDER = "probe-configmap"
 
 
 @dataclass
@@ -68,6 +71,7 @@ class GpuChecks(pulumi.ComponentResource):
         deps = list(args.depends_on)
         plan = plan_checks(intent, settings)
         self.configmap, self.jobs, self.checks, self.allocatable = None, {}, {}, None
+        self._configmap_name: pulumi.Output[str] | None = None
         if not plan:
             self.register_outputs({"enabled": settings.enabled, "namespace": namespace,
                                    "checks": {}})
@@ -88,12 +92,12 @@ class GpuChecks(pulumi.ComponentResource):
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
         def job_for(check: CheckJob, *after: pulumi.Resource) -> k8s.batch.v1.Job:
-            manifest = self._manifest(check, intent, settings, namespace, stamp)
+            metadata, spec = self._manifest(check, intent, settings, namespace, stamp)
             if check.sample == "probe" and self.configmap is not None:
                 after = (*after, self.configmap)
             job = k8s.batch.v1.Job(
                 short_name(f"{name}-{check.key}"),
-                metadata=manifest["metadata"], spec=manifest["spec"], opts=child(*after))
+                metadata=metadata, spec=spec, opts=child(*after))
             self.jobs[check.key] = job
             return job
 
@@ -122,16 +126,22 @@ class GpuChecks(pulumi.ComponentResource):
         })
 
     def _manifest(self, check: CheckJob, intent: ClusterIntent, settings: ChecksSettings,
-                  namespace: str, stamp: str) -> Any:
-        """The Job manifest; for the probe it waits for the ConfigMap's generated name."""
+                  namespace: str, stamp: str) -> tuple[dict[str, Any], pulumi.Input[Any]]:
+        """The Job's metadata and spec. A probe's spec waits for the ConfigMap's generated
+        name (one Output per Job: a fleet has a Job per GPU node); its metadata does not
+        depend on it and stays plain."""
         def build(configmap: str | None) -> dict[str, Any]:
             return job_manifest(check, intent, settings, namespace=namespace,
                                 configmap=configmap, fingerprint_value=stamp,
                                 annotations=SKIP_AWAIT)
 
         if check.sample == "probe" and self.configmap is not None:
-            return self.configmap.metadata.apply(lambda m: build(m.name))
-        return pulumi.Output.from_input(build(None))
+            if self._configmap_name is None:
+                self._configmap_name = self.configmap.metadata.apply(lambda m: m.name)
+            metadata = build(CONFIGMAP_PLACEHOLDER)["metadata"]
+            return metadata, self._configmap_name.apply(lambda n: build(n)["spec"])
+        manifest = build(None)
+        return manifest["metadata"], manifest["spec"]
 
 
 __all__ = ["SKIP_AWAIT", "TYPE", "GpuChecks", "GpuChecksArgs"]

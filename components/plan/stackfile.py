@@ -87,7 +87,8 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
     text = _read_text(path)
     try:
         node = yaml.compose(text, Loader=_LOADER)
-        data = yaml.load(text, Loader=_LOADER) or {}
+        # The data from the same nodes (parsing the text once: a fleet's stack is MBs).
+        data = (_LOADER("").construct_document(node) if node is not None else None) or {}
     except yaml.YAMLError as exc:
         raise StackFileError(_yaml_error(path, exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):

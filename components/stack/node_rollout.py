@@ -1,19 +1,21 @@
 """containerd changes on GPU nodes, one `remote.Command` per node, canary first.
 
-Each node gets three resources:
+Each node gets two resources (a fleet is thousands of nodes: each resource costs plan
+time, state and engine steps):
 
 - `gpuplane-agent-copy-<node>` (`remote.CopyToRemote`) uploads the node agent as a file
   asset: Pulumi's state holds its path and hash, not its text, and it uploads again only
   when the agent's digest changes;
-- `gpuplane-agent-<node>` installs that upload as root at
-  /var/lib/gpuplane/agent-<digest>.sh (sha256 checked);
 - `containerd-<node>` pipes the plan (settings, bases, the planned files as plain
-  heredocs) to `sh -s`, which runs the installed agent by its digest path. The files
+  heredocs) to `sh -s` as root, which installs that upload at
+  /var/lib/gpuplane/agent-<digest>.sh (sha256 checked) when that version is not there
+  yet, and runs the installed agent by its digest path. The files
   are plain text inside the resource's `stdin` input: a preview shows their diff and
   policies read them. create (update runs create again) = agent `apply` (verify,
   restart only when the effective config changes, roll back on failure); delete = agent
   `restore` (originals byte-exact) with the copy the agent keeps at
-  /var/lib/gpuplane/agent.sh. No
+  /var/lib/gpuplane/agent.sh, then removes the install and the upload when no plan is
+  left applied. No
   `triggers`: a trigger change replaces, and a replacement's delete (restore) would run
   after the new create (apply) and undo it.
 
@@ -34,11 +36,9 @@ from gpuplane.agent import (
     agent_plan,
     agent_script_path,
     apply_command,
-    install_command,
     plan_stdin,
     restore_command,
     staged_agent_path,
-    uninstall_command,
 )
 from gpuplane.planner import NodeContainerdPlan
 
@@ -77,17 +77,14 @@ class ContainerdRollout(pulumi.ComponentResource):
             current = []
             for node in batch:
                 target = by_name[node]
+                # Plain args (the generated classes make the connection secret): an
+                # Output here would be unwrapped again by each resource.
                 connection = command.remote.ConnectionArgs(
                     host=target.host, user=target.user, port=target.port, private_key=key)
                 copy = command.remote.CopyToRemote(
                     f"gpuplane-agent-copy-{node}", connection=connection,
                     remote_path=staged_agent_path(), source=agent,
                     opts=pulumi.ResourceOptions(parent=self))
-                install = command.remote.Command(
-                    f"gpuplane-agent-{node}", connection=connection,
-                    create=install_command(target.sudo),   # update: create again
-                    delete=uninstall_command(target.sudo),
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[copy]))
                 plan_id, stdin = programs[id(plans[node])]
                 cmd = command.remote.Command(
                     f"containerd-{node}",
@@ -98,7 +95,7 @@ class ContainerdRollout(pulumi.ComponentResource):
                     delete=restore_command(target.sudo, plan_id=plan_id),
                     stdin=stdin,
                     opts=pulumi.ResourceOptions(parent=self,
-                                                depends_on=[install, *previous]))
+                                                depends_on=[copy, *previous]))
                 self.commands[node] = cmd
                 current.append(cmd)
             previous = current
