@@ -3,6 +3,7 @@ inputs, under which parent and after what."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -121,11 +122,14 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
         cm = mocks.inputs["checks-probe"]
         assert set(cm["data"]) == {"cuda_probe.py"}
         assert cm["metadata"]["namespace"] == "gpu-operator"
+        # Named by the script's content: the Jobs name it as plain text.
+        digest = hashlib.sha256(cm["data"]["cuda_probe.py"].encode()).hexdigest()[:10]
+        assert cm["metadata"]["name"] == f"checks-probe-{digest}"
         planned = list(plan_checks(intent, ChecksSettings()))
         for check in planned:
             job = mocks.inputs[f"checks-{check.key}"]
             want = job_manifest(check, intent, ChecksSettings(), namespace="gpu-operator",
-                                configmap="checks-probe" + SUFFIX, annotations=SKIP_AWAIT,
+                                configmap=cm["metadata"]["name"], annotations=SKIP_AWAIT,
                                 fingerprint_value=job["spec"]["template"]["metadata"]
                                 ["annotations"]["gpuplane.dev/checks-fingerprint"])
             assert ints(job["spec"]) == want["spec"]
@@ -180,7 +184,8 @@ def test_hami_with_vectoradd_adds_the_memory_proof(world) -> None:
         assert "volumes" not in pod
         hami = ints(mocks.inputs["checks-hami"]["spec"])["template"]["spec"]
         assert hami["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "512"
-        assert hami["volumes"][0]["configMap"]["name"] == "checks-probe" + SUFFIX
+        assert hami["volumes"][0]["configMap"]["name"] == mocks.inputs["checks-probe"][
+            "metadata"]["name"]
         assert monitor.registered["checks-probe"]["urn"] in monitor.registered[
             "checks-hami"]["deps"]
         assert monitor.registered["checks-probe"]["urn"] not in monitor.registered[

@@ -1,7 +1,8 @@
 """`GpuChecks`: the post-deploy GPU checks as one Pulumi component.
 
 Children, all after the rest of the deployment (`depends_on`):
-* ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe);
+* ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe),
+  named `<name>-probe-<sha256 of the script, 10>` in the cluster;
 * `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable nvidia.com/gpu;
 * per GPU node a Job `<name>-probe-<node>`, and one `GpuJobCheck` `<name>-nodes-check`
   that waits for all of them;
@@ -26,6 +27,7 @@ from gpuplane.checks.manifests import (
     needs_probe_configmap,
     plan_checks,
     probe_configmap,
+    probe_configmap_name,
     short_name,
 )
 from gpuplane.checks.provider import GpuAllocatableCheck, GpuJobCheck
@@ -37,9 +39,6 @@ from gpuplane.probe import probe_source
 TYPE = "gpuplane:index:GpuChecks"
 # The Job's own await would fail with only "BackoffLimitExceeded"; the verdicts wait.
 SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
-# Stands in for the probe ConfigMap's generated name where only the Job's metadata is
-# built (the metadata never names the ConfigMap).
-CONFIGMAP_PLACEHOLDER = "probe-configmap"
 
 
 @dataclass
@@ -71,7 +70,6 @@ class GpuChecks(pulumi.ComponentResource):
         deps = list(args.depends_on)
         plan = plan_checks(intent, settings)
         self.configmap, self.jobs, self.checks, self.allocatable = None, {}, {}, None
-        self._configmap_name: pulumi.Output[str] | None = None
         if not plan:
             self.register_outputs({"enabled": settings.enabled, "namespace": namespace,
                                    "checks": {}})
@@ -82,8 +80,14 @@ class GpuChecks(pulumi.ComponentResource):
 
         source = probe_source()
         stamp = fingerprint(intent, settings, source)
+        configmap_name: str | None = None
         if needs_probe_configmap(plan):
-            cm = probe_configmap(namespace, source)
+            # Named by its content (as kustomize's generated ConfigMaps are): every probe
+            # Job's spec names it as plain text, with no Output per Job (a fleet has a Job
+            # per GPU node), and a changed probe is a new ConfigMap, created before the
+            # old one is deleted.
+            configmap_name = probe_configmap_name(name, source)
+            cm = probe_configmap(namespace, source, configmap_name)
             self.configmap = k8s.core.v1.ConfigMap(
                 short_name(f"{name}-probe"), metadata=cm["metadata"], data=cm["data"],
                 opts=child())
@@ -92,12 +96,13 @@ class GpuChecks(pulumi.ComponentResource):
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
         def job_for(check: CheckJob, *after: pulumi.Resource) -> k8s.batch.v1.Job:
-            metadata, spec = self._manifest(check, intent, settings, namespace, stamp)
+            manifest = self._manifest(check, intent, settings, namespace, stamp,
+                                      configmap_name)
             if check.sample == "probe" and self.configmap is not None:
                 after = (*after, self.configmap)
             job = k8s.batch.v1.Job(
                 short_name(f"{name}-{check.key}"),
-                metadata=metadata, spec=spec, opts=child(*after))
+                metadata=manifest["metadata"], spec=manifest["spec"], opts=child(*after))
             self.jobs[check.key] = job
             return job
 
@@ -125,23 +130,13 @@ class GpuChecks(pulumi.ComponentResource):
             "allocatable": self.allocatable.result,
         })
 
-    def _manifest(self, check: CheckJob, intent: ClusterIntent, settings: ChecksSettings,
-                  namespace: str, stamp: str) -> tuple[dict[str, Any], pulumi.Input[Any]]:
-        """The Job's metadata and spec. A probe's spec waits for the ConfigMap's generated
-        name (one Output per Job: a fleet has a Job per GPU node); its metadata does not
-        depend on it and stays plain."""
-        def build(configmap: str | None) -> dict[str, Any]:
-            return job_manifest(check, intent, settings, namespace=namespace,
-                                configmap=configmap, fingerprint_value=stamp,
-                                annotations=SKIP_AWAIT)
-
-        if check.sample == "probe" and self.configmap is not None:
-            if self._configmap_name is None:
-                self._configmap_name = self.configmap.metadata.apply(lambda m: m.name)
-            metadata = build(CONFIGMAP_PLACEHOLDER)["metadata"]
-            return metadata, self._configmap_name.apply(lambda n: build(n)["spec"])
-        manifest = build(None)
-        return manifest["metadata"], manifest["spec"]
+    @staticmethod
+    def _manifest(check: CheckJob, intent: ClusterIntent, settings: ChecksSettings,
+                  namespace: str, stamp: str, configmap: str | None) -> dict[str, Any]:
+        """The Job manifest (a probe's mounts the ConfigMap `configmap`)."""
+        return job_manifest(check, intent, settings, namespace=namespace,
+                            configmap=configmap if check.sample == "probe" else None,
+                            fingerprint_value=stamp, annotations=SKIP_AWAIT)
 
 
 __all__ = ["SKIP_AWAIT", "TYPE", "GpuChecks", "GpuChecksArgs"]

@@ -110,6 +110,13 @@ def probe_configmap(namespace: str, source: str, name: str | None = None) -> dic
             "data": {PROBE_FILE: source}}
 
 
+def probe_configmap_name(component: str, source: str) -> str:
+    """The probe ConfigMap's name: the component's, then the script's sha256 (10 hex), so
+    that Jobs name it as plain text and a changed script is a new ConfigMap."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
+    return f"{short_name(f'{component}-probe', MAX_NAME - 11)}-{digest}"
+
+
 def probe_args(max_memory_mib: int | None = None) -> list[str]:
     """The probe's flags: under HAMi it fails by itself when it sees more than it asked."""
     return [] if max_memory_mib is None else ["--max-memory-mib", str(max_memory_mib)]
@@ -261,6 +268,7 @@ __all__ = [
     "needs_probe_configmap",
     "plan_checks",
     "probe_configmap",
+    "probe_configmap_name",
     "runtime_class_for",
     "short_name",
     "timeslicing_node",
