@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuplane.capture.remote import KUBELET_CONFIG, NodeReport, capture_script, parse_answer
+from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
@@ -18,6 +18,13 @@ from gpuplane.doctor.client import ClusterClient
 from gpuplane.nodecheck import VersionUnknown, parse_version_output
 from gpuplane.plan.run import project_root
 from gpuplane.plan.stackfile import StackFile, load_stack_file
+from gpuplane.rules.kubelet_node import (
+    NodeRole,
+    StatedDriver,
+    node_role,
+    restart_unit_note,
+    stated_driver,
+)
 
 PARALLEL = 8
 
@@ -41,6 +48,9 @@ class NodeResult:
     new_copies: int = 0
     missing: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
+    role: NodeRole | None = None          # None: the node did not answer
+    cgroup_driver: StatedDriver | None = None
+    notes: list[str] = field(default_factory=list)   # worth knowing, not a failure
 
 
 @dataclass
@@ -66,14 +76,18 @@ def copy_name(node_path: str, text: str) -> str:
 
 
 def disagreements(cfg: StackConfig, report: NodeReport) -> tuple[str, list[str]]:
-    """(the containerd version found, every disagreement with the stack, naming its key)."""
+    """(the containerd version found, every disagreement with the stack, naming its key).
+
+    The node's role is not compared: the stack has no per-node role key (the agent picks
+    the active unit on the node itself), so capture only reports it."""
     found, problem = version_problem(cfg, report.version_output, report.distros)
     problems = [problem] if problem else []
-    driver = report.cgroup_driver
-    if driver in ("systemd", "cgroupfs") and driver != cfg.kubelet_cgroup_driver:
+    stated = stated_driver(cfg.cluster.distro, report.kubelet_files, report.kubelet_unreadable)
+    driver = stated.driver
+    if driver and driver != cfg.kubelet_cgroup_driver:
         how = "set" if cfg.cluster.kubelet_cgroup_driver else "assumed for the distribution"
         problems.append(f"{NAMESPACE}:cluster.kubeletCgroupDriver is {cfg.kubelet_cgroup_driver} "
-                        f"({how}) but the node's kubelet uses {driver} ({KUBELET_CONFIG}); "
+                        f"({how}) but the node's kubelet uses {driver} ({stated.source}); "
                         f"set cluster.kubeletCgroupDriver: {driver}")
     return found, problems
 
@@ -139,7 +153,8 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         node = cfg.nodes[index]
         result = NodeResult(node.name, node.name if kube else node.host or node.name)
         root = "" if kube else remote_root.replace("{node}", node.name)
-        script = script_for.setdefault(root, capture_script(cfg.profile, root))
+        script = script_for.setdefault(root, capture_script(cfg.profile, root,
+                                                            in_pod=kube is not None))
         answer, why = runner(index, script)
         if answer is None:
             result.problems.append(why)
@@ -149,6 +164,12 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         result.missing = report.missing
         result.version, problems = disagreements(cfg, report)
         result.problems += problems
+        result.cgroup_driver = stated_driver(cfg.cluster.distro, report.kubelet_files,
+                                             report.kubelet_unreadable)
+        result.role = node_role(cfg.cluster.distro, report.units)
+        note = restart_unit_note(cfg.profile.restart_units, result.role)
+        if note:
+            result.notes.append(note)
         result.files = dict(report.files)   # node path -> text until stored
         return result
 
