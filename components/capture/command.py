@@ -33,7 +33,11 @@ def main(argv: list[str]) -> int:
     cap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
     cap.add_argument("--stacks-dir", default="stacks", type=Path)
     cap.add_argument("--identity", type=Path, metavar="FILE",
-                     help="SSH private key (default: ssh-agent and ~/.ssh keys)")
+                     help="SSH private key (default: the stack's gpuplane:sshPrivateKey "
+                          "secret through `pulumi config get`, when the stack has one)")
+    cap.add_argument("--ssh-agent", action="store_true",
+                     help="leave the key to ssh (its agent and ~/.ssh keys) instead of "
+                          "reading the stack's secret")
     cap.add_argument("--ssh-config", type=Path, metavar="FILE",
                      help="ssh client config (`ssh -F`): host aliases, bastions")
     cap.add_argument("--out", type=Path, metavar="DIR",
@@ -73,7 +77,7 @@ def _capture(ns: argparse.Namespace) -> int:
         if ns.via == "kubernetes":
             kube = KubeAccess(_client(ns.kubeconfig, ns.context), ns.namespace, ns.image)
         result = capture_stack(ns.stack, ns.stacks_dir, ns.identity, ns.ssh_config, ns.out,
-                               ns.remote_root, kube)
+                               ns.remote_root, kube, use_agent=ns.ssh_agent)
     except (StackFileError, StackConfigError, CaptureError, CollectError) as exc:
         print(f"gpuplane: stack {ns.stack!r}: cannot capture\n{exc}", file=sys.stderr)
         return EXIT_INPUT

@@ -7,11 +7,14 @@ import hashlib
 import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
+from gpuplane.capture.stackkey import KEY as STACK_KEY
+from gpuplane.capture.stackkey import StackKeyError, key_file, read_stack_key
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
 from gpuplane.doctor.client import ClusterClient
@@ -119,34 +122,52 @@ def version_problem(cfg: StackConfig, output: str,
 
 def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
                   ssh_config: Path | None = None, out_dir: Path | None = None,
-                  remote_root: str = "", kube: KubeAccess | None = None) -> CaptureResult:
+                  remote_root: str = "", kube: KubeAccess | None = None,
+                  use_agent: bool = False) -> CaptureResult:
     """Capture every node over SSH, or through the Kubernetes API when `kube` is given;
-    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only)."""
+    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only).
+
+    Over SSH without `identity`, the key is the stack's `gpuplane:sshPrivateKey` secret
+    read through the Pulumi CLI (capture.stackkey), unless `use_agent` leaves it to ssh's
+    agent and ~/.ssh keys, or the stack has no such secret."""
     stack = load_stack_file(name, stacks_dir)
     cfg = stack.config()
     if not cfg.nodes:
         raise CaptureError(f"{stack.path}: {NAMESPACE}:nodes lists no nodes; list the GPU "
                            "nodes to capture (name: the Kubernetes node name)")
+    key: AbstractContextManager[Path | None] = nullcontext(identity)
+    if kube is None and not cfg.node_access:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
+                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
+                           "hosts, or capture through the Kubernetes API: --via kubernetes")
+    if kube is None:
+        if identity is not None and not identity.is_file():
+            raise CaptureError(f"--identity {identity}: no such file")
+        if identity is None and not use_agent and STACK_KEY in stack.secret_keys:
+            try:
+                key = key_file(read_stack_key(name, project_root(stacks_dir)))
+            except StackKeyError as exc:
+                raise CaptureError(f"{stack.path}: {exc}") from None
+    with key as ident:
+        nodes = _capture_nodes(cfg, remote_root, kube, ident, ssh_config)
+    return _store(stack, cfg, name, nodes, stacks_dir, out_dir)
+
+
+def _capture_nodes(cfg: StackConfig, remote_root: str, kube: KubeAccess | None,
+                   identity: Path | None, ssh_config: Path | None) -> list[NodeResult]:
+    """Every node's answer, read in parallel, compared with the stack; nothing stored."""
     if kube is not None:
         def runner(index: int, script: str) -> tuple[str | None, str]:
             from gpuplane.capture.pod import run_in_pod
 
             return run_in_pod(kube.client, cfg.nodes[index].name, script,
                               namespace=kube.namespace, image=kube.image, poll_s=kube.poll_s)
-    elif not cfg.node_access:
-        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
-                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
-                           "hosts, or capture through the Kubernetes API: --via kubernetes")
     else:
-        if identity is not None and not identity.is_file():
-            raise CaptureError(f"--identity {identity}: no such file")
-
         def runner(index: int, script: str) -> tuple[str | None, str]:
             node = cfg.nodes[index]
             target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
                             port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
             return run_script(target, script, identity, ssh_config)
-    out = out_dir or stacks_dir / "captured" / name
     script_for: dict[str, str] = {}
 
     def one(index: int) -> NodeResult:
@@ -174,22 +195,28 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         return result
 
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        nodes = list(pool.map(one, range(len(cfg.nodes))))
+        return list(pool.map(one, range(len(cfg.nodes))))
+
+
+def _store(stack: StackFile, cfg: StackConfig, name: str, nodes: list[NodeResult],
+           stacks_dir: Path, out_dir: Path | None) -> CaptureResult:
+    """Write the new copies, then the stack file once (only captured nodes change)."""
+    out = out_dir or stacks_dir / "captured" / name
     root = project_root(stacks_dir)
     per_node: dict[int, dict[str, str]] = {}
-    for index, result in enumerate(nodes):
-        if result.problems:
-            result.files = {}
+    for index, node in enumerate(nodes):
+        if node.problems:
+            node.files = {}
             continue
         stored = {}
-        for node_path, text in result.files.items():
+        for node_path, text in node.files.items():
             copy = out / copy_name(node_path, text)
             if not copy.is_file():
                 out.mkdir(parents=True, exist_ok=True)
                 _write_new(copy, text)
-                result.new_copies += 1
+                node.new_copies += 1
             stored[node_path] = Path(os.path.relpath(copy.resolve(), root.resolve())).as_posix()
-        result.files = stored
+        node.files = stored
         per_node[index] = stored
     result = CaptureResult(stack, nodes, out)
     if per_node:
