@@ -13,9 +13,9 @@ from pathlib import Path
 
 from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
+from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.capture.stackkey import KEY as STACK_KEY
 from gpuplane.capture.stackkey import StackKeyError, key_file, read_stack_key
-from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
 from gpuplane.doctor.client import ClusterClient
 from gpuplane.nodecheck import VersionUnknown, parse_version_output
