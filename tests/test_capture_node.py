@@ -243,6 +243,8 @@ def test_the_cgroup_driver_each_distribution_states(distro: str) -> None:
     silent = stated_driver(d, {path: says_nothing})
     assert silent.driver == "" and silent.why.startswith(f"not stated in {path}")
     assert stated_driver(d, {}).driver == ""
+    denied = stated_driver(d, {path: says_cgroupfs}, {path: "permission denied"})
+    assert denied.driver == "" and denied.why == f"unknown: {path}: permission denied"
     # A file of another distribution says nothing about this one.
     other = "/var/lib/kubelet/config.yaml" if distro != "kubeadm" else STATED["k0s"][0]
     assert stated_driver(d, {other: KUBEADM_KUBELET.format(driver="cgroupfs")}).driver == ""
@@ -270,6 +272,19 @@ def test_capture_reports_the_stated_driver_against_the_stack(
             f"uses cgroupfs ({path}); set cluster.kubeletCgroupDriver: cgroupfs") in out
     assert f"kubelet cgroup driver: not stated in {path}" in out
     assert "1 of 2 nodes not captured: stated" in out
+
+
+def test_kubelet_sources_are_framed_apart_from_the_captured_files() -> None:
+    """A `KUBE` frame is read for the driver, never stored as a baseline; an unreadable
+    one makes the driver unknown without failing the node."""
+    body = "Y2dyb3VwRHJpdmVyOiBjZ3JvdXBmcwo="          # "cgroupDriver: cgroupfs\n"
+    report = parse_answer(f"KUBE /var/lib/kubelet/config.yaml 23\n{body}\nEND\n"
+                          "DENIEDKUBE /var/lib/k0s/kubelet-config.yaml\n"
+                          "UNIT kubelet active\nVERSION containerd x 1.7.2 y\n")
+    assert report.files == {} and report.problems == ()
+    assert report.kubelet_files == {"/var/lib/kubelet/config.yaml": "cgroupDriver: cgroupfs\n"}
+    assert "/var/lib/k0s/kubelet-config.yaml" in report.kubelet_unreadable
+    assert report.units == {"kubelet": "active"}
 
 
 # --- 3. ssh.sudo: true as a non-root user -------------------------------------------
