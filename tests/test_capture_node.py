@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_capture import CAPTURED, CONFIG, ROOT, Sshd, node_root, sshd  # noqa: F401
+from test_capture import CAPTURED, CONFIG, ROOT, PodApi, Sshd, node_root, sshd  # noqa: F401
 
 from gpuplane.capture.remote import capture_script, parse_answer
 from gpuplane.cli import main
@@ -199,6 +199,36 @@ def test_the_role_is_read_from_the_units_that_run(
     assert by["agent"]["role"] == "agent" and by["agent"]["activeUnits"] == ["rke2-agent"]
     assert by["nocgroup"]["role"] == "unknown"
     assert by["agent"]["kubeletCgroupDriver"]["driver"] is None
+
+
+def test_the_role_through_the_capture_pod(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod path reads the host's cgroup tree (the recorded API runs each pod's own
+    script on the node's sandbox root), and k0s's kubelet config for the driver."""
+    roots = tmp_path / "roots"
+    sandbox = Sshd(0, tmp_path, tmp_path, roots)
+    k0s = "/var/lib/k0s/bin/containerd"
+    node_root(sandbox, "w1", {STATED["k0s"][0]: STATED["k0s"][2].replace(
+        "cgroupsPerQOS", "cgroupDriver: systemd\ncgroupsPerQOS")}, containerd=k0s)
+    running(roots / "w1", "k0sworker")
+    (tmp_path / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks/Pulumi.t.yaml").write_text(
+        "config:\n  gpuplane:cluster: {distro: k0s, kubernetesVersion: \"1.31.4\", "
+        "containerdVersion: \"1.7\", nodeAccess: none, kubeletCgroupDriver: systemd}\n"
+        "  gpuplane:nodes: [{name: w1, gpus: 8}]\n"
+        "  gpuplane:gpuOperator: {chartVersion: v25.10.1}\n")
+    api = PodApi(roots, forbidden=set(), failing=set())
+    monkeypatch.setattr("gpuplane.capture.command._client", lambda *_: api)
+    code = main(["nodes", "capture", "--stack", "t", "--stacks-dir",
+                 str(tmp_path / "stacks"), "--via", "kubernetes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    script = next(iter(api.pods.values()))["spec"]["containers"][0]["command"][4]
+    assert "POD=1" in script
+    assert "role: agent (active: k0sworker)" in out
+    assert "kubelet cgroup driver: systemd (/var/lib/k0s/kubelet-config.yaml)" in out
 
 
 def _fake_systemctl(tmp_path: Path, active: str) -> tuple[dict[str, str], Path]:
