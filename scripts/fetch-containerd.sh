@@ -41,6 +41,14 @@ if ! command -v sshd >/dev/null 2>&1 && ! [ -x /usr/sbin/sshd ]; then
     fi
 fi
 
+# sudo for the capture test of `ssh.sudo: true` (tests/test_capture_node.py): a throw-away
+# non-root user with NOPASSWD sudo reads a root-only file through `sudo -n sh -s`.
+if ! command -v sudo >/dev/null 2>&1; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends sudo >/dev/null
+fi
+
 link_line() {  # link_line LINE ROOT: bin/ holds containerd, ctr; shim/ only the shim
     line=$1 root=$2
     mkdir -p "$CACHE/containerd/$line/bin" "$CACHE/containerd/$line/shim"

@@ -105,7 +105,9 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
     port = _free_port()
     (d / "sshd_config").write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile none\nStrictModes no\n"
+        # The test's key for the current user; a test-made user's own ~/.ssh (sudo test).
+        f"AuthorizedKeysFile {d / 'authorized_keys'} .ssh/authorized_keys\n"
+        "PidFile none\nStrictModes no\n"
         "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "PermitRootLogin prohibit-password\nLogLevel ERROR\n")
     if os.geteuid() == 0:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from gpuplane.capture.run import CaptureResult
     from gpuplane.doctor.client import ClusterClient
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
@@ -31,7 +33,11 @@ def main(argv: list[str]) -> int:
     cap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
     cap.add_argument("--stacks-dir", default="stacks", type=Path)
     cap.add_argument("--identity", type=Path, metavar="FILE",
-                     help="SSH private key (default: ssh-agent and ~/.ssh keys)")
+                     help="SSH private key (default: the stack's gpuplane:sshPrivateKey "
+                          "secret through `pulumi config get`, when the stack has one)")
+    cap.add_argument("--ssh-agent", action="store_true",
+                     help="leave the key to ssh (its agent and ~/.ssh keys) instead of "
+                          "reading the stack's secret")
     cap.add_argument("--ssh-config", type=Path, metavar="FILE",
                      help="ssh client config (`ssh -F`): host aliases, bastions")
     cap.add_argument("--out", type=Path, metavar="DIR",
@@ -49,6 +55,9 @@ def main(argv: list[str]) -> int:
     cap.add_argument("--remote-root", default="", metavar="DIR",
                      help="directory standing in for / on each node ({node} is replaced by "
                           "the node name): nodes whose root is mounted elsewhere, and tests")
+    cap.add_argument("--format", choices=("text", "json"), default="text",
+                     help="json: one object with every node's files, role, units, kubelet "
+                          "cgroup driver and problems")
     cap.set_defaults(handler=_capture)
     ns = parser.parse_args(argv)
     if not hasattr(ns, "handler"):
@@ -68,23 +77,14 @@ def _capture(ns: argparse.Namespace) -> int:
         if ns.via == "kubernetes":
             kube = KubeAccess(_client(ns.kubeconfig, ns.context), ns.namespace, ns.image)
         result = capture_stack(ns.stack, ns.stacks_dir, ns.identity, ns.ssh_config, ns.out,
-                               ns.remote_root, kube)
+                               ns.remote_root, kube, use_agent=ns.ssh_agent)
     except (StackFileError, StackConfigError, CaptureError, CollectError) as exc:
         print(f"gpuplane: stack {ns.stack!r}: cannot capture\n{exc}", file=sys.stderr)
         return EXIT_INPUT
-    width = max(len(n.name) for n in result.nodes)
-    print(f"capture {ns.stack}: {len(result.nodes)} nodes, copies in {result.out_dir}")
-    for node in result.nodes:
-        if node.problems:
-            print(f"  {node.name:{width}}  FAILED  {node.host}")
-            for problem in node.problems:
-                print(f"  {'':{width}}    {problem}")
-            continue
-        missing = f", absent: {', '.join(node.missing)}" if node.missing else ""
-        print(f"  {node.name:{width}}  ok      containerd {node.version}, "
-              f"{len(node.files)} files, {node.new_copies} new{missing}")
-    state = "updated" if result.stack_changed else "unchanged"
-    print(f"stack file {result.stack.path}: {state}")
+    if ns.format == "json":
+        print(json.dumps(_as_json(ns.stack, result), indent=2))
+    else:
+        _print_text(ns.stack, result)
     failed = result.failed
     if failed:
         print(f"gpuplane: {len(failed)} of {len(result.nodes)} nodes not captured: "
@@ -92,6 +92,49 @@ def _capture(ns: argparse.Namespace) -> int:
               "were", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _print_text(stack: str, result: CaptureResult) -> None:
+    width = max(len(n.name) for n in result.nodes)
+    print(f"capture {stack}: {len(result.nodes)} nodes, copies in {result.out_dir}")
+    pad = f"  {'':{width}}    "
+    for node in result.nodes:
+        if node.problems:
+            print(f"  {node.name:{width}}  FAILED  {node.host}")
+            for problem in node.problems:
+                print(f"{pad}{problem}")
+        else:
+            missing = f", absent: {', '.join(node.missing)}" if node.missing else ""
+            print(f"  {node.name:{width}}  ok      containerd {node.version}, "
+                  f"{len(node.files)} files, {node.new_copies} new{missing}")
+        if node.role is not None:
+            print(f"{pad}role: {node.role.describe()}")
+        if node.cgroup_driver is not None:
+            print(f"{pad}kubelet cgroup driver: {node.cgroup_driver.describe()}")
+        for note in node.notes:
+            print(f"{pad}note: {note}")
+    state = "updated" if result.stack_changed else "unchanged"
+    print(f"stack file {result.stack.path}: {state}")
+
+
+def _as_json(stack: str, result: CaptureResult) -> dict[str, Any]:
+    """The machine-readable report: what the text shows, per node."""
+    nodes = []
+    for n in result.nodes:
+        role, driver = n.role, n.cgroup_driver
+        nodes.append({
+            "name": n.name, "host": n.host, "ok": not n.problems,
+            "containerdVersion": n.version, "files": n.files, "newCopies": n.new_copies,
+            "missing": list(n.missing), "problems": n.problems, "notes": n.notes,
+            "role": None if role is None else (role.role if role.known else "unknown"),
+            "activeUnits": None if role is None else list(role.active),
+            "kubeletCgroupDriver": None if driver is None else {
+                "driver": driver.driver or None, "source": driver.source or None,
+                "why": driver.why or None},
+        })
+    return {"stack": stack, "outDir": str(result.out_dir),
+            "stackFile": str(result.stack.path), "stackChanged": result.stack_changed,
+            "nodes": nodes}
 
 
 def _client(kubeconfig: str | None, context: str | None) -> ClusterClient:

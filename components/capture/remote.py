@@ -4,6 +4,21 @@ One POSIX `sh` script per node reads every plannable file and `containerd --vers
 frames each answer on its own line (`FILE path size` + base64 body, `MISSING`, `DENIED`,
 `TOOBIG`), so one round trip per node tells apart a file that is absent, unreadable or too
 large from one that was read, and nothing of the node's own output is mistaken for content.
+The same round trip reads the files that state the kubelet's cgroup driver (`KUBE` frames,
+never captured as baselines) and the state of the distribution's units (`UNIT name state`).
+
+How a unit's state is read (`unit_probe`):
+- over SSH on the node itself (no `--remote-root`): `systemctl is-active UNIT.service`,
+  the init system's own answer;
+- otherwise, and where systemctl gives no answer (not booted with systemd, or no bus):
+  the unit's control group. systemd runs each service in
+  `system.slice/UNIT.service` of the cgroup tree (cgroup v2 at /sys/fs/cgroup, v1's named
+  hierarchy at /sys/fs/cgroup/systemd; systemd docs/CGROUP_DELEGATION.md @v255): the unit
+  runs exactly when some `cgroup.procs` below that directory lists a process. This is
+  what the pod path uses: the capture pod's `chroot /host` sees the host's /sys through
+  the read-only hostPath mount of / (CRI mounts it recursively, `rbind`), while systemctl
+  inside a pod's mount namespace cannot be trusted to reach the host's systemd. Reading
+  files also works under a sandboxed `--remote-root`, where a fake cgroup tree stands in.
 """
 
 from __future__ import annotations
@@ -14,9 +29,9 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuplane.distros import PROFILES, DistroProfile
+from gpuplane.rules.kubelet_node import driver_source_paths, role_units
 
 MAX_FILE_BYTES = 1024 * 1024   # a containerd config is a few KiB; more is not a config
-KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"   # kubeadm's KubeletConfiguration
 
 
 @dataclass(frozen=True)
@@ -27,27 +42,35 @@ class NodeReport:
     missing: tuple[str, ...] = ()
     version_output: str = ""
     problems: tuple[str, ...] = ()
-    cgroup_driver: str = ""            # kubelet's cgroupDriver, where its config file says
     distros: tuple[str, ...] = ()      # distributions whose containerd binary is there
+    kubelet_files: dict[str, str] = field(default_factory=dict)  # cgroup driver sources
+    kubelet_unreadable: dict[str, str] = field(default_factory=dict)  # path -> why
+    units: dict[str, str] = field(default_factory=dict)  # unit -> active/inactive/unknown
 
 
-def capture_script(profile: DistroProfile, root: str = "") -> str:
+def capture_script(profile: DistroProfile, root: str = "", *, in_pod: bool = False) -> str:
     """The script read on the node by `sh -s`. `root` stands in for / (tests, or a node's
-    filesystem mounted elsewhere); node paths in the answer never carry it."""
+    filesystem mounted elsewhere); node paths in the answer never carry it. `in_pod`: the
+    script runs in the capture pod (units are read from the cgroup tree, see above)."""
     files = [p for p in (profile.config_path, profile.template_path,
                          profile.template_v3_path) if p]
     lines = [
         "set -u",
         f"R={shlex.quote(root.rstrip('/'))}",
+        f"POD={1 if in_pod else 0}",
         "emit() {",
+        '  t=FILE x=""; [ "$1" = KUBE ] && { t=KUBE x=KUBE; shift; }',
         '  f="$R$1"',
-        '  if [ ! -e "$f" ]; then echo "MISSING $1"; return; fi',
-        '  if [ ! -r "$f" ] || ! n=$(wc -c < "$f" 2>/dev/null); then echo "DENIED $1"; return; fi',
+        '  if [ ! -e "$f" ]; then [ $t = FILE ] && echo "MISSING $1"; return; fi',
+        '  if [ ! -r "$f" ] || ! n=$(wc -c < "$f" 2>/dev/null); then',
+        '    echo "DENIED$x $1"; return',
+        '  fi',
         '  n=$(echo $n)',
-        f'  if [ "$n" -gt {MAX_FILE_BYTES} ]; then echo "TOOBIG $1 $n"; return; fi',
-        '  if ! body=$(base64 < "$f" 2>/dev/null); then echo "DENIED $1"; return; fi',
-        '  echo "FILE $1 $n"; [ -n "$body" ] && echo "$body"; echo "END"',
+        f'  if [ "$n" -gt {MAX_FILE_BYTES} ]; then echo "TOOBIG$x $1 $n"; return; fi',
+        '  if ! body=$(base64 < "$f" 2>/dev/null); then echo "DENIED$x $1"; return; fi',
+        '  echo "$t $1 $n"; [ -n "$body" ] && echo "$body"; echo "END"',
         "}",
+        *_unit_probe(),
         *(f"emit {shlex.quote(p)}" for p in files),
     ]
     if profile.dropin_dir:
@@ -62,15 +85,38 @@ def capture_script(profile: DistroProfile, root: str = "") -> str:
               *(f'[ -z "$b" ] && [ -x "$R"{shlex.quote(c)} ] && b="$R"{shlex.quote(c)}'
                 for c in profile.containerd_binaries),
               f'[ -n "$b" ] || b="$R"{shlex.quote(profile.containerd_binary)}']
+    lines += [f"emit KUBE {shlex.quote(p)}" for p in driver_source_paths(profile.name)]
+    lines += [f"unit {shlex.quote(u)}" for u in role_units(profile.name)]
     lines += ['v=$("$b" --version 2>&1) || v="FAILED: $v"',
-              'echo "VERSION $v"',
-              # kubeadm-style kubelets name their driver in this file; others are skipped.
-              "c=$(sed -n 's/^cgroupDriver:[[:space:]]*\\([a-z]*\\).*/\\1/p' "
-              f'"$R"{KUBELET_CONFIG} 2>/dev/null)',
-              'echo "CGROUP $c"']
+              'echo "VERSION $v"']
     lines += [f'[ -x "$R"{shlex.quote(c)} ] && echo "DISTRO {name.value}"'
               for name, p in PROFILES.items() for c in p.containerd_binaries]
     return "\n".join([*lines, "exit 0"]) + "\n"
+
+
+def _unit_probe() -> list[str]:
+    """`unit NAME` prints `UNIT NAME active|inactive|unknown` (see the module docstring)."""
+    return [
+        "unit() {",
+        '  s=""',
+        '  if [ -z "$R" ] && [ "$POD" = 0 ] && command -v systemctl >/dev/null 2>&1; then',
+        '    s=$(systemctl is-active "$1.service" 2>/dev/null | head -n 1)',
+        "  fi",
+        '  if [ -z "$s" ]; then',
+        "    s=unknown",
+        '    for g in "$R/sys/fs/cgroup" "$R/sys/fs/cgroup/systemd" "$R/sys/fs/cgroup/unified"; do',
+        '      [ -d "$g" ] || continue',
+        '      [ "$s" = unknown ] && s=inactive',
+        '      d="$g/system.slice/$1.service"',
+        '      [ -d "$d" ] || continue',
+        '      for p in $(find "$d" -name cgroup.procs 2>/dev/null); do',
+        '        [ -n "$(head -n 1 "$p" 2>/dev/null)" ] && s=active',
+        "      done",
+        "    done",
+        "  fi",
+        '  echo "UNIT $1 $s"',
+        "}",
+    ]
 
 
 def parse_answer(text: str) -> NodeReport:
@@ -78,12 +124,15 @@ def parse_answer(text: str) -> NodeReport:
     files: dict[str, str] = {}
     missing: list[str] = []
     problems: list[str] = []
-    version = cgroup = ""
+    version = ""
     distros: list[str] = []
+    kube: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
+    units: dict[str, str] = {}
     lines = iter(text.splitlines())
     for line in lines:
         word, _, rest = line.partition(" ")
-        if word == "FILE":
+        if word in ("FILE", "KUBE"):
             path, _, size = rest.rpartition(" ")
             body = []
             for chunk in lines:
@@ -93,9 +142,19 @@ def parse_answer(text: str) -> NodeReport:
             else:
                 problems.append(f"{path}: the answer was cut off")
                 break
-            problem = _text_of(path, "".join(body), int(size), files)
-            if problem:
+            problem = _text_of(path, "".join(body), int(size),
+                               files if word == "FILE" else kube)
+            if problem and word == "FILE":
                 problems.append(problem)
+            elif problem:
+                unreadable[path] = problem.partition(": ")[2]
+        elif word == "DENIEDKUBE":
+            unreadable[rest] = "permission denied (ssh.sudo: true reads it)"
+        elif word == "TOOBIGKUBE":
+            unreadable[rest.rpartition(" ")[0]] = "too large for a kubelet config"
+        elif word == "UNIT":
+            name, _, state = rest.partition(" ")
+            units[name] = state.strip() or "unknown"
         elif word == "MISSING":
             missing.append(rest)
         elif word == "DENIED":
@@ -107,14 +166,12 @@ def parse_answer(text: str) -> NodeReport:
                             "a containerd config; not captured")
         elif word == "VERSION":
             version = rest
-        elif word == "CGROUP":
-            cgroup = rest.strip()
         elif word == "DISTRO" and rest.strip() not in distros:
             distros.append(rest.strip())
     if not version:
         problems.append("no `containerd --version` answer (the script did not finish)")
-    return NodeReport(files, tuple(missing), version, tuple(problems), cgroup,
-                      tuple(distros))
+    return NodeReport(files, tuple(missing), version, tuple(problems), tuple(distros),
+                      kube, unreadable, units)
 
 
 def _text_of(path: str, encoded: str, size: int, into: dict[str, str]) -> str | None:

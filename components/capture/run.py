@@ -7,17 +7,27 @@ import hashlib
 import os
 import posixpath
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuplane.capture.remote import KUBELET_CONFIG, NodeReport, capture_script, parse_answer
+from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
+from gpuplane.capture.stackkey import KEY as STACK_KEY
+from gpuplane.capture.stackkey import StackKeyError, key_file, read_stack_key
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
 from gpuplane.doctor.client import ClusterClient
 from gpuplane.nodecheck import VersionUnknown, parse_version_output
 from gpuplane.plan.run import project_root
 from gpuplane.plan.stackfile import StackFile, load_stack_file
+from gpuplane.rules.kubelet_node import (
+    NodeRole,
+    StatedDriver,
+    node_role,
+    restart_unit_note,
+    stated_driver,
+)
 
 PARALLEL = 8
 
@@ -41,6 +51,9 @@ class NodeResult:
     new_copies: int = 0
     missing: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
+    role: NodeRole | None = None          # None: the node did not answer
+    cgroup_driver: StatedDriver | None = None
+    notes: list[str] = field(default_factory=list)   # worth knowing, not a failure
 
 
 @dataclass
@@ -66,14 +79,18 @@ def copy_name(node_path: str, text: str) -> str:
 
 
 def disagreements(cfg: StackConfig, report: NodeReport) -> tuple[str, list[str]]:
-    """(the containerd version found, every disagreement with the stack, naming its key)."""
+    """(the containerd version found, every disagreement with the stack, naming its key).
+
+    The node's role is not compared: the stack has no per-node role key (the agent picks
+    the active unit on the node itself), so capture only reports it."""
     found, problem = version_problem(cfg, report.version_output, report.distros)
     problems = [problem] if problem else []
-    driver = report.cgroup_driver
-    if driver in ("systemd", "cgroupfs") and driver != cfg.kubelet_cgroup_driver:
+    stated = stated_driver(cfg.cluster.distro, report.kubelet_files, report.kubelet_unreadable)
+    driver = stated.driver
+    if driver and driver != cfg.kubelet_cgroup_driver:
         how = "set" if cfg.cluster.kubelet_cgroup_driver else "assumed for the distribution"
         problems.append(f"{NAMESPACE}:cluster.kubeletCgroupDriver is {cfg.kubelet_cgroup_driver} "
-                        f"({how}) but the node's kubelet uses {driver} ({KUBELET_CONFIG}); "
+                        f"({how}) but the node's kubelet uses {driver} ({stated.source}); "
                         f"set cluster.kubeletCgroupDriver: {driver}")
     return found, problems
 
@@ -105,41 +122,60 @@ def version_problem(cfg: StackConfig, output: str,
 
 def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
                   ssh_config: Path | None = None, out_dir: Path | None = None,
-                  remote_root: str = "", kube: KubeAccess | None = None) -> CaptureResult:
+                  remote_root: str = "", kube: KubeAccess | None = None,
+                  use_agent: bool = False) -> CaptureResult:
     """Capture every node over SSH, or through the Kubernetes API when `kube` is given;
-    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only)."""
+    `remote_root` (may hold `{node}`) stands in for / on the nodes (SSH only).
+
+    Over SSH without `identity`, the key is the stack's `gpuplane:sshPrivateKey` secret
+    read through the Pulumi CLI (capture.stackkey), unless `use_agent` leaves it to ssh's
+    agent and ~/.ssh keys, or the stack has no such secret."""
     stack = load_stack_file(name, stacks_dir)
     cfg = stack.config()
     if not cfg.nodes:
         raise CaptureError(f"{stack.path}: {NAMESPACE}:nodes lists no nodes; list the GPU "
                            "nodes to capture (name: the Kubernetes node name)")
+    key: AbstractContextManager[Path | None] = nullcontext(identity)
+    if kube is None and not cfg.node_access:
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
+                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
+                           "hosts, or capture through the Kubernetes API: --via kubernetes")
+    if kube is None:
+        if identity is not None and not identity.is_file():
+            raise CaptureError(f"--identity {identity}: no such file")
+        if identity is None and not use_agent and STACK_KEY in stack.secret_keys:
+            try:
+                key = key_file(read_stack_key(name, project_root(stacks_dir)))
+            except StackKeyError as exc:
+                raise CaptureError(f"{stack.path}: {exc}") from None
+    with key as ident:
+        nodes = _capture_nodes(cfg, remote_root, kube, ident, ssh_config)
+    return _store(stack, cfg, name, nodes, stacks_dir, out_dir)
+
+
+def _capture_nodes(cfg: StackConfig, remote_root: str, kube: KubeAccess | None,
+                   identity: Path | None, ssh_config: Path | None) -> list[NodeResult]:
+    """Every node's answer, read in parallel, compared with the stack; nothing stored."""
     if kube is not None:
         def runner(index: int, script: str) -> tuple[str | None, str]:
             from gpuplane.capture.pod import run_in_pod
 
             return run_in_pod(kube.client, cfg.nodes[index].name, script,
                               namespace=kube.namespace, image=kube.image, poll_s=kube.poll_s)
-    elif not cfg.node_access:
-        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
-                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
-                           "hosts, or capture through the Kubernetes API: --via kubernetes")
     else:
-        if identity is not None and not identity.is_file():
-            raise CaptureError(f"--identity {identity}: no such file")
-
         def runner(index: int, script: str) -> tuple[str | None, str]:
             node = cfg.nodes[index]
             target = Target(host=node.host or node.name, user=node.user or cfg.ssh.user,
                             port=node.port or cfg.ssh.port, sudo=cfg.ssh.sudo)
             return run_script(target, script, identity, ssh_config)
-    out = out_dir or stacks_dir / "captured" / name
     script_for: dict[str, str] = {}
 
     def one(index: int) -> NodeResult:
         node = cfg.nodes[index]
         result = NodeResult(node.name, node.name if kube else node.host or node.name)
         root = "" if kube else remote_root.replace("{node}", node.name)
-        script = script_for.setdefault(root, capture_script(cfg.profile, root))
+        script = script_for.setdefault(root, capture_script(cfg.profile, root,
+                                                            in_pod=kube is not None))
         answer, why = runner(index, script)
         if answer is None:
             result.problems.append(why)
@@ -149,26 +185,38 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         result.missing = report.missing
         result.version, problems = disagreements(cfg, report)
         result.problems += problems
+        result.cgroup_driver = stated_driver(cfg.cluster.distro, report.kubelet_files,
+                                             report.kubelet_unreadable)
+        result.role = node_role(cfg.cluster.distro, report.units)
+        note = restart_unit_note(cfg.profile.restart_units, result.role)
+        if note:
+            result.notes.append(note)
         result.files = dict(report.files)   # node path -> text until stored
         return result
 
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
-        nodes = list(pool.map(one, range(len(cfg.nodes))))
+        return list(pool.map(one, range(len(cfg.nodes))))
+
+
+def _store(stack: StackFile, cfg: StackConfig, name: str, nodes: list[NodeResult],
+           stacks_dir: Path, out_dir: Path | None) -> CaptureResult:
+    """Write the new copies, then the stack file once (only captured nodes change)."""
+    out = out_dir or stacks_dir / "captured" / name
     root = project_root(stacks_dir)
     per_node: dict[int, dict[str, str]] = {}
-    for index, result in enumerate(nodes):
-        if result.problems:
-            result.files = {}
+    for index, node in enumerate(nodes):
+        if node.problems:
+            node.files = {}
             continue
         stored = {}
-        for node_path, text in result.files.items():
+        for node_path, text in node.files.items():
             copy = out / copy_name(node_path, text)
             if not copy.is_file():
                 out.mkdir(parents=True, exist_ok=True)
                 _write_new(copy, text)
-                result.new_copies += 1
+                node.new_copies += 1
             stored[node_path] = Path(os.path.relpath(copy.resolve(), root.resolve())).as_posix()
-        result.files = stored
+        node.files = stored
         per_node[index] = stored
     result = CaptureResult(stack, nodes, out)
     if per_node:
