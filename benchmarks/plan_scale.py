@@ -4,8 +4,8 @@ policy on.
 Each size runs in a fresh process (so peak RSS is that plan's alone): a kubeadm stack
 with SSH access and N nodes, canary then batches of 10, planned with `plan_stack`
 (mock engine, every policy of the pack, the JSON report). Prints a table. "state B/node"
-is the serialized inputs (compact JSON) of every per-node resource (the agent upload, its
-install, the node command) as the engine registered them, per node: what Pulumi's state
+is the serialized inputs (compact JSON) of every per-node SSH resource (the agent upload and
+the node command) as the engine registered them, per node: what Pulumi's state
 holds per node, with the SSH key's ciphertext counted as the engine's placeholder.
 
     .venv/bin/python benchmarks/plan_scale.py [SIZES...]

@@ -135,7 +135,7 @@ def _probe(argv: list[str]) -> int:
 def _plan(argv: list[str]) -> int:
     from gpuplane.config import StackConfigError
     from gpuplane.findings import Severity
-    from gpuplane.plan.diff import plan_diff
+    from gpuplane.plan.diff import check_base, plan_diff
     from gpuplane.plan.render import render_markdown, render_text
     from gpuplane.plan.run import plan_stack
     from gpuplane.plan.stackfile import StackFileError
@@ -162,6 +162,11 @@ def _plan(argv: list[str]) -> int:
             loaded[option] = json.loads(path.read_text(encoding="utf-8")) if path else None
         except (OSError, ValueError) as exc:
             return _input_error(f"{option} {path}: {exc}")
+    if loaded["--base"] is not None:
+        try:
+            check_base(loaded["--base"])
+        except ValueError as exc:
+            return _input_error(f"--base {ns.base}: {exc}")
     if ns.policy_pack_config:   # every level and policy name checked, file:line named
         from gpuplane.policy.config import load_pack_config
         from gpuplane.policy.pack import policy_names

@@ -106,6 +106,23 @@ def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
     assert code == 2 and message in err
 
 
+@pytest.mark.parametrize(("base", "where"), [
+    ([], "the top level"),
+    ({"kind": "Deployment"}, "stack"),
+    ({"stack": "a", "resources": [{"name": "x"}], "nodes": [], "findings": []},
+     "resources.0.type"),
+])
+def test_a_base_that_is_not_a_plan_exits_2_naming_the_field(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, base: object, where: str) -> None:
+    """Any other JSON file given as --base would diff as "everything is new"."""
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(base))
+    code, out, err = run(capsys, "--stack", "kind-smoke", "--base", str(path))
+    assert code == 2 and out == ""
+    assert f"--base {path}: not a gpuplane plan at {where}" in err
+    assert "Traceback" not in err
+
+
 def test_invalid_stack_config_exits_2_with_file_line(capsys: pytest.CaptureFixture[str],
                                                       tmp_path: Path) -> None:
     stacks = tmp_path / "stacks"

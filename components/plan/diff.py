@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 ROLLOUT_TYPE = "gpuplane:index:ContainerdRollout"
 MAX_PATHS = 12   # changed input paths listed per resource; the YAML diff has them all
@@ -217,6 +218,43 @@ def _at(value: Any, path: str) -> Any:
     return value
 
 
+class _Named(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class _Resource(_Named):
+    type: str
+
+
+class _Finding(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+
+
+class _BasePlan(BaseModel):
+    """What a diff reads of a base plan (`gpuplane plan --format json`); the rest is
+    optional, so plans from older gpuplane versions still compare."""
+
+    model_config = ConfigDict(extra="allow")
+    stack: str
+    resources: list[_Resource]
+    nodes: list[_Named]
+    findings: list[_Finding]
+
+
+def check_base(base: Any) -> None:
+    """Raise ValueError naming the first field where `base` is not a JSON plan: another
+    JSON file given as `--base` would otherwise diff as "everything is new"."""
+    try:
+        _BasePlan.model_validate(base)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the top level"
+        raise ValueError(f"not a gpuplane plan at {where}: {first['msg']}; give the JSON "
+                         "that `gpuplane plan --format json` wrote") from None
+
+
 def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """What changes from `base` to `new`; both are `build_report` dicts."""
     rejected = new.get("verdict") == "rejected"
@@ -282,4 +320,5 @@ def is_empty(diff: dict[str, Any]) -> bool:
                 or diff["findings"]["new"] or diff["findings"]["fixed"])
 
 
-__all__ = ["changed_paths", "is_empty", "plan_diff", "to_yaml", "toolkit_env", "unified"]
+__all__ = ["changed_paths", "check_base", "is_empty", "plan_diff", "to_yaml", "toolkit_env",
+           "unified"]

@@ -33,8 +33,9 @@ from pulumi.runtime.resource import _get_rpc_manager, resource_output
 _ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
 FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
 # The outputs gpuplane reads (the checks read each Job's metadata.name), resolved by the
-# SDK as output types; the others echo the plain inputs (translating a Job's spec into
-# output types is most of its cost).
+# SDK as output types. The others are read by nothing and stay unset (None) under the
+# plan, as the node commands' do: an Output per property costs four futures and a task,
+# which at a Job per GPU node is a tenth of a 10,000-node plan's memory.
 _TYPED_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
 
 # Options the short path understands; any other one set sends the resource the SDK way.
@@ -99,9 +100,10 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
               record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
     resolve_urn, res.__dict__["urn"] = resource_output(res)
     resolve_id, res.__dict__["id"] = resource_output(res)
-    # The node commands' outputs (stdout, ...) are read by nothing but their URN: under the
-    # plan they stay unset (None), which saves most of their memory at 10,000 nodes.
-    resolvers = {} if ty in _ECHO_TYPES else rpc.transfer_properties(res, props, True)
+    # Only the outputs gpuplane reads get an Output (the node commands' stdout etc. and a
+    # Job's spec are read by nothing): most of the memory of a 10,000-node plan.
+    read = _TYPED_OUTPUTS.get(ty, frozenset())
+    resolvers = rpc.transfer_properties(res, {k: v for k, v in props.items() if k in read}, True)
     names = _wire_names(typ) if typ is not None else {}
 
     async def do_register() -> None:
@@ -145,15 +147,10 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             raise
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
-        typed = {k: r for k, r in resolvers.items() if k in _TYPED_OUTPUTS.get(ty, ())}
-        for key, resolver in resolvers.items():
-            if key not in typed:   # read by nothing: the plain echoed input
-                wire = names.get(key, key)
-                resolver(inputs.get(wire), True, wire in secret_paths, set(), None)
-        if typed:
-            wires = {names.get(k, k) for k in typed}
+        if resolvers:
+            wires = {names.get(k, k) for k in resolvers}
             state = _outputs_struct(ty, name, inputs, secret_paths, wires)
-            rpc.resolve_outputs(res, state, state, {}, typed, True, typ is not None, True)
+            rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
 
     # The RPC manager awaits it; the set only keeps a reference until it is done.
     task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
