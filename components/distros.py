@@ -113,8 +113,9 @@ _K0S_UNITS = ("k0sworker", "k0scontroller")
 # `k3s` for servers). The agent restarts whichever is active on the node.
 # Binaries: RKE2 extracts its runtime image into data/<digest>/bin and points the
 # symbolic link bin/ at it (rancher/rke2 pkg/bootstrap/bootstrap.go, `Stage` and
-# `symlinkBinDir`, read at commit 03106fb2); K3s extracts into data/<digest>/bin and links
-# data/current to it (k3s-io/k3s cmd/k3s/main.go @v1.31.6+k3s1).
+# `symlinkBinDir`, read at commit 03106fb2); K3s extracts into data/<asset hash>/bin and
+# links data/current to that directory (k3s-io/k3s cmd/k3s/main.go, `extract`, read at
+# commit 0208f16b).
 _RANCHER = {
     Distro.RKE2: ("RKE2", "/var/lib/rancher/rke2", ("rke2-agent", "rke2-server"),
                   ("bin/containerd",)),
