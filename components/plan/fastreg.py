@@ -8,7 +8,8 @@ The plan engine only records what the engine would see, so for simple custom res
 `depends_on` and what the generated classes set themselves) this path computes the same
 record directly: the inputs under their wire names with secrets unwrapped
 (`secret_paths` remembers them) and the dependencies (expanded by the SDK's own helpers);
-the SDK then resolves the outputs from the echoed state as usual.
+the SDK then resolves, from the echoed state, the outputs gpuplane reads (`_READ_OUTPUTS`);
+the others stay unset.
 tests/test_plan_fastreg.py checks that it records exactly what the SDK path records for
 every stack; anything else takes the SDK path.
 """
@@ -36,7 +37,7 @@ FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
 # SDK as output types. The others are read by nothing and stay unset (None) under the
 # plan, as the node commands' do: an Output per property costs four futures and a task,
 # which at a Job per GPU node is a tenth of a 10,000-node plan's memory.
-_TYPED_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
+_READ_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
@@ -102,7 +103,7 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
     resolve_id, res.__dict__["id"] = resource_output(res)
     # Only the outputs gpuplane reads get an Output (the node commands' stdout etc. and a
     # Job's spec are read by nothing): most of the memory of a 10,000-node plan.
-    read = _TYPED_OUTPUTS.get(ty, frozenset())
+    read = _READ_OUTPUTS.get(ty, frozenset())
     resolvers = rpc.transfer_properties(res, {k: v for k, v in props.items() if k in read}, True)
     names = _wire_names(typ) if typ is not None else {}
 
