@@ -167,12 +167,17 @@ ROLE_UNITS: dict[Distro, tuple[tuple[str, Role], ...]] = {
     Distro.KUBEADM: (("kubelet", ""), ("containerd", "")),
     # k8s-snap: workers reach the API through k8s-apiserver-proxy, control-plane nodes
     # run kube-apiserver (canonical/k8s-snap src/k8s/pkg/k8sd/setup/k8s_apiserver_proxy.go
-    # and kube_apiserver.go @04ea9072).
+    # and kube_apiserver.go @04ea9072; the worker join hook starts the snap services
+    # `k8s.containerd`, `k8s.k8s-apiserver-proxy`, `k8s.kubelet`, `k8s.kube-proxy`, read in
+    # k8sd's worker-join hook at a stored commit).
     Distro.K8S_SNAP: (("snap.k8s.kube-apiserver", "server"),
                       ("snap.k8s.k8s-apiserver-proxy", "agent"),
                       ("snap.k8s.containerd", ""), ("snap.k8s.kubelet", "")),
     # MicroK8s: worker-only nodes run the apiserver proxy (default-args/apiserver-proxy);
-    # kubelite runs on every node.
+    # kubelite runs on every node. The services `microk8s.daemon-kubelite`,
+    # `microk8s.daemon-containerd` and `microk8s.daemon-apiserver-proxy` (inactive on a
+    # control-plane node) as `snap info microk8s` lists them (canonical/microk8s
+    # snap/snapcraft.yaml at 506c16cb has kubelite and containerd; the proxy came later).
     Distro.MICROK8S: (("snap.microk8s.daemon-apiserver-proxy", "agent"),
                       ("snap.microk8s.daemon-kubelite", ""),
                       ("snap.microk8s.daemon-containerd", "")),
