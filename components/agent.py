@@ -86,7 +86,7 @@ def _install_lines() -> list[str]:
 
     They copy the upload first and check the sha256 of their own copy (not of the upload,
     which the SSH user could still change), then rename it into place and remove other
-    versions' copies and uploads.
+    versions' copies and uploads, and the temp copy of an install that was killed.
     """
     return [
         "umask 077", 'mkdir -p "$gp_state"',
@@ -95,7 +95,8 @@ def _install_lines() -> list[str]:
         '[ "${s%% *}" = "$gp_d" ] || { echo "gpuplane-agent: $gp_up is not agent $gp_d" >&2; '
         "exit 2; }",
         'mv -f "$t" "$gp_dst"',   # 0600: run by `sh FILE` and `. FILE`
-        'for o in "$gp_state"/agent-*.sh .gpuplane-agent-*.sh; do '
+        # other versions, and temp copies of an install that was killed (no trap ran)
+        'for o in "$gp_state"/agent-*.sh "$gp_state"/.agent.* .gpuplane-agent-*.sh; do '
         'case $o in "$gp_dst" | "$gp_up") ;; *) rm -f "$o" ;; esac; done',
     ]
 

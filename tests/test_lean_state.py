@@ -150,6 +150,7 @@ def test_the_install_script_installs_once_and_cleans_other_versions(make_node) -
     state = host_path(node.root, AGENT_DIR)
     state.mkdir(parents=True)
     (state / "agent-0000000000000000.sh").write_text("old")
+    (state / ".agent.Xk3Q9a").write_text(agent_source()[:100])   # an install killed mid-copy
     installed = _install(node, home, agent_source())
     assert installed.returncode == 0, installed.stderr
     assert sorted(p.name for p in state.iterdir()) == [Path(agent_file()).name]
