@@ -242,7 +242,7 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
         bases=dict(plan.bases),
         base_texts={path: text for path, text in plan.baseline.items()
-                    if path in plan.bases and profile.baseline().get(path) != text},
+                    if path in plan.bases and profile.baseline(plan.version).get(path) != text},
     )
 
 

@@ -333,7 +333,7 @@ class StackConfig(_Section):
 
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(
-            rendered_layout(prof.baseline(), prof, version)), version)
+            rendered_layout(prof.baseline(version), prof, version)), version)
         runc = eff.runtimes.get("runc")
         return "systemd" if runc and runc.options.get("SystemdCgroup") else "cgroupfs"
 

@@ -56,6 +56,9 @@ class DistroProfile:
     # for the operator's toolkit drop-in. Left unset, the operator puts it in the host-wide
     # /etc/containerd/conf.d, shared with any other containerd on the machine.
     toolkit_dir: str | None = None
+    # The distribution renders a version-3 config from its own v3 template on containerd
+    # 2.x (RKE2/K3s), so its fresh-node files differ by containerd line.
+    baseline_v3: bool = False
 
     @property
     def containerd_binary(self) -> str:
@@ -81,9 +84,18 @@ class DistroProfile:
             return self.template_path
         return self.config_path
 
-    def baseline(self) -> dict[str, str]:
-        """The files this distribution writes on a fresh node, by node path."""
-        root = _BASELINES / self.name.value
+    def baseline(self, version: ContainerdVersion) -> dict[str, str]:
+        """The files this distribution writes on a fresh node running containerd `version`,
+        by node path.
+
+        The line matters where the distribution renders a different file per containerd
+        major: RKE2 and K3s render their built-in version-2 template for 1.x and their
+        version-3 template (`ContainerdConfigTemplateV3`, k3s-io/k3s pkg/agent/templates)
+        for 2.x, with the same values (data/baselines/<name>-containerd2)."""
+        name = self.name.value
+        if self.baseline_v3 and version.major >= 2:
+            name += "-containerd2"
+        root = _BASELINES / name
         files: dict[str, str] = {}
         for entry in sorted(root.rglob("*")):
             if not entry.is_file() or entry.name == ".keep":
@@ -141,6 +153,7 @@ def _rancher(name: Distro) -> DistroProfile:
         rendered_by_distro=True,
         detects_nvidia_runtime=True,
         toolkit_dir=f"{etc}/conf.d",
+        baseline_v3=True,
     )
 
 

@@ -88,7 +88,7 @@ def plan_node(
     current: dict[str, str] | None = None,
 ) -> NodeContainerdPlan:
     """Plan the files for one node starting from `current` (default: the distro baseline)."""
-    baseline = dict(current if current is not None else profile.baseline())
+    baseline = dict(current if current is not None else profile.baseline(version))
     files: dict[str, str] = {}
     top = profile.config_path
     if profile.edit_mode is EditMode.TEMPLATE:
@@ -132,7 +132,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     """Judge `files` written onto `baseline`: the node after gpuplane, after the operator's
     toolkit (modelled), and the rulebook's findings. Plans and policies both use this, so
     a plan and the files read back from a node command are judged the same way."""
-    baseline = dict(baseline if baseline is not None else profile.baseline())
+    baseline = dict(baseline if baseline is not None else profile.baseline(version))
     top = profile.config_path
     after = rendered_layout({**baseline, **files}, profile, version)
     written = effective_config(top, MemoryFiles(after), version)

@@ -72,9 +72,9 @@ class SandboxNode:
             f"echo restart >> '{self.restart_log}'\n"
             f"exec '{sys.executable}' -c '{_CLIENT}' '{tmp / 'ctl.sock'}'\n")
         self.containerd = str(oracle.binary(line))
-        for path, text in prof.baseline().items():
+        for path, text in prof.baseline(self.version).items():
             self.write(path, self.runnable(text))
-        self.builtin = self.runnable(prof.baseline().get(prof.config_path, ""))
+        self.builtin = self.runnable(prof.baseline(self.version).get(prof.config_path, ""))
 
     # -- layout --------------------------------------------------------------------
 

@@ -186,7 +186,8 @@ def test_captured_originals_travel_as_comments_and_are_sha_checked() -> None:
     model = profile("kubeadm")
     version = ContainerdVersion.parse("1.7")
     options = PlanOptions(toolkit=ToolkitMode.HOST, systemd_cgroup=True)
-    captured = plan_node(model, version, options, current={**model.baseline(), CONFIG: CAPTURED})
+    captured = plan_node(model, version, options, current={**model.baseline(version),
+                                                                     CONFIG: CAPTURED})
     stdin = apply_stdin(agent_plan(captured))
     assert payload_base_texts(stdin) == {CONFIG: CAPTURED}
     assert "\n#|# captured from a1 on 2026-11-20\n" in stdin   # comments: sh ignores them

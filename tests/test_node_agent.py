@@ -546,7 +546,7 @@ def _sha(data: str | bytes) -> str:
 def _site_config(node: SandboxNode) -> dict[str, str]:
     """The node's own top-level config: the distro default with a site's registry mirrors."""
     top = node.profile.config_path
-    text = node.profile.baseline()[top]
+    text = node.profile.baseline(node.version)[top]
     site = text.replace('"/etc/containerd/certs.d"', '"/etc/containerd/mirrors.d"')
     assert site != text
     return {top: site}
@@ -776,7 +776,7 @@ def test_agent_plan_carries_the_bases_into_its_id_and_its_stdin() -> None:
     top = plan.config_path
     assert plan.bases == node_plan.bases
     assert set(plan.bases) == {*plan.files, top}
-    assert plan.bases[top] == _sha(kubeadm.baseline()[top])
+    assert plan.bases[top] == _sha(kubeadm.baseline(node_plan.version)[top])
     other = dataclasses.replace(plan, bases={**plan.bases, top: "0" * 64})
     unchecked = dataclasses.replace(plan, bases={})
     assert len({plan.plan_id, other.plan_id, unchecked.plan_id}) == 3

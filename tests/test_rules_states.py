@@ -38,7 +38,7 @@ OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True,
 
 
 def _plan(dropin: tuple[str, str] | None, line: str = "1.7"):
-    current = {**PROFILE.baseline(), **dict([dropin] if dropin else [])}
+    current = {**PROFILE.baseline(ContainerdVersion.parse(line)), **dict([dropin] if dropin else [])}
     return plan_node(PROFILE, ContainerdVersion.parse(line), OPTIONS, current=current)
 
 

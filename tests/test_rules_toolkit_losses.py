@@ -45,7 +45,7 @@ SITE_TEXT = f"""version = 2
 
 
 def _captured() -> dict[str, str]:
-    top = PROFILE.baseline()[TOP].replace(
+    top = PROFILE.baseline(ContainerdVersion.parse("1.7"))[TOP].replace(  # same on every line
         "version = 2\n", 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n', 1)
     # The site keeps its registry in the drop-in (mirrors and config_path exclude each other).
     top = top.replace(f'  [plugins."{CRI}".registry]\n'

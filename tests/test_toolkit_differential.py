@@ -59,6 +59,9 @@ OPTIONS = {
     "runtime-gpu": {"runtime_name": "gpu"},
 }
 TOOLKIT_VERSIONS = tuple(toolkit_oracle.TOOLKITS)
+# Captured variants are edits of the distribution's version-2 file (on every line: what a
+# node an admin configured by hand carries); the model's own files follow the line.
+V2_LINE = ContainerdVersion.parse("1.7")
 
 
 def _without_version(text: str, *, v1_names: bool) -> str:
@@ -75,7 +78,7 @@ def _without_version(text: str, *, v1_names: bool) -> str:
 def _captured(name: str, variant: str) -> dict[str, str] | None:
     """Node files as captured from real nodes, where they differ from the model's."""
     prof = PROFILES[name]
-    base = prof.baseline()
+    base = prof.baseline(V2_LINE)
     top = prof.config_path
     if variant == "model":
         return None
@@ -104,7 +107,7 @@ def _migrated_v3(name: str) -> str:
     node carries after its admin migrated it, and what RKE2/K3s render on 2.x."""
     prof = PROFILES[name]
     with tempfile.TemporaryDirectory(prefix="gp-mig-") as tmp:
-        write_layout(prof.baseline(), Path(tmp))
+        write_layout(prof.baseline(V2_LINE), Path(tmp))
         proc = subprocess.run(
             [str(oracle.binary("2.0")), "--config",
              str(host_path(Path(tmp), prof.config_path)), "config", "migrate"],
@@ -199,7 +202,7 @@ def test_without_gpuplanes_template_the_toolkit_strips_an_rke2_node(tmp_path: Pa
     env = toolkit_oracle.operator_env(
         [e for e in plan.toolkit_env if e["name"] != "RUNTIME_DROP_IN_CONFIG"],
         cdi=False, runtime_class="nvidia", toolkit="1.18.1")
-    real = toolkit_oracle.run_toolkit("1.18.1", prof.baseline(), env, tmp_path)
+    real = toolkit_oracle.run_toolkit("1.18.1", plan.baseline, env, tmp_path)
     assert tomllib.loads(real.written[template]) == {
         "version": 2, "imports": ["/etc/containerd/conf.d/*.toml"]}
     assert "/etc/containerd/conf.d/99-nvidia.toml" in real.written
@@ -266,7 +269,7 @@ def captured_node(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
     order and a missing `version`, plus another writer's registry drop-in."""
     name = draw(st.sampled_from(sorted(PROFILES)))
     prof = PROFILES[name]
-    files = prof.baseline()
+    files = prof.baseline(V2_LINE)   # version-2 tables, which the edits below address
     data = tomllib.loads(files[prof.config_path])
     if draw(st.booleans()):
         data["root"] = draw(st.sampled_from(["/data/containerd", "/var/lib/containerd"]))

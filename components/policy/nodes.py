@@ -58,7 +58,7 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
                 # Judged on the node's captured originals where the plan was made from
                 # them, else on the distribution's model, as the planner did.
                 judged[key] = plan = assess(profile, version, options, files,
-                                            {**profile.baseline(), **captured})
+                                            {**profile.baseline(version), **captured})
             except ConfigError as exc:
                 out.add([unreadable(exc, view.name)], view.urn)
                 continue

@@ -172,6 +172,6 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
         key = frozenset(captured.items())
         if key not in plans:
             plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
-                                   current={**cfg.profile.baseline(), **captured})
+                                   current={**cfg.profile.baseline(cfg.containerd), **captured})
         out[node.name] = plans[key]
     return out
