@@ -38,8 +38,9 @@ OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True,
 
 
 def _plan(dropin: tuple[str, str] | None, line: str = "1.7"):
-    current = {**PROFILE.baseline(ContainerdVersion.parse(line)), **dict([dropin] if dropin else [])}
-    return plan_node(PROFILE, ContainerdVersion.parse(line), OPTIONS, current=current)
+    version = ContainerdVersion.parse(line)
+    current = {**PROFILE.baseline(version), **dict([dropin] if dropin else [])}
+    return plan_node(PROFILE, version, OPTIONS, current=current)
 
 
 def _errors(findings: list[Finding]) -> list[Finding]:
