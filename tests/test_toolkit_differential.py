@@ -194,8 +194,9 @@ def test_the_model_writes_what_the_real_toolkit_writes(
 def test_without_gpuplanes_template_the_toolkit_strips_an_rke2_node(tmp_path: Path) -> None:
     """What the plan prevents, shown with the real toolkit: left to itself on RKE2 with
     containerd 2.0 (no template, the operator's default drop-in), toolkit 1.18.1 creates a
-    template holding only `version` and `imports`, writes its drop-in into the host-wide
-    /etc/containerd/conf.d, and the rendered config loses RKE2's own settings."""
+    template holding only `version` and `imports` (version 3, that of the config RKE2
+    renders on 2.x), writes its drop-in into the host-wide /etc/containerd/conf.d, and the
+    rendered config loses RKE2's own settings."""
     prof = PROFILES["rke2"]
     plan = _plan("rke2", "2.0", "1.18.1", "plain", "model")
     template = prof.edit_path(plan.version)
@@ -204,7 +205,7 @@ def test_without_gpuplanes_template_the_toolkit_strips_an_rke2_node(tmp_path: Pa
         cdi=False, runtime_class="nvidia", toolkit="1.18.1")
     real = toolkit_oracle.run_toolkit("1.18.1", plan.baseline, env, tmp_path)
     assert tomllib.loads(real.written[template]) == {
-        "version": 2, "imports": ["/etc/containerd/conf.d/*.toml"]}
+        "version": 3, "imports": ["/etc/containerd/conf.d/*.toml"]}
     assert "/etc/containerd/conf.d/99-nvidia.toml" in real.written
     # gpuplane's plan: the whole template, importing RKE2's own dir.
     assert prof.edit_mode is EditMode.TEMPLATE
