@@ -659,6 +659,22 @@ def test_template_distros_compare_against_the_config_found_before_gpuplane(
     assert _node_sha(node, top) == first.bases[top]
 
 
+def test_a_rancher_node_on_containerd_2_is_planned_from_its_version_3_rendering(
+        make_node) -> None:
+    """K3s on containerd 2.x renders its version-3 template: the plan gpuplane makes from
+    its model matches that node and applies; a plan made from the version-2 rendering
+    (K3s on 1.x) is refused as made from another file."""
+    node = make_node("2.0", profile("k3s"))
+    node.boot()
+    top = node.profile.config_path
+    assert 'version = 3\n' in host_path(node.root, top).read_text()
+    stale = node.plan(current=node.profile.baseline(ContainerdVersion.parse("1.7")))
+    _refused(node, stale, 2, f"made from a different {top}")
+    result = node.run("apply", node.plan())
+    assert result.rc == 0, result.err
+    _sandbox(node, "nvidia")
+
+
 def test_a_node_changed_before_originals_were_recorded_is_restored_first(make_node) -> None:
     """A template distro applied without bases (an older plan) has regenerated config.toml
     from gpuplane's template: the refusal says to restore before capturing."""
