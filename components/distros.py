@@ -153,6 +153,8 @@ def _rancher(name: Distro) -> DistroProfile:
         rendered_by_distro=True,
         detects_nvidia_runtime=True,
         toolkit_dir=f"{etc}/conf.d",
+        # K3s's agent renders the config for both (RKE2 v1.31.6+rke2r1 go.mod requires
+        # k3s-io/k3s at a7455eb9effc); data/baselines/README.md says what was read.
         baseline_v3=True,
     )
 
