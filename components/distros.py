@@ -91,7 +91,8 @@ class DistroProfile:
         The line matters where the distribution renders a different file per containerd
         major: RKE2 and K3s render their built-in version-2 template for 1.x and their
         version-3 template (`ContainerdConfigTemplateV3`, k3s-io/k3s pkg/agent/templates)
-        for 2.x, with the same values (data/baselines/<name>-containerd2)."""
+        for 2.x, with the same values (data/baselines/<name>-containerd2: modelled, since
+        the v3 template text was not read; that folder's README says what was)."""
         name = self.name.value
         if self.baseline_v3 and version.major >= 2:
             name += "-containerd2"

@@ -11,14 +11,16 @@ How a unit's state is read (`unit_probe`):
 - over SSH on the node itself (no `--remote-root`): `systemctl is-active UNIT.service`,
   the init system's own answer;
 - otherwise, and where systemctl gives no answer (not booted with systemd, or no bus):
-  the unit's control group. systemd runs each service in
-  `system.slice/UNIT.service` of the cgroup tree (cgroup v2 at /sys/fs/cgroup, v1's named
-  hierarchy at /sys/fs/cgroup/systemd; systemd docs/CGROUP_DELEGATION.md @v255): the unit
-  runs exactly when some `cgroup.procs` below that directory lists a process. This is
-  what the pod path uses: the capture pod's `chroot /host` sees the host's /sys through
-  the read-only hostPath mount of / (CRI mounts it recursively, `rbind`), while systemctl
-  inside a pod's mount namespace cannot be trusted to reach the host's systemd. Reading
-  files also works under a sandboxed `--remote-root`, where a fake cgroup tree stands in.
+  the unit's control group. systemd runs each service in `system.slice/UNIT.service` of
+  the cgroup tree (cgroup v2 at /sys/fs/cgroup, v1's named hierarchy at
+  /sys/fs/cgroup/systemd; systemd/systemd docs/CGROUP_DELEGATION.md, not re-read at a
+  tag): the unit runs exactly when some `cgroup.procs` below that directory lists a
+  process. This is what the pod path uses: the capture pod's `chroot /host` sees the
+  host's /sys through the read-only hostPath mount of / (a recursive bind mount, as
+  containerd's CRI makes them; not verified on a real cluster here, only against the
+  recorded API), while systemctl inside a pod's mount namespace cannot be trusted to
+  reach the host's systemd. Reading files also works under a sandboxed `--remote-root`,
+  where a fake cgroup tree stands in.
 """
 
 from __future__ import annotations
