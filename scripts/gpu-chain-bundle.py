@@ -138,7 +138,7 @@ def build(out: Path, lines: list[str]) -> Path:
         shutil.copytree(stubs, b / "cache/cri-py" / stubs.name,
                         ignore=shutil.ignore_patterns("__pycache__"))
 
-        shutil.copytree(REPO / "components", b / "components",
+        shutil.copytree(REPO / "components" / "gpuplane", b / "components",
                         ignore=shutil.ignore_patterns("__pycache__"))
         (b / "src").mkdir()
         (b / "src/gpuplane").symlink_to("../components")

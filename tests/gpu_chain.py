@@ -13,7 +13,7 @@ What runs is what a GPU node runs, nothing stood in for:
 * the runtime: the oracle ``nvidia-container-runtime``, configured in CDI mode through
   ``NVIDIA_CTK_CONFIG_FILE_PATH`` (its config file's override, inherited by the shims
   containerd starts), with a debug log that proves containerd exec'd it;
-* the workload: ``components/probe/cuda_probe.py`` run by a plain python3 image built
+* the workload: ``components/gpuplane/probe/cuda_probe.py`` run by a plain python3 image built
   here from the host's Debian python3 (binary, the libraries ``ldd`` names, the standard
   library), imported with ``ctr images import``: there is no registry.
 
@@ -73,7 +73,8 @@ from layouts import host_path, write_layout
 
 TOOLKIT = "1.18.1"
 RUNTIME_DIR = f"nvidia-toolkit-{TOOLKIT}"
-PROBE = Path(__file__).resolve().parents[1] / "components" / "probe" / "cuda_probe.py"
+PROBE = (Path(__file__).resolve().parents[1] / "components" / "gpuplane" / "probe"
+         / "cuda_probe.py")
 HOST_PYTHON = Path("/usr/bin/python3")
 IMAGE_NAME = "docker.io/gpuplane/python3:chain"
 FAKE_ENV = "GPUPLANE_FAKE_CDI"

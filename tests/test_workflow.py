@@ -25,11 +25,11 @@ WORKFLOW = Path(".github/workflows/gpuplane-preview.yml")
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
 MAKE = """#!/bin/sh
-# `make venv` of the workflow: a gpuplane that runs this checkout's components/.
+# `make venv` of the workflow: a gpuplane that runs this checkout's components/gpuplane/.
 if [ "$1" = venv ]; then
   here=$(pwd)
   mkdir -p .venv/bin .venv/pkgs
-  ln -sfn "$here/components" .venv/pkgs/gpuplane
+  ln -sfn "$here/components/gpuplane" .venv/pkgs/gpuplane
   printf '#!/bin/sh\\nPYTHONPATH="%s/.venv/pkgs" exec "%s" -m gpuplane.cli "$@"\\n' \\
     "$here" "{python}" > .venv/bin/gpuplane
   chmod +x .venv/bin/gpuplane

@@ -3,7 +3,7 @@
 # containerd worse than it was found.
 #
 #   apply    write the planned files (the plan follows this script on stdin, in the
-#            program components/agent.py builds), check the merged config with the
+#            program components/gpuplane/agent.py builds), check the merged config with the
 #            node's own `containerd config dump`, restart containerd only when the
 #            effective config changed, wait until the CRI answers; on any failure put
 #            every file back, restart again if it had restarted, and exit non-zero.
@@ -226,7 +226,7 @@ gp_begin() {
 	: >"$GP_STAGE/bases.plan"
 }
 
-# gp_plan KEY VALUE: one setting of the plan (written by components/agent.py).
+# gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent.py).
 gp_plan() {
 	case $2 in
 	*"$GP_NL"* | *"$GP_TAB"*)

@@ -3,7 +3,7 @@
 Everything here takes what the Kubernetes API returned (objects as JSON dicts, camelCase,
 as `kubectl get -o json` prints them) and pod logs, and returns findings with the
 rulebook's ids and fixes that name stack keys. No I/O, so every decision is tested on
-recorded objects; components/checks/live.py fetches the objects and calls these.
+recorded objects; components/gpuplane/checks/live.py fetches the objects and calls these.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Node inspection: run the packaged inspection program on a GPU node and read its JSON.
 
-The program (components/data/doctor/inspect_node.py, stdlib only) runs in a short-lived
+The program (components/gpuplane/data/doctor/inspect_node.py, stdlib only) runs in a short-lived
 pod pinned to the node: privileged, hostPID, the host's / mounted read-only at /host, so
 it can read /proc, the containerd configs the daemons really use, and run `containerd
 config dump` and `crictl` in the host's mount namespace through nsenter. It is passed

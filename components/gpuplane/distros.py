@@ -4,7 +4,7 @@ A profile answers, for one distribution: which file containerd reads, which file
 gpuplane edits (a drop-in directory, the top-level file, or a template the distribution
 renders at start), the imports glob that must cover the drop-in directory, the socket the
 kubelet talks to, the containerd binary, how to restart it, and the baseline files the
-distribution writes (components/data/baselines).
+distribution writes (components/gpuplane/data/baselines).
 """
 
 from __future__ import annotations

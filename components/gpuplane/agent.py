@@ -1,7 +1,7 @@
 """The node agent seen from Python: its script, the plan it applies, and the commands that
 run it on a node.
 
-The agent (components/data/node-agent.sh) is plain POSIX sh so that a node needs nothing
+The agent (components/gpuplane/data/node-agent.sh) is plain POSIX sh so that a node needs nothing
 gpuplane installs. Pulumi runs it through pulumi-command `remote.Command`: create and
 update pipe :func:`apply_stdin` into :func:`apply_command`, delete runs
 :func:`restore_command`. The plan travels on stdin, never in remote environment variables
