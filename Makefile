@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine:
 #   make plan STACK=<name>   offline plan of a bundled stack
 #   make test                the whole test suite against real containerd 1.6 / 1.7 / 2.0 / 2.1 / 2.2
-#                            and the real NVIDIA toolkit installers (oracles)
+#                            and the real NVIDIA toolkit installers of every supported chart,
+#                            each built from its Go module (scripts/build-oracles.sh, cached)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -21,7 +22,7 @@ venv: $(BIN)/.installed
 
 containerd:
 	sh scripts/fetch-containerd.sh
-	sh scripts/fetch-oracles.sh
+	sh scripts/build-oracles.sh
 
 test: venv containerd
 	$(BIN)/ruff check .

@@ -64,7 +64,7 @@ class BundleError(Exception):
 def _copy(src: Path, dst: Path) -> None:
     if not src.exists():
         raise BundleError(f"{src} is missing; run `make containerd` "
-                          "(scripts/fetch-containerd.sh and scripts/fetch-oracles.sh)")
+                          "(scripts/fetch-containerd.sh and scripts/build-oracles.sh)")
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src.resolve(), dst)
     shutil.copymode(src.resolve(), dst)
@@ -114,8 +114,8 @@ def build(out: Path, lines: list[str]) -> Path:
                       b / "cache/containerd" / line / sub / name)
         for name in ("nvidia-container-runtime", "nvidia-ctk", "nvidia-cdi-hook",
                      "nvidia-ctk-installer"):
-            _copy(cache / "oracles" / gpu_chain.RUNTIME_DIR / name,
-                  b / "cache/oracles" / gpu_chain.RUNTIME_DIR / name)
+            built = Path("builds") / f"toolkit-{gpu_chain.TOOLKIT}" / "bin" / name
+            _copy(cache / built, b / "cache" / built)
         _copy(cache / "cri-api/root" / oracle.CRI_PROTO_REL,
               b / "cache/cri-api/root" / oracle.CRI_PROTO_REL)
         _copy(oracle.RUNC, b / "bin/runc")

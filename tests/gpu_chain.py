@@ -71,8 +71,7 @@ from gpuplane.planner import (
 import oracle
 from layouts import host_path, write_layout
 
-TOOLKIT = "1.18.1"
-RUNTIME_DIR = f"nvidia-toolkit-{TOOLKIT}"
+TOOLKIT = toolkit_oracle.NEWEST   # its installer, runtime and CDI hook are built
 PROBE = (Path(__file__).resolve().parents[1] / "components" / "gpuplane" / "probe"
          / "cuda_probe.py")
 HOST_PYTHON = Path("/usr/bin/python3")
@@ -110,12 +109,8 @@ LAUNCHER = (
 
 
 def oracle_tool(name: str) -> Path:
-    """An unpacked 1.18.1 toolkit oracle binary; skips (fails in CI) when missing."""
-    path = oracle.cache_dir() / "oracles" / RUNTIME_DIR / name
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        oracle.unavailable(f"toolkit oracle {TOOLKIT}: {path} is missing "
-                           "(scripts/fetch-oracles.sh unpacks ../shared/oracles)")
-    return path
+    """A program of the newest toolkit build; skips (fails in CI) when missing."""
+    return toolkit_oracle.program(TOOLKIT, name)
 
 
 def driver_present() -> tuple[bool, str]:
@@ -266,7 +261,7 @@ def planned_layout(distro: str, line: str, tmp: Path) -> ChainLayout:
     prof = PROFILES[distro.removesuffix(CDI_SUFFIX)]
     version = ContainerdVersion.parse(line)
     plan = plan_node(prof, version, PlanOptions(toolkit=ToolkitMode.OPERATOR,
-                                                toolkit_dropin=True, cdi=cdi))
+                                                toolkit_version="1.18.1", cdi=cdi))
     node, real = toolkit_oracle.run_on_plan(plan, TOOLKIT, tmp)
     files = rendered_layout({**node, **real.written}, prof, version)
     return ChainLayout(distro, line, files, prof.config_path,

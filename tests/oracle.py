@@ -104,7 +104,7 @@ def unavailable(reason: str) -> NoReturn:
     """
     if require_real():
         pytest.fail(f"{reason} (GPUPLANE_REQUIRE_REAL is set: this may not be skipped)")
-    pytest.skip(f"{reason}; run `make containerd` (scripts/fetch-containerd.sh, fetch-oracles.sh)")
+    pytest.skip(f"{reason}; run `make containerd` (scripts/fetch-containerd.sh, build-oracles.sh)")
 
 
 def _check_line(line: str) -> None:

@@ -179,7 +179,7 @@ def test_the_agent_finds_containerd_where_the_distribution_puts_it(
 def _toolkit_rewrite(node: SandboxNode, tmp: Path) -> dict[str, str]:
     """What the REAL toolkit 1.18.1 (the GPU Operator v25.10.1's) writes on this node after
     gpuplane's operator-mode plan: {node path: text}, made runnable in the sandbox."""
-    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True)
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1")
     plan = plan_node(node.profile, node.version, options)
     env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False,
                                       runtime_class=options.runtime_name, toolkit="1.18.1")
@@ -199,7 +199,7 @@ def test_the_toolkits_data_equal_rewrite_is_not_another_writer(
     and order gone, data equal) is accepted; a changed value is still refused."""
     node = _node(nodes, tmp_short, line, "kubeadm")
     original = node.snapshot()
-    plan = node.plan(ToolkitMode.OPERATOR, toolkit_dropin=True)
+    plan = node.plan(ToolkitMode.OPERATOR, toolkit_version="1.18.1")
     top = node.profile.config_path
     assert node.run("apply", plan).rc == 0
     rewrite = _toolkit_rewrite(node, tmp_short / "toolkit")

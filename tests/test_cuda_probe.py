@@ -1,4 +1,4 @@
-"""Tests for the post-deploy CUDA probe (components/probe/cuda_probe.py).
+"""Tests for the post-deploy CUDA probe (components/gpuplane/probe/cuda_probe.py).
 
 There is no GPU here, so the probe's ctypes layer runs against fake driver libraries built
 with gcc from the C source below: they implement the Driver API entry points the probe uses

@@ -28,7 +28,7 @@ OPTIONS = {
     "nvidia-default": {"nvidia_default": True},
     "systemd-off": {"systemd_cgroup": False},
     "cdi": {"cdi": True},
-    "toolkit-1.17": {"toolkit_dropin": False},
+    "toolkit-1.17": {"toolkit_version": "1.17.8"},
 }
 CASES = [
     pytest.param(p, line, mode, o, id=f"{p}-{line}-{mode.value}-{o}")
@@ -49,6 +49,12 @@ def test_plan_is_clean_and_keeps_runc(name: str, line: str, mode: ToolkitMode, o
     errors = [f for f in plan.findings if f.severity is Severity.ERROR]
     if opts == "cdi" and line == "1.6" and mode is not ToolkitMode.NONE:
         assert [f.id for f in errors] == ["FM16"], errors
+        return
+    if (opts == "toolkit-1.17" and mode is ToolkitMode.OPERATOR and line.startswith("2.")
+            and PROFILES[name].containerd_binary == "/usr/bin/containerd"):
+        # Toolkit 1.17.8 runs `containerd config dump` where containerd is on its PATH and
+        # writes that version-3 dump back: unpredicted, so the plan refuses it.
+        assert [(f.id, "config dump" in f.message) for f in errors] == [("FM03", True)]
         return
     assert not errors, "\n".join(f"{f.id} {f.where}: {f.message}" for f in errors)
     eff = plan.effective

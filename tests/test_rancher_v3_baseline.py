@@ -24,7 +24,7 @@ from layouts import host_path, write_layout
 
 V2_LINES = tuple(line for line in oracle.LINES if line.startswith("1."))
 V3_LINES = tuple(line for line in oracle.LINES if line.startswith("2."))
-OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True)
+OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1")
 
 
 def _model_top(name: Distro, line: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def planned_env(i: ClusterIntent, *, cdi: bool | None = None, dropin: bool = Tru
     prof = profile(i.distro, i.containerd_base_dir)
     opts = PlanOptions(toolkit=ToolkitMode.OPERATOR, nvidia_default=i.nvidia_default,
                        cdi=i.cdi if cdi is None else cdi, runtime_name=i.runtime_class,
-                       toolkit_dropin=dropin)
+                       toolkit_version="1.18.1" if dropin else "1.17.8")
     return toolkit_env_for(prof, ContainerdVersion.parse(i.containerd_version), opts)
 
 

@@ -33,7 +33,7 @@ NVIDIA_ONLY = ("/etc/containerd/conf.d/50-nvidia.toml",
                '  runtime_type = "io.containerd.runc.v2"\n'
                f'  [plugins."{CRI}".containerd.runtimes.nvidia.options]\n'
                '    BinaryName = "/usr/bin/nvidia-container-runtime"\n    SystemdCgroup = true\n')
-OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True,
+OPTIONS = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1",
                       kubelet_cgroup_driver="systemd")
 
 
@@ -70,7 +70,7 @@ def test_same_drop_ins_on_containerd_2_1_pass_and_a_clean_node_has_no_findings()
 def test_final_state_findings_name_the_toolkit_state() -> None:
     """A CDI request on 1.6 is wrong once the toolkit has run (FM16), not before."""
     plan = plan_node(PROFILE, ContainerdVersion.parse("1.6"),
-                     PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True, cdi=True,
+                     PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1", cdi=True,
                                  kubelet_cgroup_driver="systemd"))
     assert {(f.id, f.state) for f in plan.findings} >= {("FM16", AFTER_TOOLKIT)}
 

@@ -54,7 +54,7 @@ def _captured() -> dict[str, str]:
 
 
 def _plan(line: str):
-    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_dropin=True,
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1",
                           kubelet_cgroup_driver="systemd")
     return plan_node(PROFILE, ContainerdVersion.parse(line), options, current=_captured())
 

@@ -1,4 +1,5 @@
-"""gpuplane's model of the NVIDIA toolkit against the real installers (1.17.8, 1.18.1).
+"""gpuplane's model of the NVIDIA toolkit against the real installer of every toolkit a
+supported GPU Operator chart ships (1.15.0 … 1.20.0, tests/toolkit_oracle.py TOOLKITS).
 
 For every distro profile x containerd line x toolkit x plan option, and for node files
 captured with what real nodes carry (comments, a registry drop-in, another `root`, a
@@ -42,6 +43,8 @@ from gpuplane.planner import (
     plan_node,
     rendered_layout,
 )
+from gpuplane.toolkit.operator import installer_env
+from gpuplane.toolkit.output import Node, toolkit_blocker
 
 import oracle
 from layouts import host_path, write_layout
@@ -140,8 +143,7 @@ def _plan(name: str, line: str, toolkit: str, opts: str, base: str):
 
 def _plan_from(prof: DistroProfile, line: str, toolkit: str, opts: dict[str, Any],
                captured: dict[str, str] | None) -> NodeContainerdPlan:
-    options = PlanOptions(toolkit=ToolkitMode.OPERATOR,
-                          toolkit_dropin=toolkit.startswith("1.18"), **opts)
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version=toolkit, **opts)
     return plan_node(prof, ContainerdVersion.parse(line), options, current=captured)
 
 
@@ -151,12 +153,42 @@ def _cri_plugin(line: str) -> str:
 
 def assert_toolkit_agrees(plan: NodeContainerdPlan, toolkit: str, tmp: Path) -> None:
     """The real installer on the plan's node files writes what the model says, and real
-    containerd runs the result as the plan predicts (loads or refuses, same CRI view)."""
+    containerd runs the result as the plan predicts (loads or refuses, same CRI view).
+
+    Where the model says the installer fails or rewrites the config from a version-3
+    `containerd config dump` (which it does not predict), the plan must refuse (FM03) and
+    the real installer must have done just that. Where it rewrites the config from a 1.x
+    dump, the file holds containerd's defaults too: the model's file and the real one
+    must then be the same config to real containerd (`config dump` of each, whole)."""
     line = str(plan.version.major) + "." + str(plan.version.minor)
+    env = installer_env(plan.toolkit_env, plan.options)
+    blocker = toolkit_blocker({**plan.baseline, **plan.files}, env, plan.options.installer,
+                              Node(plan.version, (plan.profile.containerd_binary,)))
+    if blocker:
+        assert [f for f in plan.findings if f.id == "FM03" and f.severity == "error"
+                and f.message.startswith(blocker)], plan.findings
+        try:
+            _, real = toolkit_oracle.run_on_plan(plan, toolkit, tmp)
+        except oracle.OracleError as failed:
+            assert "the installer fails" in blocker, failed
+            return
+        assert "the installer fails" not in blocker, real.log
+        config = env["CONTAINERD_CONFIG"]
+        assert "oom_score" in tomllib.loads(real.written[config]), real.written[config]
+        return
     node, real = toolkit_oracle.run_on_plan(plan, toolkit, tmp)
     assert sorted(real.written) == sorted(plan.toolkit_files), real.log
+    from_dump = plan.options.installer.dump_binary(
+        env, (plan.profile.containerd_binary,)) is not None
     for path, text in real.written.items():
-        assert tomllib.loads(text) == tomllib.loads(plan.toolkit_files[path]), path
+        if from_dump:
+            oracle.require_line(line)
+            ours, theirs = (_whole_dump(line, {**node, path: t}, path, tmp / name)
+                            for name, t in (("model", plan.toolkit_files[path]),
+                                            ("real", text)))
+            assert ours == theirs, path
+        else:
+            assert tomllib.loads(text) == tomllib.loads(plan.toolkit_files[path]), path
 
     oracle.require_line(line)
     after = rendered_layout({**node, **real.written}, plan.profile, plan.version)
@@ -182,6 +214,15 @@ def assert_toolkit_agrees(plan: NodeContainerdPlan, toolkit: str, tmp: Path) -> 
     with oracle.Daemon(line, top, tmp / "d") as daemon:
         daemon.require_started()
         assert daemon.plugin_status(_cri_plugin(line)) == "error", plan.effective.refusals
+
+
+def _whole_dump(line: str, layout: dict[str, str], path: str, root: Path) -> dict[str, Any]:
+    """`config dump` of `path` in `layout`, without `imports` (which lists the files read
+    by their sandbox paths)."""
+    write_layout(layout, root)
+    dumped = oracle.dump(line, host_path(root, path))
+    assert dumped.ok, dumped.error
+    return {k: v for k, v in dumped.config.items() if k != "imports"}
 
 
 @pytest.mark.parametrize(("name", "line", "toolkit", "opts", "base"), _cases())

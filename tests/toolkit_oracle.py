@@ -1,12 +1,22 @@
 """The real NVIDIA toolkit installer as a test oracle: run it in a sandbox on a node layout,
 with the env the GPU Operator gives its toolkit container, and read back what it wrote.
 
-The binaries are built from upstream source (../shared/oracles, unpacked into the cache
-by scripts/fetch-oracles.sh). How the operator builds the container's env is taken from
-the operator's own code at the chart's tag (gpu-operator v25.10.1
-`controllers/object_controls.go`, `assets/state-container-toolkit/0500_daemonset.yaml`;
-summarised in ../shared/oracles/README.md) and written here independently of gpuplane's
-model, so the differential compares two readings, not one.
+The binaries are built from the toolkit's Go module at each version a supported chart
+ships (tests/builds/toolkit-<version>, built into the cache by scripts/build-oracles.sh).
+How the operator builds the container's env is taken from the operator's own code at the
+chart's tag (gpu-operator v25.10.1 `controllers/object_controls.go`,
+`assets/state-container-toolkit/0500_daemonset.yaml`) and written here independently of
+gpuplane's model, so the differential compares two readings, not one.
+
+Which program the operator's toolkit container runs (its entrypoint at each tag):
+- 1.18 and later: `nvidia-ctk-installer` (NVIDIA/nvidia-container-toolkit
+  `cmd/nvidia-ctk-installer`), one program;
+- 1.17.x: `nvidia-toolkit` (`tools/container/nvidia-toolkit`), one program;
+- 1.15.x / 1.16.x: `nvidia-toolkit`, which runs `toolkit install` and `containerd setup`
+  through `sh -c` from `PATH` (`tools/container/nvidia-toolkit/run.go` `installToolkit`,
+  `setupRuntime` at v1.15.0 and v1.16.2): all three are built, and the sandbox's `PATH`
+  puts them first. `toolkit install` takes `--ignore-errors` only as a flag there (no env),
+  so a one-line shim adds it, as `--ignore-errors` is passed to the later installers.
 
 Sandbox: the node's files sit under `<tmp>/host` at their node paths, byte for byte (the
 `imports` strings stay node paths, as the toolkit compares them as strings); the config,
@@ -18,7 +28,9 @@ path is the node path. `ROOT` (the toolkit's install dir, which ends up in every
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,23 +38,51 @@ from typing import Any
 
 import oracle
 
-TOOLKITS: dict[str, tuple[str, str]] = {
-    # toolkit version: (oracle dir, the installer the operator's toolkit container runs)
-    "1.17.8": ("nvidia-toolkit-1.17.8", "nvidia-toolkit"),
-    "1.18.1": ("nvidia-toolkit-1.18.1", "nvidia-ctk-installer"),
+TOOLKITS: dict[str, str] = {
+    # toolkit version (every one a supported GPU Operator chart ships): the installer
+    # program the operator's toolkit container runs
+    "1.15.0": "nvidia-toolkit",
+    "1.16.2": "nvidia-toolkit",
+    "1.17.0": "nvidia-toolkit",
+    "1.17.3": "nvidia-toolkit",
+    "1.17.4": "nvidia-toolkit",
+    "1.17.5": "nvidia-toolkit",
+    "1.17.8": "nvidia-toolkit",
+    "1.18.0": "nvidia-ctk-installer",
+    "1.18.1": "nvidia-ctk-installer",
+    "1.19.0": "nvidia-ctk-installer",
+    "1.19.1": "nvidia-ctk-installer",
+    "1.20.0": "nvidia-ctk-installer",
 }
+NEWEST = "1.20.0"
+"""The toolkit whose runtime binaries (nvidia-container-runtime, nvidia-cdi-hook) are built."""
+SPLIT_INSTALLER = ("1.15.", "1.16.")   # nvidia-toolkit runs `toolkit` and `containerd`
 NODE_ROOT = "/usr/local/nvidia"        # ROOT in the operator's DaemonSet asset
 DEFAULT_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"   # the operator's default (1.18+)
 
 
-def installer(version: str) -> Path:
-    """The installer binary of toolkit `version`; skips (fails in CI) when not unpacked."""
-    folder, name = TOOLKITS[version]
-    path = oracle.cache_dir() / "oracles" / folder / name
+def version_tuple(version: str) -> tuple[int, ...]:
+    """(1, 18, 1) for "1.18.1"."""
+    return tuple(int(p) for p in version.split("."))
+
+
+def build_bin(name: str) -> Path:
+    """`bin/` of the build `name` (a folder of tests/builds) in the cache."""
+    return oracle.cache_dir() / "builds" / name / "bin"
+
+
+def program(version: str, name: str) -> Path:
+    """Program `name` of toolkit `version`; skips (fails in CI) when it was not built."""
+    path = build_bin(f"toolkit-{version}") / name
     if not (path.exists() and os.access(path, os.X_OK)):
-        oracle.unavailable(f"toolkit oracle {version}: {path} is missing "
-                           "(scripts/fetch-oracles.sh unpacks ../shared/oracles)")
+        oracle.unavailable(f"toolkit {version}: {path} is missing "
+                           "(scripts/build-oracles.sh builds it from the Go module proxy)")
     return path
+
+
+def installer(version: str) -> Path:
+    """The installer the operator's toolkit container runs at toolkit `version`."""
+    return program(version, TOOLKITS[version])
 
 
 def operator_env(toolkit_env: list[dict[str, str]], *, cdi: bool, runtime_class: str,
@@ -64,7 +104,7 @@ def operator_env(toolkit_env: list[dict[str, str]], *, cdi: bool, runtime_class:
     env["CONTAINERD_RUNTIME_CLASS"] = runtime_class
     env.setdefault("CONTAINERD_CONFIG", "/etc/containerd/config.toml")
     env.setdefault("CONTAINERD_SOCKET", "/run/containerd/containerd.sock")
-    if toolkit.startswith("1.18"):
+    if version_tuple(toolkit) >= (1, 18):
         # v25.10 always sets the drop-in: the user's value, or its default when unset/empty
         env["RUNTIME_DROP_IN_CONFIG"] = env.get("RUNTIME_DROP_IN_CONFIG") or DEFAULT_DROPIN
     else:
@@ -79,24 +119,39 @@ class ToolkitRun:
 
 
 def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
-                tmp: Path) -> ToolkitRun:
-    """Run toolkit `version` on `layout` (node path -> text) with the operator's `env`."""
+                tmp: Path, containerd: tuple[str, str] | None = None) -> ToolkitRun:
+    """Run toolkit `version` on `layout` (node path -> text) with the operator's `env`.
+
+    `containerd` (line, node path): the node's containerd binary, installed in the sandbox
+    with the C library it loads, as it is on a real node. It matters: before 1.18 the
+    installer asks `chroot <host> containerd config dump` for the node's config first
+    (1.17.0: only that; 1.17.1-1.17.8: then the file; 1.17.8 runs `RUNTIME_EXECUTABLE_PATH`,
+    earlier ones `containerd` from `PATH`), and 1.18+ does when `RUNTIME_CONFIG_SOURCE`
+    says `command` (NVIDIA/nvidia-container-toolkit tools/container/runtime/containerd/
+    containerd.go `getRuntimeConfig` at v1.17.0, v1.17.4, v1.17.8). Without it the command
+    fails in the sandbox and the run would show the file fallback, not the node."""
     exe = installer(version)
     host = tmp / "host"
     for node_path, text in layout.items():
         target = host / node_path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
+    if containerd is not None:
+        _install_containerd(host, *containerd)
     before = _snapshot(host)
     root = tmp / "toolkit-root"
 
     def inside(node_path: str) -> str:
         return str(host / node_path.lstrip("/"))
 
-    run_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **env}
+    path = "/usr/sbin:/usr/bin:/sbin:/bin"
+    if version.startswith(SPLIT_INSTALLER):
+        path = f"{_split_path(version, tmp)}:{path}"
+    run_env = {"PATH": path, **env}
     run_env |= {
         "ROOT": str(root),
         "TOOLKIT_PID_FILE": str(tmp / "toolkit.pid"),
+        "PID_FILE": str(tmp / "toolkit.pid"),   # 1.15 reads only this one
         "CONTAINERD_CONFIG": inside(env["CONTAINERD_CONFIG"]),
         "CONTAINERD_SOCKET": inside(env["CONTAINERD_SOCKET"]),
         "RUNTIME_RESTART_MODE": "none",
@@ -113,7 +168,14 @@ def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
         run_env["RUNTIME_CONFIG_SOURCE"] = ",".join(
             f"file={inside(s[5:])}" if s.startswith("file=") else s
             for s in env["RUNTIME_CONFIG_SOURCE"].split(","))
-    proc = subprocess.run([str(exe), "--ignore-errors"], env=run_env, capture_output=True,
+    command = [str(exe), "--ignore-errors"]
+    if version.startswith(SPLIT_INSTALLER):
+        # 1.15/1.16's nvidia-toolkit has no --ignore-errors (the `toolkit` shim adds it),
+        # and 1.15 locks a fixed /run/nvidia/toolkit.pid: a private tmpfs there, per run.
+        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mkdir -p /run/nvidia && mount -t tmpfs gp-toolkit /run/nvidia && '
+                   'exec "$0" "$@"', str(exe)]
+    proc = subprocess.run(command, env=run_env, capture_output=True,
                           text=True, timeout=60, check=False, cwd=tmp)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
@@ -122,6 +184,20 @@ def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
     written = {path: text.replace(str(root), NODE_ROOT) for path, text in after.items()
                if before.get(path) != text}
     return ToolkitRun(written, log)
+
+
+def _split_path(version: str, tmp: Path) -> str:
+    """`PATH` for the 1.15/1.16 `nvidia-toolkit`: a `toolkit` shim that adds
+    `--ignore-errors` to `toolkit install`, then the version's own `containerd` (its
+    runtime set-up program, not the daemon)."""
+    shim = tmp / "shim"
+    shim.mkdir(parents=True, exist_ok=True)
+    real = program(version, "toolkit")
+    program(version, "containerd")
+    (shim / "toolkit").write_text(
+        f'#!/bin/sh\ncmd=$1; shift\nexec {real} "$cmd" --ignore-errors "$@"\n')
+    (shim / "toolkit").chmod(0o755)
+    return f"{shim}:{real.parent}"
 
 
 def run_on_plan(plan: Any, toolkit: str, tmp: Path) -> tuple[dict[str, str], ToolkitRun]:
@@ -133,25 +209,50 @@ def run_on_plan(plan: Any, toolkit: str, tmp: Path) -> tuple[dict[str, str], Too
     node = {**plan.baseline, **plan.files}
     env = operator_env(plan.toolkit_env, cdi=plan.options.cdi,
                        runtime_class=plan.options.runtime_name, toolkit=toolkit)
+    line = f"{plan.version.major}.{plan.version.minor}"
     real = run_toolkit(toolkit, rendered_layout(node, plan.profile, plan.version), env,
-                       tmp / "toolkit")
+                       tmp / "toolkit", containerd=(line, plan.profile.containerd_binary))
     return node, real
 
 
+_PROGRAM_FILES = ".gp-programs"   # marker listing the planted binaries (never node files)
+
+
+def _install_containerd(host: Path, line: str, node_path: str) -> None:
+    """containerd of `line` at `node_path` under `host`, with its loader and C library."""
+    binary = oracle.binary(line).resolve()
+    planted = [node_path]
+    target = host / node_path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(binary, target)
+    for lib in _shared_libraries(binary):
+        target = host / lib.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            shutil.copy2(Path(lib).resolve(), target)
+        planted.append(lib)
+    (host / _PROGRAM_FILES).write_text("\n".join(["/" + _PROGRAM_FILES, *planted]) + "\n")
+
+
+@functools.cache
+def _shared_libraries(binary: Path) -> tuple[str, ...]:
+    """The absolute paths `ldd` names for `binary` (loader included)."""
+    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    return tuple(word for line in out.stdout.splitlines() for word in line.split()
+                 if word.startswith("/"))
+
+
 def _snapshot(host: Path) -> dict[str, str]:
-    return {"/" + p.relative_to(host).as_posix(): p.read_text(encoding="utf-8")
-            for p in host.rglob("*") if p.is_file()}
+    marker = host / _PROGRAM_FILES
+    skip = set(marker.read_text().split()) if marker.exists() else set()
+    return {path: p.read_text(encoding="utf-8") for p in host.rglob("*")
+            if p.is_file() and (path := "/" + p.relative_to(host).as_posix()) not in skip}
 
 
 def nvidia_ctk(version: str) -> Path:
     """The `nvidia-ctk` of toolkit `version` (what a host install's docs tell users to run:
     `nvidia-ctk runtime configure --runtime=containerd`); skips (fails in CI) when absent."""
-    folder, _ = TOOLKITS[version]
-    path = oracle.cache_dir() / "oracles" / folder / "nvidia-ctk"
-    if not (path.exists() and os.access(path, os.X_OK)):
-        oracle.unavailable(f"nvidia-ctk {version}: {path} is missing "
-                           "(scripts/fetch-oracles.sh unpacks ../shared/oracles)")
-    return path
+    return program(version, "nvidia-ctk")
 
 
 def host_configure(version: str, layout: dict[str, str], *, config: str, dropin: str,

@@ -7,6 +7,7 @@ stack key, what was wrong, and the allowed values.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -27,8 +28,9 @@ from pydantic.alias_generators import to_camel
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import toolkit_for_chart
-from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
 OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -208,9 +210,17 @@ class GpuOperatorConfig(_Section):
         return value
 
     @property
-    def toolkit_writes_dropin(self) -> bool:
-        """Chart v25.10 (toolkit 1.18) and later write a drop-in; earlier ones the top file."""
-        return chart_at_least(self.chart_version, (25, 10))
+    def toolkit_release(self) -> str:
+        """The toolkit the operator deploys: the image override's tag, else the chart's
+        pin, else (a range or tag, which FM18 reports) the newest gpuplane supports."""
+        tag = self.toolkit_image.tag if self.toolkit_image else None
+        if tag:
+            with contextlib.suppress(ValueError):
+                return ".".join(str(p) for p in parse_version(tag))
+        try:
+            return toolkit_for_chart(self.chart_version)
+        except ValueError:
+            return NEWEST_TOOLKIT
 
 
 class TimeSlicingConfig(_Section):
@@ -356,7 +366,7 @@ class StackConfig(_Section):
             nvidia_default=self.runtime.nvidia_default,
             cdi=self.gpu_operator.cdi,
             systemd_cgroup=self.runtime.systemd_cgroup,
-            toolkit_dropin=self.gpu_operator.toolkit_writes_dropin,
+            toolkit_version=self.gpu_operator.toolkit_release,
             runtime_name=self.runtime.name,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             writes_files=self.cluster.node_access == "ssh",

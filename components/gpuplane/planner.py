@@ -34,11 +34,11 @@ from gpuplane.findings import (
 from gpuplane.rules import ContainerdFacts
 from gpuplane.rules.states import judge_states
 from gpuplane.rules.toolkit_losses import check_toolkit_losses
-from gpuplane.rules.toolkit_source import check_toolkit_source_version
+from gpuplane.rules.toolkit_source import check_toolkit_run, check_toolkit_source_version
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
-from gpuplane.toolkit.output import config_sources, toolkit_writes
+from gpuplane.toolkit.output import Node, config_sources, toolkit_blocker, toolkit_writes
 
 GPUPLANE_DROPIN = "50-gpuplane.toml"
 HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
@@ -141,14 +141,18 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     toolkit_env: list[dict[str, str]] = []
     toolkit_files: dict[str, str] = {}
     losses: list[Finding] = []
+    blocker: str | None = None
     if options.toolkit is ToolkitMode.OPERATOR:
         toolkit_env = toolkit_env_for(profile, version, options)
         env = installer_env(toolkit_env, options)
-        toolkit_files = toolkit_writes(after, env)
+        node = Node(version, (profile.containerd_binary,))
+        blocker = toolkit_blocker(after, env, options.installer, node)
+        toolkit_files = {} if blocker else toolkit_writes(after, env, options.installer, node)
         source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
         written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
-        losses = [*check_toolkit_source_version(source, written_layout.get(source)),
+        losses = [*check_toolkit_run(blocker, _where(profile)),
+                  *check_toolkit_source_version(source, written_layout.get(source)),
                   *check_toolkit_losses(_merged(top, written_layout, version),
                                         _merged(top, after, version), where=_where(profile),
                                         origins=_origins(top, written_layout, version))]
@@ -166,6 +170,11 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     findings = judge_states(_states(options, files, facts, written, before, top, profile),
                             final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
                             extra=[replace(f, state=AFTER_TOOLKIT) for f in losses])
+    if blocker:
+        # No prediction of the state after the toolkit: the refusal says why, and the
+        # findings about that state would judge files the toolkit does not write.
+        findings = [f for f in findings if f.state != AFTER_TOOLKIT
+                    or (f.id == "FM03" and f.message.startswith(blocker))]
     return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
                               toolkit_files, after, effective, written, before,
                               frozenset(expected), findings, baseline)

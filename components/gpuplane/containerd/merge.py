@@ -100,6 +100,13 @@ def _v1_name(key: str) -> str:
     return "io.containerd.grpc.v1." + key
 
 
+def v1_plugins_as_v2(plugins: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 config's plugin tables as containerd 1.x runs (and dumps) them: short
+    names spelled out; a table already under a full name is not a version-1 plugin name
+    and is ignored (what `config dump` of such a file shows on 1.6 and 1.7)."""
+    return {_v1_name(key): copy_data(table) for key, table in plugins.items() if "." not in key}
+
+
 def _merge_v2(loaded: LoadResult) -> Merged:
     version, plugins = 3, {}
     ambiguities: list[str] = []

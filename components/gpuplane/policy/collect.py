@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuplane.config import chart_at_least
 from gpuplane.findings import Finding
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
 from gpuplane.policy.views import Located, StackFindings, View
+from gpuplane.rules.toolkit_version import toolkit_version
+from gpuplane.toolkit.options import NEWEST_TOOLKIT
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -79,8 +80,10 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
             _time_slicing(v, intent, out)
     operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
+    values = (operator[0].props.get("values") or {}) if operator else {}
+    found = toolkit_version(values, version)
     node_findings([v for v in views if v.type == COMMAND], intent, out,
-                  toolkit_dropin=not version or chart_at_least(version, (25, 10)))
+                  toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT)
     return out
 
 

@@ -23,16 +23,14 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode, profile
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules._shared import finding, lookup, present
-from gpuplane.rules._shared import version_tuple as vt
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
 from gpuplane.rules.nodefiles import check_node_files
 from gpuplane.rules.opvalues import OperatorValues, containerd_version
 from gpuplane.rules.pinning import split_ref
+from gpuplane.rules.toolkit_version import toolkit_version
 from gpuplane.toolkit.env import toolkit_env_for
-from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
 
-CHART_DROPIN_FROM = (25, 10, 0)          # its toolkit (1.18) writes a drop-in
-TOOLKIT_DROPIN_FROM = (1, 18, 0)
 # Charts whose default toolkit image is an ubuntu20.04 flavour (v23.9.0 ... v25.3.x).
 CHART_UBUNTU2004 = ((23, 9, 0), (25, 10, 0))
 
@@ -159,12 +157,11 @@ def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
     return env, None
 
 
-def _writes_dropin(ctx: OperatorValues) -> bool:
-    tag = lookup(ctx.values, "toolkit.version")
-    version = vt(tag)
-    if version is not None:
-        return version >= TOOLKIT_DROPIN_FROM
-    return ctx.chart is None or ctx.chart >= CHART_DROPIN_FROM
+def _toolkit(ctx: OperatorValues) -> str:
+    """The toolkit release the operator deploys (image override, else the chart's pin)."""
+    chart = "v{}.{}.{}".format(*ctx.chart) if ctx.chart else None
+    found = toolkit_version(ctx.values, chart)
+    return ".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT
 
 
 def _first(env: Mapping[str, str | None], names: tuple[str, ...]) -> tuple[str | None, str]:
@@ -214,7 +211,7 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     cdi_on, _ = ctx.cdi
     options = PlanOptions(toolkit=ToolkitMode.OPERATOR, nvidia_default=intent.nvidia_default,
                           cdi=cdi_on, runtime_name=intent.runtime_class,
-                          toolkit_dropin=_writes_dropin(ctx))
+                          toolkit_version=_toolkit(ctx))
     expected = {e["name"]: e["value"] for e in toolkit_env_for(prof, version, options)}
     out: list[Finding] = []
     wrong: list[str] = []

@@ -41,4 +41,17 @@ def check_toolkit_source_version(path: str, text: str | None) -> list[Finding]:
         Severity.WARNING)]
 
 
-__all__ = ["check_toolkit_source_version"]
+def check_toolkit_run(blocker: str | None, where: str) -> list[Finding]:
+    """An error when the operator's toolkit fails on this node or rewrites its config in a
+    way the plan cannot predict (`gpuplane.toolkit.output.toolkit_blocker` says why)."""
+    if blocker is None:
+        return []
+    return [finding(
+        "FM03", blocker + ".", where,
+        "Use GPU Operator chart v25.10.0 or later (`gpuplane:gpuOperator.chartVersion`; its "
+        "toolkit 1.18+ reads the config file gpuplane names in RUNTIME_CONFIG_SOURCE) or "
+        "`gpuplane:gpuOperator.toolkitImage.tag` v1.18.0 or later.",
+        Severity.ERROR)]
+
+
+__all__ = ["check_toolkit_run", "check_toolkit_source_version"]

@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuplane.toolkit.installer import Installer
+
+# The toolkit of the newest chart gpuplane supports (GPU Operator v26.7.0 ships 1.20.0):
+# what a plan assumes when nothing names a chart.
+NEWEST_TOOLKIT = "1.20.0"
+
 
 class ToolkitMode(StrEnum):
     OPERATOR = "operator"  # the GPU Operator's toolkit container writes the nvidia runtime
@@ -22,12 +28,23 @@ class PlanOptions:
     nvidia_default: bool = False
     cdi: bool = False
     systemd_cgroup: bool | None = None   # None keeps what the distribution configures
-    toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
+    # The operator's toolkit release (the chart's pin or the image override): what its
+    # installer does differs by release (gpuplane.toolkit.installer).
+    toolkit_version: str = NEWEST_TOOLKIT
     runtime_name: str = "nvidia"
     kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
     writes_files: bool = True
 
+    @property
+    def installer(self) -> Installer:
+        return Installer.of(self.toolkit_version)
 
-__all__ = ["PlanOptions", "ToolkitMode"]
+    @property
+    def toolkit_dropin(self) -> bool:
+        """Toolkit 1.18 and later (chart v25.10 and later) write a drop-in."""
+        return self.installer.writes_dropin
+
+
+__all__ = ["NEWEST_TOOLKIT", "PlanOptions", "ToolkitMode"]

@@ -1,6 +1,8 @@
 """What the NVIDIA toolkit installer writes, given the node's files and the env the GPU
-Operator hands it: a pure model, held against the real installers (1.17.8, 1.18.1) by
-tests/test_toolkit_differential.py on every distro layout gpuplane plans.
+Operator hands it: a pure model, held against the real installer of every toolkit a
+supported chart ships (1.15.0 ... 1.20.0, each built from its Go module) by
+tests/test_toolkit_differential.py on every distro layout gpuplane plans. How the
+releases differ is `gpuplane.toolkit.installer`.
 
 Measured behaviour (NVIDIA/nvidia-container-toolkit v1.18.1 `cmd/nvidia-ctk-installer`,
 v1.17.8 `tools/container/nvidia-toolkit`, with gpu-operator v25.10.1 / v25.3.4's env):
@@ -11,8 +13,12 @@ v1.17.8 `tools/container/nvidia-toolkit`, with gpu-operator v25.10.1 / v25.3.4's
   directory to `CONTAINERD_CONFIG` unless the same string is already there. A missing
   `CONTAINERD_CONFIG` is *created* holding only `version` and `imports`. The top-level file
   is rewritten even when its data does not change (comments and key order are lost).
-- 1.17 edits `CONTAINERD_CONFIG` in place (an empty config if it does not exist): the
-  runtimes go into that file's own CRI table.
+- 1.15-1.17 edit `CONTAINERD_CONFIG` in place (an empty config if it does not exist): the
+  runtimes go into that file's own CRI table. 1.17 first asks `containerd config dump`
+  (of containerd's default config path) where the node's containerd can be run: on 1.x
+  lines the file then holds the whole merged config (every import folded in) plus the
+  runtimes; on 2.x the dump is version 3, which 1.17.0-1.17.3 refuse and which gpuplane
+  does not model for the later ones (`toolkit_blocker` says so; the plan refuses).
 - The runtimes are `<CONTAINERD_RUNTIME_CLASS>`, `nvidia-cdi` and `nvidia-legacy` (the
   mode runtimes keep their names whatever the class is), each a copy of the default
   runtime's whole subtree with `BinaryName` set to `$ROOT/toolkit/nvidia-container-runtime
@@ -35,11 +41,23 @@ import copy
 import posixpath
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import tomlkit
 
-from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, RUNC_V2
+from gpuplane.containerd.errors import ConfigError
+from gpuplane.containerd.files import MemoryFiles
+from gpuplane.containerd.load import load_config
+from gpuplane.containerd.merge import merge, v1_plugins_as_v2
+from gpuplane.containerd.versions import (
+    CRI_V1,
+    CRI_V2,
+    CRI_V3_RUNTIME,
+    RUNC_V2,
+    ContainerdVersion,
+)
+from gpuplane.toolkit.installer import DEFAULT_CONFIG, Installer
 
 RUNTIME_BINARY = "nvidia-container-runtime"
 MODE_RUNTIMES = {"nvidia-cdi": ".cdi", "nvidia-legacy": ".legacy"}
@@ -78,7 +96,7 @@ def _load(text: str | None) -> dict[str, Any]:
 
 
 def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any], *,
-              v1: bool = False) -> None:
+              installer: Installer, v1: bool = False) -> None:
     """Add the nvidia runtimes (and the default and CDI settings) to a CRI table; `v1`: the
     version-1 engine's shape (`options.Runtime` too, `enable_cdi` under `containerd`)."""
     ctd = table.setdefault("containerd", {})
@@ -87,6 +105,8 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any
     name = env.get("CONTAINERD_RUNTIME_CLASS") or env.get("NVIDIA_RUNTIME_NAME") or "nvidia"
     for runtime, suffix in {name: "", **MODE_RUNTIMES}.items():
         entry = copy.deepcopy(base)
+        if installer.fills_runtime_type and not entry.get("runtime_type"):
+            entry["runtime_type"] = RUNC_V2
         binary = f"{root}/toolkit/{RUNTIME_BINARY}{suffix}"
         entry["options"] = {**entry.get("options", {}), "BinaryName": binary}
         if v1:
@@ -94,7 +114,8 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any
         runtimes[runtime] = entry
     if set_as_default(env):
         ctd["default_runtime_name"] = name
-    if _truthy(env.get("CDI_ENABLED")) or _truthy(env.get("RUNTIME_ENABLE_CDI")):
+    if installer.writes_enable_cdi and (_truthy(env.get("CDI_ENABLED"))
+                                        or _truthy(env.get("RUNTIME_ENABLE_CDI"))):
         (ctd if v1 else table)["enable_cdi"] = True
 
 
@@ -104,30 +125,75 @@ def _default_runtime(table: dict[str, Any]) -> dict[str, Any] | None:
     return copy.deepcopy(runtime) if isinstance(runtime, dict) else None
 
 
-def _dump(data: dict[str, Any]) -> str:
+def _text(data: dict[str, Any]) -> str:
     return tomlkit.dumps(data)
 
 
-def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:
+@dataclass(frozen=True)
+class Node:
+    """What the installer meets on the node besides the files: the containerd release line
+    and where the node's containerd binaries are (the dump runs one of them)."""
+
+    version: ContainerdVersion
+    binaries: tuple[str, ...]
+
+
+def toolkit_blocker(files: Mapping[str, str], env: Mapping[str, str], installer: Installer,
+                    node: Node) -> str | None:
+    """Why the installer's result cannot be planned on this node, or None: it fails, or it
+    rewrites the config from a `config dump` gpuplane does not model (containerd 2.x)."""
+    binary = installer.dump_binary(env, node.binaries)
+    if binary is None:
+        source = _load(files.get(env["CONTAINERD_CONFIG"]))
+        if not installer.writes_dropin and not installer.reads_v3 \
+                and int(source.get("version", 0)) >= 3:
+            return (f"toolkit {installer.name} refuses {env['CONTAINERD_CONFIG']}, a version-3 "
+                    "config (\"unsupported config version: 3\"; toolkits before 1.17.4 read "
+                    "versions 1 and 2 only): the installer fails")
+        if installer.dump_only:
+            return (f"toolkit {installer.name} reads the node's config only from `chroot /host "
+                    "containerd config dump`, and no `containerd` is on the toolkit "
+                    "container's PATH on this node: the installer fails")
+        return None
+    if node.version.major >= 2 and not installer.reads_v3:
+        return (f"toolkit {installer.name} reads the node's config from `containerd config "
+                f"dump` ({binary}), which containerd {node.version} prints as version 3; "
+                "toolkits before 1.17.4 refuse version 3 (\"unsupported config version: 3\"): "
+                "the installer fails")
+    if node.version.major >= 2:
+        return (f"toolkit {installer.name} rewrites {env['CONTAINERD_CONFIG']} from "
+                f"`containerd config dump` ({binary}): every default of containerd "
+                f"{node.version} and every imported file folded into one version-3 file, "
+                "which gpuplane does not predict")
+    return None
+
+
+def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str],
+                   installer: Installer, node: Node) -> dict[str, str]:
     """The files (node path -> text) the installer creates or rewrites on a node holding
     `files`, run with the operator's `env` (node paths). Texts are TOML with the data the
-    installer writes; its byte layout is not modelled (compare data, not bytes)."""
+    installer writes; its byte layout is not modelled (compare data, not bytes). Only
+    meaningful where `toolkit_blocker` says nothing."""
     target = env["CONTAINERD_CONFIG"]
-    dropin = env.get("RUNTIME_DROP_IN_CONFIG")
+    dropin = env.get("RUNTIME_DROP_IN_CONFIG") if installer.writes_dropin else None
     if not dropin:
-        return {target: _dump(_edit_in_place(_load(files.get(target)), env))}
+        if installer.dump_binary(env, node.binaries) is not None:
+            doc = _dump(files, node.version)
+        else:
+            doc = _load(files.get(target))
+        return {target: _text(_edit_in_place(doc, env, installer))}
     sources = config_sources(env) or [target]
     source = _load(files.get(sources[0]))
     if source and "version" not in source:
         # No `version`: the v1 engine, whose drop-in is the whole edited file; the
         # top-level file is left alone (no `imports` entry is added).
-        return {dropin: _dump(_edit_v1(source, env))}
+        return {dropin: _text(_edit_v1(source, env, installer))}
     version = int(source.get("version", 2))
     key = _cri_key(version)
     table = copy.deepcopy(source.get("plugins", {}).get(key, {}))
     base = _default_runtime(table) or {"runtime_type": RUNC_V2}
-    _runtimes(table, env, base)
-    out = {dropin: _dump({"version": version, "plugins": {key: table}})}
+    _runtimes(table, env, base, installer=installer)
+    out = {dropin: _text({"version": version, "plugins": {key: table}})}
     top = _load(files.get(target))
     wanted = posixpath.join(posixpath.dirname(env.get("RUNTIME_DROP_IN_CONFIG_HOST_PATH")
                                               or dropin), "*.toml")
@@ -137,33 +203,87 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str]) -> dict[str
     if wanted not in imports:
         imports.append(wanted)
     top = {"imports": imports, **{k: v for k, v in top.items() if k != "imports"}}
-    out[target] = _dump(top)
+    out[target] = _text(top)
     return out
 
 
-def _edit_v1(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+# The `runc` runtime containerd 1.x has by default, as `config dump` prints it (measured:
+# Debian's containerd 1.6.20 and 1.7.24, `config dump` of a config holding only
+# `version = 2`). The dump keeps it whenever the config's CRI table does not define `runc`,
+# and the installer copies it for the nvidia runtimes.
+_RUNC_OPTIONS_1X = {"BinaryName": "", "CriuImagePath": "", "CriuPath": "", "CriuWorkPath": "",
+                    "IoGid": 0, "IoUid": 0, "NoNewKeyring": False, "NoPivotRoot": False,
+                    "Root": "", "ShimCgroup": "", "SystemdCgroup": False}
+_DUMPED_RUNC = {
+    6: {"base_runtime_spec": "", "cni_conf_dir": "", "cni_max_conf_num": 0,
+        "container_annotations": [], "options": _RUNC_OPTIONS_1X, "pod_annotations": [],
+        "privileged_without_host_devices": False, "runtime_engine": "", "runtime_path": "",
+        "runtime_root": "", "runtime_type": RUNC_V2},
+    7: {"base_runtime_spec": "", "cni_conf_dir": "", "cni_max_conf_num": 0,
+        "container_annotations": [], "options": _RUNC_OPTIONS_1X, "pod_annotations": [],
+        "privileged_without_host_devices": False,
+        "privileged_without_host_devices_all_devices_allowed": False, "runtime_engine": "",
+        "runtime_path": "", "runtime_root": "", "runtime_type": RUNC_V2,
+        "sandbox_mode": "podsandbox", "snapshotter": ""},
+}
+
+
+def _dump(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any]:
+    """What `containerd config dump` (1.x) prints for the node, as far as it is not
+    containerd's own defaults: the file at containerd's default path with everything it
+    imports merged in (plugin tables replaced whole per file, top-level settings
+    overridden by later files), as version 2. No file there: defaults only."""
+    doc: dict[str, Any] = {"version": 2, "plugins": {}}
+    try:
+        loaded = load_config(DEFAULT_CONFIG, MemoryFiles(dict(files)), version)
+    except ConfigError:
+        return _with_default_runc(doc, version)
+    for file in loaded.files:
+        doc.update({k: copy.deepcopy(v) for k, v in file.data.items()
+                    if k not in ("plugins", "version", "imports")})
+    top_imports = loaded.files[0].data.get("imports") if loaded.files else None
+    if top_imports:
+        doc["imports"] = list(top_imports)
+    merged = merge(loaded)
+    doc["version"] = 2
+    # A version-1 config is dumped as version 2: its short plugin names spelled out.
+    doc["plugins"] = merged.plugins if merged.version >= 2 else v1_plugins_as_v2(merged.plugins)
+    return _with_default_runc(doc, version)
+
+
+def _with_default_runc(doc: dict[str, Any], version: ContainerdVersion) -> dict[str, Any]:
+    ctd = doc["plugins"].setdefault(CRI_V2, {}).setdefault("containerd", {})
+    ctd.setdefault("default_runtime_name", "runc")
+    ctd.setdefault("runtimes", {}).setdefault("runc", copy.deepcopy(_DUMPED_RUNC[version.minor]))
+    return doc
+
+
+def _edit_v1(doc: dict[str, Any], env: Mapping[str, str],
+             installer: Installer) -> dict[str, Any]:
     """The version-1 engine (a non-empty file without `version`): the whole file, stamped
     version 1, with the runtimes under `plugins.cri`."""
     doc = copy.deepcopy(doc)
     doc["version"] = 1
     table = doc.setdefault("plugins", {}).setdefault(CRI_V1, {})
     base = _default_runtime(table) or copy.deepcopy(_BARE_RUNTIME_117)
-    _runtimes(table, env, base, v1=True)
+    _runtimes(table, env, base, installer=installer, v1=True)
     return doc
 
 
-def _edit_in_place(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
-    """1.17's way: the runtimes go into the edited file's own CRI table (an empty or
+def _edit_in_place(doc: dict[str, Any], env: Mapping[str, str],
+                   installer: Installer) -> dict[str, Any]:
+    """Before 1.18: the runtimes go into the edited config's own CRI table (an empty or
     missing file is version 2; a version-less one goes to the v1 engine)."""
     if doc and "version" not in doc:
-        return _edit_v1(doc, env)
+        return _edit_v1(doc, env, installer)
     doc = copy.deepcopy(doc)
     version = int(doc.setdefault("version", 2))
     key = _cri_key(version)
     table = doc.setdefault("plugins", {}).setdefault(key, {})
     base = _default_runtime(table) or copy.deepcopy(_BARE_RUNTIME_117)
-    _runtimes(table, env, base)
+    _runtimes(table, env, base, installer=installer)
     return doc
 
 
-__all__ = ["MODE_RUNTIMES", "config_sources", "set_as_default", "toolkit_writes"]
+__all__ = ["MODE_RUNTIMES", "Node", "config_sources", "set_as_default", "toolkit_blocker",
+           "toolkit_writes"]
