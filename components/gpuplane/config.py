@@ -202,9 +202,11 @@ class GpuOperatorConfig(_Section):
     @classmethod
     def _known_toolkit(cls, value: str) -> str:
         """An exact chart version must be one whose toolkit gpuplane has measured: the plan
-        predicts what that toolkit writes on every node. Ranges and tags are FM18's."""
+        predicts what that toolkit writes on every node. Older than the oldest supported
+        chart and newer than the newest are refused naming that bound; ranges and tags are
+        FM18's."""
         if re.fullmatch(r"v?\d+\.\d+\.\d+", value.strip()):
-            toolkit_for_chart(value)   # ValueError naming the known charts
+            toolkit_for_chart(value)   # ValueError naming the supported charts
         return value
 
     @property
@@ -358,6 +360,7 @@ class StackConfig(_Section):
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_dropin=self.gpu_operator.toolkit_writes_dropin,
             runtime_name=self.runtime.name,
+            operator_chart=self.gpu_operator.chart_version,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             writes_files=self.cluster.node_access == "ssh",
         )

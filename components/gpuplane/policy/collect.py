@@ -80,7 +80,8 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
     node_findings([v for v in views if v.type == COMMAND], intent, out,
-                  toolkit_dropin=not version or chart_at_least(version, (25, 10)))
+                  toolkit_dropin=not version or chart_at_least(version, (25, 10)),
+                  operator_chart=version or None)
     return out
 
 

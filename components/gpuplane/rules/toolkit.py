@@ -3,14 +3,14 @@ FM01), its image flavour against the nodes' glibc (FM15), the containerd its env
 (FM17, FM04 when that is a generated file) and whether it makes nvidia the default runtime
 (FM11/FM13, FM09).
 
-How the operator and the toolkit read `toolkit.env` (operator v25.10, toolkit 1.17-1.20):
-the host config path is CONTAINERD_CONFIG, else RUNTIME_CONFIG; the socket is
-CONTAINERD_SOCKET only (the operator overwrites RUNTIME_SOCKET); the drop-in is
-RUNTIME_DROP_IN_CONFIG (toolkit >= 1.18, chart >= v25.10); the config source is
-RUNTIME_CONFIG_SOURCE, default `command,file`; set-as-default is
-NVIDIA_RUNTIME_SET_AS_DEFAULT before CONTAINERD_SET_AS_DEFAULT, default true, and CDI mode
-sets the former to false unless toolkit.env sets it. Up to chart v25.3 the default toolkit
-image is an ubuntu20.04 flavour.
+How the operator and the toolkit read `toolkit.env` (toolkit 1.17-1.20; the operator's
+part per chart in gpuplane.toolkit.operator): the host config path is CONTAINERD_CONFIG,
+else (chart >= v25.10) RUNTIME_CONFIG; the socket is CONTAINERD_SOCKET only (from v24.9 the
+operator overwrites RUNTIME_SOCKET); the drop-in is RUNTIME_DROP_IN_CONFIG (toolkit >= 1.18,
+chart >= v25.10); the config source is RUNTIME_CONFIG_SOURCE, default `command,file`;
+set-as-default is NVIDIA_RUNTIME_SET_AS_DEFAULT before CONTAINERD_SET_AS_DEFAULT, default
+true, and from chart v25.10 CDI mode sets the former to false unless toolkit.env sets it.
+The default toolkit image is the chart's pin (an ubuntu20.04 flavour up to v25.3.x).
 """
 
 from __future__ import annotations
@@ -29,12 +29,15 @@ from gpuplane.rules.nodefiles import check_node_files
 from gpuplane.rules.opvalues import OperatorValues, containerd_version
 from gpuplane.rules.pinning import split_ref
 from gpuplane.toolkit.env import toolkit_env_for
+from gpuplane.toolkit.operator import (
+    OPERATOR_DROPIN_FROM,
+    chart_operator_env,
+    default_toolkit_tag,
+    toolkit_for_chart,
+)
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
-CHART_DROPIN_FROM = (25, 10, 0)          # its toolkit (1.18) writes a drop-in
 TOOLKIT_DROPIN_FROM = (1, 18, 0)
-# Charts whose default toolkit image is an ubuntu20.04 flavour (v23.9.0 ... v25.3.x).
-CHART_UBUNTU2004 = ((23, 9, 0), (25, 10, 0))
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SOCKET = "/run/containerd/containerd.sock"
@@ -100,11 +103,14 @@ def _toolkit_tag(ctx: OperatorValues) -> tuple[str, str] | None:
         tag = split_ref(image)[1]
         if tag:
             return f"toolkit.image {image}", tag
-    low, high = CHART_UBUNTU2004
-    if ctx.chart is not None and low <= ctx.chart < high:
-        chart = ".".join(map(str, ctx.chart))
-        return f"the default toolkit image of chart v{chart}", "-ubuntu20.04"
-    return None
+    if ctx.chart is None:
+        return None
+    chart = "v" + ".".join(map(str, ctx.chart))
+    try:
+        tag = default_toolkit_tag(chart)
+    except ValueError:
+        return None   # an unsupported chart is refused at config validation
+    return f"the default toolkit image of chart {chart} ({tag})", tag
 
 
 def _toolkit_flavour(ctx: OperatorValues) -> list[Finding]:
@@ -162,9 +168,12 @@ def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
 def _writes_dropin(ctx: OperatorValues) -> bool:
     tag = lookup(ctx.values, "toolkit.version")
     version = vt(tag)
-    if version is not None:
-        return version >= TOOLKIT_DROPIN_FROM
-    return ctx.chart is None or ctx.chart >= CHART_DROPIN_FROM
+    if version is None and ctx.chart is not None:
+        try:
+            version = vt(toolkit_for_chart("v" + ".".join(map(str, ctx.chart))))
+        except ValueError:
+            version = None
+    return version is None or version >= TOOLKIT_DROPIN_FROM
 
 
 def _first(env: Mapping[str, str | None], names: tuple[str, ...]) -> tuple[str | None, str]:
@@ -223,6 +232,9 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     for key, names in ENV_NAMES.items():
         if key not in expected:
             continue
+        if key == "CONTAINERD_CONFIG" and ctx.chart is not None \
+                and ctx.chart < OPERATOR_DROPIN_FROM:
+            names = ("CONTAINERD_CONFIG",)   # RUNTIME_CONFIG is read from chart v25.10
         value, name = _first(env, names)
         effective = value or ENV_DEFAULTS[key]
         if key == "CONTAINERD_CONFIG":
@@ -274,15 +286,20 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     return out
 
 
-def _sets_default(env: Mapping[str, str | None], cdi_on: bool) -> tuple[bool | None, str]:
+def _sets_default(env: Mapping[str, str | None], cdi_on: bool,
+                  chart: tuple[int, int, int] | None) -> tuple[bool | None, str]:
+    """Whether the toolkit makes nvidia the default runtime, from the env chart `chart`'s
+    operator gives it (from v25.10 CDI mode adds NVIDIA_RUNTIME_SET_AS_DEFAULT=false)."""
+    given = [{"name": k, "value": v} for k, v in env.items() if v is not None]
+    final = chart_operator_env(chart, given, cdi=cdi_on, runtime_class="")
     for name in ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"):
-        if name == "CONTAINERD_SET_AS_DEFAULT" and cdi_on:
-            return False, "CDI mode makes the operator set NVIDIA_RUNTIME_SET_AS_DEFAULT=false"
-        raw = env.get(name)
+        raw = final.get(name)
         if raw:
             value = _BOOL.get(raw.strip().lower())
             if value is None:
                 return None, f"{name}={raw!r} is not a boolean the toolkit accepts"
+            if env.get(name) != raw:
+                return value, f"CDI mode makes the operator set {name}={raw}"
             return value, f"toolkit.env sets {name}={raw}"
     return True, "no toolkit.env entry sets it and the toolkit defaults to true"
 
@@ -294,7 +311,7 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
     if malformed:
         return []
     cdi_on, _ = ctx.cdi
-    sets, why = _sets_default(env, cdi_on)
+    sets, why = _sets_default(env, cdi_on, ctx.chart)
     want = ctx.intent.nvidia_default
     where = ctx.at("toolkit.env", "gpuplane:runtime.nvidiaDefault")
     if sets is None:

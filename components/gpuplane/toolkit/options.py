@@ -24,6 +24,9 @@ class PlanOptions:
     systemd_cgroup: bool | None = None   # None keeps what the distribution configures
     toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
     runtime_name: str = "nvidia"
+    # The GPU Operator chart (e.g. v25.3.4): what its operator gives the toolkit container
+    # differs by tag (gpuplane.toolkit.operator). None: the newest chart's behaviour.
+    operator_chart: str | None = None
     kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
