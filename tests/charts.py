@@ -70,7 +70,9 @@ def lookup(data: Mapping[str, Any], path: str, default: Any = _MISSING) -> Any:
 
 
 def has(data: Mapping[str, Any], path: str) -> bool:
-    return lookup(data, path, _MISSING) is not _MISSING
+    """Whether `path` is set in `data` (to anything, null included)."""
+    absent = object()
+    return lookup(data, path, absent) is not absent
 
 
 def _templates(folder: Path) -> list[str]:
