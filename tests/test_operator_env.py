@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from operator_env import TAGS, operator_env
 
 from gpuplane.toolkit.operator import (
     CHART_TOOLKITS,
@@ -15,7 +16,6 @@ from gpuplane.toolkit.operator import (
     installer_env,
 )
 from gpuplane.toolkit.options import PlanOptions
-from operator_env import TAGS, operator_env
 
 Env = list[dict[str, str]]
 Reader = Callable[..., dict[str, str]]
