@@ -27,7 +27,7 @@ from pydantic.alias_generators import to_camel
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
-from gpuplane.toolkit.operator import toolkit_for_chart
+from gpuplane.toolkit.operator import chart_writes_dropin, toolkit_for_chart
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
@@ -212,7 +212,7 @@ class GpuOperatorConfig(_Section):
     @property
     def toolkit_writes_dropin(self) -> bool:
         """Chart v25.10 (toolkit 1.18) and later write a drop-in; earlier ones the top file."""
-        return chart_at_least(self.chart_version, (25, 10))
+        return chart_writes_dropin(self.chart_version)
 
 
 class TimeSlicingConfig(_Section):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuplane.config import chart_at_least
 from gpuplane.findings import Finding
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
 from gpuplane.policy.views import Located, StackFindings, View
+from gpuplane.toolkit.operator import chart_writes_dropin
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -80,7 +80,7 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
     node_findings([v for v in views if v.type == COMMAND], intent, out,
-                  toolkit_dropin=not version or chart_at_least(version, (25, 10)),
+                  toolkit_dropin=chart_writes_dropin(version),
                   operator_chart=version or None)
     return out
 

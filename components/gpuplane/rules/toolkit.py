@@ -31,13 +31,12 @@ from gpuplane.rules.pinning import split_ref
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
+    TOOLKIT_DROPIN_FROM,
     chart_operator_env,
-    default_toolkit_tag,
-    toolkit_for_chart,
+    chart_writes_dropin,
+    known_toolkit_tag,
 )
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
-
-TOOLKIT_DROPIN_FROM = (1, 18, 0)
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SOCKET = "/run/containerd/containerd.sock"
@@ -106,11 +105,8 @@ def _toolkit_tag(ctx: OperatorValues) -> tuple[str, str] | None:
     if ctx.chart is None:
         return None
     chart = "v" + ".".join(map(str, ctx.chart))
-    try:
-        tag = default_toolkit_tag(chart)
-    except ValueError:
-        return None   # an unsupported chart is refused at config validation
-    return f"the default toolkit image of chart {chart} ({tag})", tag
+    tag = known_toolkit_tag(chart)
+    return (f"the default toolkit image of chart {chart} ({tag})", tag) if tag else None
 
 
 def _toolkit_flavour(ctx: OperatorValues) -> list[Finding]:
@@ -166,14 +162,12 @@ def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
 
 
 def _writes_dropin(ctx: OperatorValues) -> bool:
-    tag = lookup(ctx.values, "toolkit.version")
-    version = vt(tag)
-    if version is None and ctx.chart is not None:
-        try:
-            version = vt(toolkit_for_chart("v" + ".".join(map(str, ctx.chart))))
-        except ValueError:
-            version = None
-    return version is None or version >= TOOLKIT_DROPIN_FROM
+    """Whether the toolkit the release runs writes a drop-in (1.18+): an image override's
+    tag, else the chart's pin."""
+    version = vt(lookup(ctx.values, "toolkit.version"))
+    if version is not None:
+        return version >= TOOLKIT_DROPIN_FROM
+    return chart_writes_dropin(None if ctx.chart is None else ".".join(map(str, ctx.chart)))
 
 
 def _first(env: Mapping[str, str | None], names: tuple[str, ...]) -> tuple[str | None, str]:
@@ -257,7 +251,9 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
         fixes.append(f"- {{name: {key}, value: {expected[key]}}}")
     source = env.get("RUNTIME_CONFIG_SOURCE") or DEFAULT_SOURCE
     source_only = False
-    if "RUNTIME_CONFIG_SOURCE" in expected and not _source_reads(source, prof, version, config):
+    # The installer reads RUNTIME_CONFIG_SOURCE from toolkit 1.18; 1.17 edits CONTAINERD_CONFIG.
+    if "RUNTIME_CONFIG_SOURCE" in expected and _writes_dropin(ctx) \
+            and not _source_reads(source, prof, version, config):
         source_only = not wrong
         state = f"RUNTIME_CONFIG_SOURCE is {source}" if env.get("RUNTIME_CONFIG_SOURCE") \
             else f"RUNTIME_CONFIG_SOURCE is not set (toolkit default {DEFAULT_SOURCE})"

@@ -39,12 +39,10 @@ def toolkit_version(values: Mapping[str, Any],
         return (found, "gpuplane:gpuOperator.toolkitImage") if found else None
     if not chart_version:
         return None
-    from gpuplane.toolkit.operator import toolkit_for_chart
+    from gpuplane.toolkit.operator import known_toolkit_tag
 
-    try:
-        found = _parse(toolkit_for_chart(chart_version))
-    except ValueError:
-        return None
+    pinned = known_toolkit_tag(chart_version)
+    found = _parse(pinned) if pinned else None
     return (found, "gpuplane:gpuOperator.chartVersion") if found else None
 
 

@@ -75,6 +75,17 @@ CHART_TOOLKITS: dict[str, str] = {
     "v26.3.3": "v1.19.1",
     "v26.7.0": "v1.20.0",
 }
+# Charts gpuplane does not deploy (config refuses them) but may find running, e.g. under
+# `gpuplane doctor`: their pins let the rules judge the toolkit's flavour and version.
+# values.yaml `toolkit.version` @v23.9.0 (762213f), @v23.9.1 (8072420), @v23.9.2
+# (5a94df5), @v24.6.0 (4d9a188), @v24.6.1 (dacb1f4).
+DIAGNOSE_ONLY_TOOLKITS: dict[str, str] = {
+    "v23.9.0": "v1.14.3-ubuntu20.04",
+    "v23.9.1": "v1.14.3-ubuntu20.04",
+    "v23.9.2": "v1.14.6-ubuntu20.04",
+    "v24.6.0": "v1.16.1-ubuntu20.04",
+    "v24.6.1": "v1.16.1-ubuntu20.04",
+}
 _CHART = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 _TAG = re.compile(r"^v?(\d+\.\d+\.\d+)")
 
@@ -125,6 +136,15 @@ def default_toolkit_tag(chart_version: str) -> str:
         f"of; set {_STACK_KEY} to one of {', '.join(CHART_TOOLKITS)}")
 
 
+def known_toolkit_tag(chart_version: str | None) -> str | None:
+    """The toolkit image tag chart `chart_version` pins, for a supported chart or one only
+    diagnosed (DIAGNOSE_ONLY_TOOLKITS); None when gpuplane does not know it."""
+    key = chart_tuple(chart_version)
+    if key is None:
+        return None
+    return CHART_TOOLKITS.get(_tag(key)) or DIAGNOSE_ONLY_TOOLKITS.get(_tag(key))
+
+
 def toolkit_for_chart(chart_version: str) -> str:
     """The toolkit version ("1.17.8") chart `chart_version` deploys; ValueError for a chart
     gpuplane does not know (see `default_toolkit_tag`)."""
@@ -133,6 +153,34 @@ def toolkit_for_chart(chart_version: str) -> str:
     if not match:  # pragma: no cover - CHART_TOOLKITS holds version tags only
         raise ValueError(f"toolkit tag {tag!r} of chart {chart_version} has no version")
     return match.group(1)
+
+
+TOOLKIT_DROPIN_FROM = (1, 18, 0)          # the installer writes a drop-in from toolkit 1.18.0
+_LINE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def _toolkit_tuple(tag: str) -> tuple[int, int, int]:
+    match = _TAG.match(tag)
+    if not match:
+        return (0, 0, 0)
+    major, minor, patch = (int(p) for p in match.group(1).split("."))
+    return (major, minor, patch)
+
+
+FIRST_DROPIN_CHART = min((c for c, t in CHART_TOOLKITS.items()
+                          if _toolkit_tuple(t) >= TOOLKIT_DROPIN_FROM),
+                         key=lambda c: chart_tuple(c) or (0, 0, 0))
+
+
+def chart_writes_dropin(chart_version: str | None) -> bool:
+    """Whether the toolkit chart `chart_version` pins writes a drop-in (toolkit >= 1.18:
+    v25.10.0 and later). A chart line or range ("v25.3.x") is read by its first version;
+    no version, or none readable, is taken as a current chart."""
+    match = _LINE.match((chart_version or "").strip())
+    if not match:
+        return True
+    key = (int(match[1]), int(match[2]), int(match[3] or 0))
+    return key >= (chart_tuple(FIRST_DROPIN_CHART) or (0, 0, 0))
 
 
 def chart_operator_env(chart: tuple[int, int, int] | None, toolkit_env: list[dict[str, str]],
@@ -195,6 +243,7 @@ def installer_env(toolkit_env: list[dict[str, str]], options: PlanOptions,
     return env
 
 
-__all__ = ["CHART_TOOLKITS", "DEFAULT_DROPIN", "NEWEST_CHART", "OLDEST_CHART", "OPERATOR_ROOT",
-           "chart_operator_env", "chart_tuple", "default_toolkit_tag", "installer_env",
-           "toolkit_for_chart"]
+__all__ = ["CHART_TOOLKITS", "DEFAULT_DROPIN", "DIAGNOSE_ONLY_TOOLKITS", "FIRST_DROPIN_CHART",
+           "NEWEST_CHART", "OLDEST_CHART", "OPERATOR_ROOT", "TOOLKIT_DROPIN_FROM",
+           "chart_operator_env", "chart_tuple", "chart_writes_dropin", "default_toolkit_tag",
+           "installer_env", "known_toolkit_tag", "toolkit_for_chart"]
