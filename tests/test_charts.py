@@ -147,3 +147,26 @@ def test_the_consumed_check_can_fail() -> None:
     folder = next(iter(charts.chart_dirs("hami").values()))
     assert _unknown(folder, {"scheduler": {"kubeScheduler": {"imageTagz": "x"}}}) == [
         "scheduler.kubeScheduler.imageTagz"]
+
+
+def test_hami_scheduler_tag_key_the_rules_read_is_the_charts() -> None:
+    """The rules read `scheduler.kubeScheduler.image.tag` from chart 2.7 on
+    (`imageTag` before): every HAMi chart there must read that key and not the old one."""
+    from gpuplane.rules import hami as hami_rules
+    from gpuplane.rules._shared import version_tuple
+
+    got = {}
+    for version, folder in charts.chart_dirs("hami").items():
+        chart = version_tuple(version)
+        assert chart is not None
+        key = hami_rules._KUBE_TAG if chart >= hami_rules.IMAGE_TAG_FROM \
+            else hami_rules._OLD_KUBE_TAG
+        refs = charts.template_refs(folder)
+        got[version] = (key in refs, hami_rules._OLD_KUBE_TAG in refs)
+    assert got == dict.fromkeys(got, (True, False))
+
+
+def test_default_hami_chart_is_one_there() -> None:
+    from gpuplane.config import HamiConfig
+
+    assert HamiConfig().chart_version in charts.chart_dirs("hami")
