@@ -78,3 +78,18 @@ def test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable() -> No
     found = _check({}, "v23.9.2", nodes=(NodeIntent("gpu-1", os="amzn2"),))
     [fm15] = [f for f in found if f.id == "FM15"]
     assert "v1.14.6-ubuntu20.04" in fm15.message
+
+
+@pytest.mark.parametrize(("chart", "wrong"), [("v25.3.4", True), ("v25.10.1", False)])
+def test_runtime_config_names_the_host_config_only_from_v25_10(chart: str, wrong: bool) -> None:
+    """toolkit.env RUNTIME_CONFIG without CONTAINERD_CONFIG: from v25.10 the operator takes
+    the host config from it (`getRuntimeConfigFiles`); before, only CONTAINERD_CONFIG
+    counts (`getRuntimeConfigFile`), so the toolkit edits /etc/containerd/config.toml."""
+    prof = profile("k0s")
+    env = [{"name": "RUNTIME_CONFIG" if e["name"] == "CONTAINERD_CONFIG" else e["name"],
+            "value": e["value"]}
+           for e in toolkit_env_for(prof, ContainerdVersion.parse("1.7"),
+                                    PlanOptions(toolkit_dropin=chart_writes_dropin(chart)))]
+    found = [f for f in _check({"toolkit": {"env": env}, "cdi": {"enabled": False}}, chart,
+                               distro="k0s") if f.id == "FM17"]
+    assert any("CONTAINERD_CONFIG is not set" in f.message for f in found) == wrong, found
