@@ -93,3 +93,39 @@ def test_runtime_config_names_the_host_config_only_from_v25_10(chart: str, wrong
     found = [f for f in _check({"toolkit": {"env": env}, "cdi": {"enabled": False}}, chart,
                                distro="k0s") if f.id == "FM17"]
     assert any("CONTAINERD_CONFIG is not set" in f.message for f in found) == wrong, found
+
+
+@pytest.mark.parametrize(("chart", "tag", "dropin"), [
+    ("v25.10.1", None, True), ("v25.10.1", "v1.17.8-ubuntu20.04", False),
+    ("v25.3.4", None, False), ("v26.7.0", "latest", True), ("v24.9.2", "sha256:abc", False)])
+def test_a_toolkit_image_override_decides_the_drop_in(chart: str, tag: str | None,
+                                                      dropin: bool) -> None:
+    """gpuplane renders `toolkitImage.tag` as toolkit.version: that toolkit runs, so the
+    plan (config), the rules and the policies all judge its behaviour, not the pin's."""
+    from gpuplane.config import parse_stack_config
+    from gpuplane.toolkit.operator import writes_dropin
+
+    assert writes_dropin(chart, tag) == dropin
+    operator: dict[str, object] = {"chartVersion": chart}
+    if tag:
+        operator["toolkitImage"] = {"repository": "nvcr.io/nvidia/k8s/container-toolkit",
+                                    "tag": tag}
+    cfg = parse_stack_config({"cluster": {"kubernetesVersion": "1.31.4",
+                                          "containerdVersion": "1.7", "nodeAccess": "none"},
+                              "gpuOperator": operator})
+    assert cfg.plan_options().toolkit_dropin == dropin
+
+
+def test_toolkit_1_18_under_an_operator_older_than_v25_10_is_refused() -> None:
+    from gpuplane.config import StackConfigError, parse_stack_config
+
+    with pytest.raises(StackConfigError) as exc:
+        parse_stack_config({
+            "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7",
+                        "nodeAccess": "none"},
+            "gpuOperator": {"chartVersion": "v25.3.4", "toolkitImage": {
+                "repository": "nvcr.io/nvidia/k8s/container-toolkit", "tag": "v1.18.1"}}})
+    [(key, message)] = exc.value.problems
+    assert key == "gpuplane:gpuOperator"
+    assert "toolkitImage.tag v1.18.1" in message and "v25.10.0 or later" in message
+    assert "v1.17.8-ubuntu20.04" in message

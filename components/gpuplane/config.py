@@ -27,7 +27,12 @@ from pydantic.alias_generators import to_camel
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
-from gpuplane.toolkit.operator import chart_writes_dropin, toolkit_for_chart
+from gpuplane.toolkit.operator import (
+    FIRST_DROPIN_CHART,
+    known_toolkit_tag,
+    toolkit_for_chart,
+    writes_dropin,
+)
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
@@ -209,10 +214,29 @@ class GpuOperatorConfig(_Section):
             toolkit_for_chart(value)   # ValueError naming the supported charts
         return value
 
+    @model_validator(mode="after")
+    def _toolkit_fits_chart(self) -> GpuOperatorConfig:
+        """A toolkit >= 1.18 writes its runtimes into a drop-in, which only the operator of
+        chart v25.10.0 and later mounts from the host (object_controls.go@v25.10.0
+        `transformForRuntime`); under an older chart's operator the drop-in is written
+        inside the toolkit container and lost, and no nvidia runtime reaches containerd."""
+        tag = self.toolkit_image.tag if self.toolkit_image else None
+        if tag and writes_dropin(self.chart_version, tag) \
+                and not writes_dropin(self.chart_version):
+            raise ValueError(
+                f"toolkitImage.tag {tag} is a toolkit >= 1.18, which writes a drop-in that "
+                f"chart {self.chart_version}'s operator neither mounts nor maps to the host "
+                f"(from {FIRST_DROPIN_CHART}): the nvidia runtime would stay inside the "
+                f"toolkit container. Use chartVersion {FIRST_DROPIN_CHART} or later, or a "
+                f"toolkit tag below v1.18 (the chart pins {known_toolkit_tag(self.chart_version)})")
+        return self
+
     @property
     def toolkit_writes_dropin(self) -> bool:
-        """Chart v25.10 (toolkit 1.18) and later write a drop-in; earlier ones the top file."""
-        return chart_writes_dropin(self.chart_version)
+        """Toolkit 1.18 (chart v25.10 and later, or a `toolkitImage` tag >= v1.18) writes a
+        drop-in; earlier ones edit the top-level file."""
+        return writes_dropin(self.chart_version,
+                             self.toolkit_image.tag if self.toolkit_image else None)
 
 
 class TimeSlicingConfig(_Section):

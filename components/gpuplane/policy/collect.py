@@ -11,7 +11,7 @@ from gpuplane.findings import Finding
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
 from gpuplane.policy.views import Located, StackFindings, View
-from gpuplane.toolkit.operator import chart_writes_dropin
+from gpuplane.toolkit.operator import writes_dropin
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
@@ -79,8 +79,11 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
             _time_slicing(v, intent, out)
     operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
+    values = (operator[0].props.get("values") or {}) if operator else {}
+    toolkit = values.get("toolkit") if isinstance(values, dict) else None
+    tag = toolkit.get("version") if isinstance(toolkit, dict) else None
     node_findings([v for v in views if v.type == COMMAND], intent, out,
-                  toolkit_dropin=chart_writes_dropin(version),
+                  toolkit_dropin=writes_dropin(version, tag),
                   operator_chart=version or None)
     return out
 

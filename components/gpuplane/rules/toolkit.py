@@ -23,7 +23,6 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode, profile
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules._shared import finding, lookup, present
-from gpuplane.rules._shared import version_tuple as vt
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
 from gpuplane.rules.nodefiles import check_node_files
 from gpuplane.rules.opvalues import OperatorValues, containerd_version
@@ -31,10 +30,9 @@ from gpuplane.rules.pinning import split_ref
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
-    TOOLKIT_DROPIN_FROM,
     chart_operator_env,
-    chart_writes_dropin,
     known_toolkit_tag,
+    writes_dropin,
 )
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
@@ -164,10 +162,8 @@ def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
 def _writes_dropin(ctx: OperatorValues) -> bool:
     """Whether the toolkit the release runs writes a drop-in (1.18+): an image override's
     tag, else the chart's pin."""
-    version = vt(lookup(ctx.values, "toolkit.version"))
-    if version is not None:
-        return version >= TOOLKIT_DROPIN_FROM
-    return chart_writes_dropin(None if ctx.chart is None else ".".join(map(str, ctx.chart)))
+    return writes_dropin(None if ctx.chart is None else ".".join(map(str, ctx.chart)),
+                         lookup(ctx.values, "toolkit.version"))
 
 
 def _first(env: Mapping[str, str | None], names: tuple[str, ...]) -> tuple[str | None, str]:

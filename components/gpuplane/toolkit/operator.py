@@ -183,6 +183,15 @@ def chart_writes_dropin(chart_version: str | None) -> bool:
     return key >= (chart_tuple(FIRST_DROPIN_CHART) or (0, 0, 0))
 
 
+def writes_dropin(chart_version: str | None, toolkit_tag: object = None) -> bool:
+    """Whether the operator's toolkit writes a drop-in: by the image tag that overrides the
+    chart's pin (`toolkit.version`), when it names a version, else by the chart's pin."""
+    match = _TAG.match(str(toolkit_tag).strip()) if toolkit_tag not in (None, "") else None
+    if match:
+        return _toolkit_tuple(match.group(0)) >= TOOLKIT_DROPIN_FROM
+    return chart_writes_dropin(chart_version)
+
+
 def chart_operator_env(chart: tuple[int, int, int] | None, toolkit_env: list[dict[str, str]],
                        *, cdi: bool, runtime_class: str,
                        cdi_default: bool = False) -> dict[str, str]:
@@ -246,4 +255,4 @@ def installer_env(toolkit_env: list[dict[str, str]], options: PlanOptions,
 __all__ = ["CHART_TOOLKITS", "DEFAULT_DROPIN", "DIAGNOSE_ONLY_TOOLKITS", "FIRST_DROPIN_CHART",
            "NEWEST_CHART", "OLDEST_CHART", "OPERATOR_ROOT", "TOOLKIT_DROPIN_FROM",
            "chart_operator_env", "chart_tuple", "chart_writes_dropin", "default_toolkit_tag",
-           "installer_env", "known_toolkit_tag", "toolkit_for_chart"]
+           "installer_env", "known_toolkit_tag", "toolkit_for_chart", "writes_dropin"]
