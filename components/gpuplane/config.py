@@ -28,7 +28,8 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
 from gpuplane.toolkit.operator import (
-    FIRST_DROPIN_CHART,
+    OPERATOR_DROPIN_FROM,
+    chart_tuple,
     known_toolkit_tag,
     toolkit_for_chart,
     writes_dropin,
@@ -221,14 +222,16 @@ class GpuOperatorConfig(_Section):
         `transformForRuntime`); under an older chart's operator the drop-in is written
         inside the toolkit container and lost, and no nvidia runtime reaches containerd."""
         tag = self.toolkit_image.tag if self.toolkit_image else None
-        if tag and writes_dropin(self.chart_version, tag) \
-                and not writes_dropin(self.chart_version):
+        chart = chart_tuple(self.chart_version)
+        if tag and chart is not None and chart < OPERATOR_DROPIN_FROM \
+                and writes_dropin(self.chart_version, tag):
+            first = "v" + ".".join(map(str, OPERATOR_DROPIN_FROM))
             raise ValueError(
                 f"toolkitImage.tag {tag} is a toolkit >= 1.18, which writes a drop-in that "
                 f"chart {self.chart_version}'s operator neither mounts nor maps to the host "
-                f"(from {FIRST_DROPIN_CHART}): the nvidia runtime would stay inside the "
-                f"toolkit container. Use chartVersion {FIRST_DROPIN_CHART} or later, or a "
-                f"toolkit tag below v1.18 (the chart pins {known_toolkit_tag(self.chart_version)})")
+                f"(from {first}): the nvidia runtime would stay inside the toolkit "
+                f"container. Use chartVersion {first} or later, or a toolkit tag below "
+                f"v1.18 (the chart pins {known_toolkit_tag(self.chart_version)})")
         return self
 
     @property
