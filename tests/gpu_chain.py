@@ -1,10 +1,11 @@
 """The whole node chain, real end to end: planned config → real containerd → the real
-``nvidia-container-runtime`` (1.18.1 oracle, CDI mode) → the CUDA probe in a CRI container.
+``nvidia-container-runtime`` (the newest toolkit build, CDI mode) → the CUDA probe in a
+CRI container.
 
 What runs is what a GPU node runs, nothing stood in for:
 
 * the node files: gpuplane's plan for a distribution profile, plus the toolkit's drop-in
-  **as the real installer writes it** (``tests/toolkit_oracle.py`` runs the 1.18.1
+  **as the real installer writes it** (``tests/toolkit_oracle.py`` runs the newest
   ``nvidia-ctk-installer`` on the planned files, with the GPU Operator's env);
 * the daemon: the line's real containerd on those files, made safe to run here exactly
   like every other real-daemon test (``oracle.prepare_for_daemon`` / ``oracle.Daemon``),
@@ -254,14 +255,14 @@ class ChainLayout:
 
 
 def planned_layout(distro: str, line: str, tmp: Path) -> ChainLayout:
-    """gpuplane's plan for ``distro`` on ``line`` with the operator's toolkit 1.18.1, and
-    that toolkit's files as the real installer writes them on the planned node.
+    """gpuplane's plan for ``distro`` on ``line`` with the operator's toolkit (the newest
+    build), and that toolkit's files as the real installer writes them on the planned node.
     ``distro`` may end in ``+cdi`` (the operator's ``cdi.enabled``)."""
     cdi = distro.endswith(CDI_SUFFIX)
     prof = PROFILES[distro.removesuffix(CDI_SUFFIX)]
     version = ContainerdVersion.parse(line)
     plan = plan_node(prof, version, PlanOptions(toolkit=ToolkitMode.OPERATOR,
-                                                toolkit_version="1.18.1", cdi=cdi))
+                                                toolkit_version=TOOLKIT, cdi=cdi))
     node, real = toolkit_oracle.run_on_plan(plan, TOOLKIT, tmp)
     files = rendered_layout({**node, **real.written}, prof, version)
     return ChainLayout(distro, line, files, prof.config_path,

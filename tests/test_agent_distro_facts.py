@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 import toolkit_oracle
+from operator_env import operator_env
 
 from gpuplane.distros import profile
 from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
@@ -181,8 +182,8 @@ def _toolkit_rewrite(node: SandboxNode, tmp: Path) -> dict[str, str]:
     gpuplane's operator-mode plan: {node path: text}, made runnable in the sandbox."""
     options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1")
     plan = plan_node(node.profile, node.version, options)
-    env = toolkit_oracle.operator_env(plan.toolkit_env, cdi=False,
-                                      runtime_class=options.runtime_name, toolkit="1.18.1")
+    env = operator_env("v25.10.1", plan.toolkit_env, cdi=False,
+                       runtime_class=options.runtime_name)
     real = toolkit_oracle.run_toolkit("1.18.1", {**plan.baseline, **plan.files}, env, tmp)
     top = node.profile.config_path
     assert top in real.written, real.log

@@ -92,6 +92,17 @@ def test_unquoted_version_gets_the_quoting_hint(capsys: pytest.CaptureFixture[st
     assert "YAML number" in err and "quote it" in err
 
 
+def test_operator_chart_older_than_supported_names_the_line(
+        capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    path = _edit(project, "kubeadm-prod", "chartVersion: v25.10.1", "chartVersion: v23.9.2")
+    code, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and "Traceback" not in err
+    assert (f"Pulumi.kubeadm-prod.yaml:{_line(path, 'chartVersion')}: "
+            "gpuplane:gpuOperator.chartVersion: GPU Operator chart v23.9.2 is older than "
+            "v24.3.0") in err, err
+    assert "set gpuplane:gpuOperator.chartVersion to v24.3.0 or later" in err
+
+
 def test_quoted_version_still_plans(capsys: pytest.CaptureFixture[str], project: Path) -> None:
     _edit(project, "kubeadm-prod", 'containerdVersion: "1.7.24"', 'containerdVersion: "1.7"')
     code, err = plan(capsys, project / "stacks", "kubeadm-prod")

@@ -66,6 +66,27 @@ def test_invalid_values_name_their_key_and_the_allowed_values(
     assert fragment in found[key]
 
 
+@pytest.mark.parametrize(("chart", "fragments"), [
+    ("v23.9.2", ["older than v24.3.0, the oldest chart gpuplane supports",
+                 "set gpuplane:gpuOperator.chartVersion to v24.3.0 or later"]),
+    ("v1.0.0", ["older than v24.3.0"]),
+    ("v26.10.0", ["newer than v26.7.0, the newest chart",
+                  "set gpuplane:gpuOperator.chartVersion to v26.7.0 or an older"]),
+    ("v24.6.0", ["not a release gpuplane has measured", "v24.6.2", "v26.7.0"]),
+])
+def test_unsupported_operator_chart_is_refused_naming_the_bound(
+        chart: str, fragments: list[str]) -> None:
+    found = problems({**MINIMAL, "gpuOperator": {"chartVersion": chart}})
+    message = found["gpuplane:gpuOperator.chartVersion"]
+    assert all(f in message for f in fragments), message
+
+
+@pytest.mark.parametrize("chart", ["v24.3.0", "24.9.1", "v25.3.0", "v26.3.2", "v26.7.0"])
+def test_every_supported_operator_chart_is_accepted(chart: str) -> None:
+    cfg = parse_stack_config({**MINIMAL, "gpuOperator": {"chartVersion": chart}})
+    assert cfg.plan_options().operator_chart == chart
+
+
 def test_ssh_access_needs_hosts_and_a_key() -> None:
     values = {**MINIMAL, "cluster": {**MINIMAL["cluster"], "nodeAccess": "ssh"},
               "nodes": [{"name": "a"}]}

@@ -42,11 +42,25 @@ def test_new_enough_or_not_applicable_passes(values: dict[str, Any], containerd:
     assert fm03(values, containerd) == []
 
 
-def test_chart_pin_of_an_old_toolkit_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chart whose pinned toolkit is old (the chart -> toolkit map decides)."""
-    monkeypatch.setitem(toolkit_operator.CHART_TOOLKITS, (24, 9, None), "1.16.2")
-    [f] = fm03({}, "2.0", chart="v24.9.2")
-    assert "gpuplane:gpuOperator.chartVersion" in f.where and "1.16.2" in f.message
+@pytest.mark.parametrize(("chart", "toolkit"), [
+    ("v24.3.0", "1.15.0"), ("v24.6.2", "1.16.2"), ("v24.9.0", "1.17.0"), ("v24.9.1", "1.17.3")])
+def test_chart_pin_of_an_old_toolkit_is_an_error(chart: str, toolkit: str) -> None:
+    """A chart whose pinned toolkit is older than 1.17.4 (the chart -> toolkit map:
+    deployments/gpu-operator/values.yaml `toolkit.version` at each tag)."""
+    [f] = fm03({}, "2.0", chart=chart)
+    assert "gpuplane:gpuOperator.chartVersion" in f.where and f"toolkit {toolkit} " in f.message
+
+
+@pytest.mark.parametrize("chart", ["v24.9.2", "v25.3.0", "v26.3.2", "v26.7.0"])
+def test_chart_pinning_1_17_4_or_later_passes_on_containerd_2(chart: str) -> None:
+    assert fm03({}, "2.0", chart=chart) == []
+    version = tuple(int(p) for p in toolkit_operator.toolkit_for_chart(chart).split("."))
+    assert version >= (1, 17, 4)
+
+
+def test_fix_names_the_oldest_chart_that_pins_a_new_enough_toolkit() -> None:
+    [f] = fm03({}, "2.0", chart="v24.9.0")
+    assert "v24.9.2 or later" in f.fix
 
 
 def test_plan_of_rke2_on_containerd_2_with_an_old_toolkit_image_fails(

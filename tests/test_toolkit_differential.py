@@ -31,6 +31,7 @@ import tomlkit
 import toolkit_oracle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from operator_env import operator_env
 
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.containerd.merge import merge
@@ -143,7 +144,8 @@ def _plan(name: str, line: str, toolkit: str, opts: str, base: str):
 
 def _plan_from(prof: DistroProfile, line: str, toolkit: str, opts: dict[str, Any],
                captured: dict[str, str] | None) -> NodeContainerdPlan:
-    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version=toolkit, **opts)
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version=toolkit,
+                          operator_chart=toolkit_oracle.chart_of(toolkit), **opts)
     return plan_node(prof, ContainerdVersion.parse(line), options, current=captured)
 
 
@@ -241,9 +243,9 @@ def test_without_gpuplanes_template_the_toolkit_strips_an_rke2_node(tmp_path: Pa
     prof = PROFILES["rke2"]
     plan = _plan("rke2", "2.0", "1.18.1", "plain", "model")
     template = prof.edit_path(plan.version)
-    env = toolkit_oracle.operator_env(
-        [e for e in plan.toolkit_env if e["name"] != "RUNTIME_DROP_IN_CONFIG"],
-        cdi=False, runtime_class="nvidia", toolkit="1.18.1")
+    env = operator_env(
+        "v25.10.1", [e for e in plan.toolkit_env if e["name"] != "RUNTIME_DROP_IN_CONFIG"],
+        cdi=False, runtime_class="nvidia")
     real = toolkit_oracle.run_toolkit("1.18.1", plan.baseline, env, tmp_path)
     assert tomllib.loads(real.written[template]) == {
         "version": 3, "imports": ["/etc/containerd/conf.d/*.toml"]}

@@ -36,23 +36,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from operator_env import operator_env
+
 import oracle
 
-TOOLKITS: dict[str, str] = {
+TOOLKITS: dict[str, tuple[str, str]] = {
     # toolkit version (every one a supported GPU Operator chart ships): the installer
-    # program the operator's toolkit container runs
-    "1.15.0": "nvidia-toolkit",
-    "1.16.2": "nvidia-toolkit",
-    "1.17.0": "nvidia-toolkit",
-    "1.17.3": "nvidia-toolkit",
-    "1.17.4": "nvidia-toolkit",
-    "1.17.5": "nvidia-toolkit",
-    "1.17.8": "nvidia-toolkit",
-    "1.18.0": "nvidia-ctk-installer",
-    "1.18.1": "nvidia-ctk-installer",
-    "1.19.0": "nvidia-ctk-installer",
-    "1.19.1": "nvidia-ctk-installer",
-    "1.20.0": "nvidia-ctk-installer",
+    # program the operator's toolkit container runs, and a chart that ships it (whose
+    # operator env the runs use; tests/operator_env.py)
+    "1.15.0": ("nvidia-toolkit", "v24.3.0"),
+    "1.16.2": ("nvidia-toolkit", "v24.6.2"),
+    "1.17.0": ("nvidia-toolkit", "v24.9.0"),
+    "1.17.3": ("nvidia-toolkit", "v24.9.1"),
+    "1.17.4": ("nvidia-toolkit", "v24.9.2"),
+    "1.17.5": ("nvidia-toolkit", "v25.3.0"),
+    "1.17.8": ("nvidia-toolkit", "v25.3.4"),
+    "1.18.0": ("nvidia-ctk-installer", "v25.10.0"),
+    "1.18.1": ("nvidia-ctk-installer", "v25.10.1"),
+    "1.19.0": ("nvidia-ctk-installer", "v26.3.1"),
+    "1.19.1": ("nvidia-ctk-installer", "v26.3.3"),
+    "1.20.0": ("nvidia-ctk-installer", "v26.7.0"),
 }
 NEWEST = "1.20.0"
 """The toolkit whose runtime binaries (nvidia-container-runtime, nvidia-cdi-hook) are built."""
@@ -82,34 +85,12 @@ def program(version: str, name: str) -> Path:
 
 def installer(version: str) -> Path:
     """The installer the operator's toolkit container runs at toolkit `version`."""
-    return program(version, TOOLKITS[version])
+    return program(version, TOOLKITS[version][0])
 
 
-def operator_env(toolkit_env: list[dict[str, str]], *, cdi: bool, runtime_class: str,
-                 toolkit: str) -> dict[str, str]:
-    """The env the operator gives the toolkit container, in node paths: the DaemonSet
-    asset's base env, the CDI additions, the chart's `toolkit.env` (replace or append by
-    name), then what the operator forces for containerd."""
-    env = {
-        "ROOT": NODE_ROOT,
-        "NVIDIA_VISIBLE_DEVICES": "void",
-        "NVIDIA_CONTAINER_RUNTIME_MODES_CDI_DEFAULT_KIND": "management.nvidia.com/gpu",
-        "TOOLKIT_PID_FILE": "/run/nvidia/toolkit/toolkit.pid",
-    }
-    if cdi:
-        env |= {"CDI_ENABLED": "true", "NVIDIA_RUNTIME_SET_AS_DEFAULT": "false",
-                "NVIDIA_CONTAINER_RUNTIME_MODE": "cdi"}
-    env |= {e["name"]: e["value"] for e in toolkit_env}
-    env["RUNTIME"] = "containerd"
-    env["CONTAINERD_RUNTIME_CLASS"] = runtime_class
-    env.setdefault("CONTAINERD_CONFIG", "/etc/containerd/config.toml")
-    env.setdefault("CONTAINERD_SOCKET", "/run/containerd/containerd.sock")
-    if version_tuple(toolkit) >= (1, 18):
-        # v25.10 always sets the drop-in: the user's value, or its default when unset/empty
-        env["RUNTIME_DROP_IN_CONFIG"] = env.get("RUNTIME_DROP_IN_CONFIG") or DEFAULT_DROPIN
-    else:
-        env.pop("RUNTIME_DROP_IN_CONFIG", None)
-    return env
+def chart_of(toolkit: str) -> str:
+    """A GPU Operator chart that ships toolkit `toolkit`."""
+    return TOOLKITS[toolkit][1]
 
 
 @dataclass
@@ -152,8 +133,11 @@ def run_toolkit(version: str, layout: dict[str, str], env: dict[str, str],
         "ROOT": str(root),
         "TOOLKIT_PID_FILE": str(tmp / "toolkit.pid"),
         "PID_FILE": str(tmp / "toolkit.pid"),   # 1.15 reads only this one
-        "CONTAINERD_CONFIG": inside(env["CONTAINERD_CONFIG"]),
-        "CONTAINERD_SOCKET": inside(env["CONTAINERD_SOCKET"]),
+        # the host paths the operator mounts, where the installer reads them (1.17 takes
+        # RUNTIME_CONFIG / RUNTIME_SOCKET first, which v24.9.0+ operators set too)
+        **{name: inside(env[name]) for name in ("CONTAINERD_CONFIG", "CONTAINERD_SOCKET",
+                                                "RUNTIME_CONFIG", "RUNTIME_SOCKET")
+           if env.get(name)},
         "RUNTIME_RESTART_MODE": "none",
         "NO_DAEMON": "true",
         "HOST_ROOT_MOUNT": str(host),
@@ -207,8 +191,8 @@ def run_on_plan(plan: Any, toolkit: str, tmp: Path) -> tuple[dict[str, str], Too
     from gpuplane.planner import rendered_layout
 
     node = {**plan.baseline, **plan.files}
-    env = operator_env(plan.toolkit_env, cdi=plan.options.cdi,
-                       runtime_class=plan.options.runtime_name, toolkit=toolkit)
+    env = operator_env(plan.options.operator_chart or chart_of(toolkit), plan.toolkit_env,
+                       cdi=plan.options.cdi, runtime_class=plan.options.runtime_name)
     line = f"{plan.version.major}.{plan.version.minor}"
     real = run_toolkit(toolkit, rendered_layout(node, plan.profile, plan.version), env,
                        tmp / "toolkit", containerd=(line, plan.profile.containerd_binary))

@@ -29,7 +29,13 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
 from gpuplane.intent import ClusterIntent, NodeIntent
 from gpuplane.toolkit.installer import parse_version
-from gpuplane.toolkit.operator import toolkit_for_chart
+from gpuplane.toolkit.operator import (
+    OPERATOR_DROPIN_FROM,
+    chart_tuple,
+    known_toolkit_tag,
+    toolkit_for_chart,
+    writes_dropin,
+)
 from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
 
 NAMESPACE = "gpuplane"
@@ -204,10 +210,31 @@ class GpuOperatorConfig(_Section):
     @classmethod
     def _known_toolkit(cls, value: str) -> str:
         """An exact chart version must be one whose toolkit gpuplane has measured: the plan
-        predicts what that toolkit writes on every node. Ranges and tags are FM18's."""
+        predicts what that toolkit writes on every node. Older than the oldest supported
+        chart and newer than the newest are refused naming that bound; ranges and tags are
+        FM18's."""
         if re.fullmatch(r"v?\d+\.\d+\.\d+", value.strip()):
-            toolkit_for_chart(value)   # ValueError naming the known charts
+            toolkit_for_chart(value)   # ValueError naming the supported charts
         return value
+
+    @model_validator(mode="after")
+    def _toolkit_fits_chart(self) -> GpuOperatorConfig:
+        """A toolkit >= 1.18 writes its runtimes into a drop-in, which only the operator of
+        chart v25.10.0 and later mounts from the host (object_controls.go@v25.10.0
+        `transformForRuntime`); under an older chart's operator the drop-in is written
+        inside the toolkit container and lost, and no nvidia runtime reaches containerd."""
+        tag = self.toolkit_image.tag if self.toolkit_image else None
+        chart = chart_tuple(self.chart_version)
+        if tag and chart is not None and chart < OPERATOR_DROPIN_FROM \
+                and writes_dropin(self.chart_version, tag):
+            first = "v" + ".".join(map(str, OPERATOR_DROPIN_FROM))
+            raise ValueError(
+                f"toolkitImage.tag {tag} is a toolkit >= 1.18, which writes a drop-in that "
+                f"chart {self.chart_version}'s operator neither mounts nor maps to the host "
+                f"(from {first}): the nvidia runtime would stay inside the toolkit "
+                f"container. Use chartVersion {first} or later, or a toolkit tag below "
+                f"v1.18 (the chart pins {known_toolkit_tag(self.chart_version)})")
+        return self
 
     @property
     def toolkit_release(self) -> str:
@@ -368,6 +395,7 @@ class StackConfig(_Section):
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_version=self.gpu_operator.toolkit_release,
             runtime_name=self.runtime.name,
+            operator_chart=self.gpu_operator.chart_version,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             writes_files=self.cluster.node_access == "ssh",
         )

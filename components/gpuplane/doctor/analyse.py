@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplane.config import chart_at_least
 from gpuplane.doctor import health, unknowns
 from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
@@ -27,6 +26,7 @@ from gpuplane.rules.hami import check_hami_nodes, check_hami_values
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.rules.timeslicing import check_time_slicing
 from gpuplane.rules.workloads import check_workload
+from gpuplane.toolkit.operator import chart_writes_dropin
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
     if intent.toolkit == "operator" and live is not None and operator is not None:
         env, source = live
         chart = operator[2]
-        dropin = chart is None or chart_at_least(chart, (25, 10)) or any(
+        dropin = chart_writes_dropin(chart) or any(
             isinstance(e, dict) and e.get("name") == "RUNTIME_DROP_IN_CONFIG" for e in env)
         target = ToolkitTarget.from_env(env, dropin=dropin, source=source)
     return NodeContext(node_name, intent, runtime, target)

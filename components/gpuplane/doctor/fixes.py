@@ -40,8 +40,9 @@ _HINTS: dict[str, Any] = {
                        "table (runc and nvidia) into one drop-in."),
     "FM03": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
                        f"(now {i.containerd_version}) so every file gets that line's config "
-                       "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9 or later "
-                       "for containerd 2.x (toolkit >= 1.17.4)."),
+                       "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9.2 or "
+                       "later for containerd 2.x (toolkit >= 1.17.4; v24.9.0/v24.9.1 pin "
+                       "1.17.0/1.17.3)."),
     "FM07": lambda i: ("set `gpuplane:runtime.systemdCgroup` and "
                        "`gpuplane:cluster.kubeletCgroupDriver` to the kubelet's cgroup "
                        "driver; gpuplane writes it into every runc-based runtime."),

@@ -83,7 +83,8 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     values = (operator[0].props.get("values") or {}) if operator else {}
     found = toolkit_version(values, version)
     node_findings([v for v in views if v.type == COMMAND], intent, out,
-                  toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT)
+                  toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
+                  operator_chart=version or None)
     return out
 
 

@@ -27,7 +27,7 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
 
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
-                  toolkit: str) -> None:
+                  toolkit: str, operator_chart: str | None = None) -> None:
     from gpuplane.rules.nodefiles import check_node_files
     from gpuplane.rules.rollout import RolloutStep, check_rollout
 
@@ -35,7 +35,7 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
     options = PlanOptions(
         toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
         cdi=intent.cdi, toolkit_version=toolkit, runtime_name=intent.runtime_class,
-        kubelet_cgroup_driver=intent.kubelet_cgroup_driver)
+        operator_chart=operator_chart, kubelet_cgroup_driver=intent.kubelet_cgroup_driver)
     # The node commands (not the per-node agent installs, which carry no plan).
     node_of = {v.urn: v.name.removeprefix("containerd-") for v in commands
                if v.name.startswith("containerd-")}

@@ -32,6 +32,24 @@ NODE_LABEL = ("gpu", "on")                # what gpuplane puts on every GPU node
 IMAGE_TAG_FROM = (2, 7, 0)                # chart that moved imageTag to image.tag
 GPU_NODE_LABELS = {"feature.node.kubernetes.io/pci-10de.present": "true",
                    "nvidia.com/gpu.present": "true"}
+# Chart defaults the rules assume where a value is not set: values.yaml of every HAMi
+# chart gpuplane knows (Project-HAMi/HAMi charts/hami/values.yaml@v2.8.3, @v2.9.0, and
+# main as of 2026-08-21, chart 2.10.0); tests/test_charts.py holds them against the charts.
+HAMI_DEFAULTS: dict[str, Any] = {
+    "devicePlugin.enabled": True,
+    "devicePlugin.runtimeClassName": "",
+    "devicePlugin.nvidiaNodeSelector": {"gpu": "on"},
+    "devicePlugin.deviceSplitCount": 10,
+    "devicePlugin.deviceMemoryScaling": 1,
+    "devicePlugin.deviceCoreScaling": 1,
+    "devicePlugin.gpuOperatorToolkitReady.enabled": False,
+    "devicePlugin.createRuntimeClass": False,
+    "scheduler.admissionWebhook.enabled": True,
+    "scheduler.admissionWebhook.failurePolicy": "Ignore",
+    "scheduler.replicas": 1,
+    "scheduler.leaderElect": True,
+    "scheduler.kubeScheduler.image.tag": "",
+}
 _KUBE_TAG = "scheduler.kubeScheduler.image.tag"
 _OLD_KUBE_TAG = "scheduler.kubeScheduler.imageTag"
 
@@ -57,7 +75,7 @@ def check_hami_values(values: dict, intent: ClusterIntent, *, chart_version: str
 
 
 def _unwanted(values: Mapping[str, Any], where: str) -> list[Finding]:
-    if not flag(values, "devicePlugin.enabled", True):
+    if not flag(values, "devicePlugin.enabled", HAMI_DEFAULTS["devicePlugin.enabled"]):
         return []
     return [finding(
         "FM12",
@@ -119,7 +137,8 @@ def _scheduler_tag(values: Mapping[str, Any], intent: ClusterIntent,
 
 def _runtime_class(values: Mapping[str, Any], intent: ClusterIntent,
                    where: str) -> list[Finding]:
-    name = str(lookup(values, "devicePlugin.runtimeClassName", "") or "")
+    name = str(lookup(values, "devicePlugin.runtimeClassName",
+                      HAMI_DEFAULTS["devicePlugin.runtimeClassName"]) or "")
     here = at(where, "values.devicePlugin.runtimeClassName", "gpuplane:runtime.name")
     rc = intent.runtime_class
     fix = (f"Leave devicePlugin.runtimeClassName to gpuplane (it renders "
@@ -143,7 +162,8 @@ def _runtime_class(values: Mapping[str, Any], intent: ClusterIntent,
 
 def _node_selector(values: Mapping[str, Any], where: str) -> list[Finding]:
     key, value = NODE_LABEL
-    selector = lookup(values, "devicePlugin.nvidiaNodeSelector", {key: value})
+    selector = lookup(values, "devicePlugin.nvidiaNodeSelector",
+                      HAMI_DEFAULTS["devicePlugin.nvidiaNodeSelector"])
     here = at(where, "values.devicePlugin.nvidiaNodeSelector",
               "gpuplane:hami.values.devicePlugin.nvidiaNodeSelector")
     fix = (f"Remove devicePlugin.nvidiaNodeSelector from `gpuplane:hami.values` (the chart "
@@ -183,7 +203,8 @@ def _node_selector(values: Mapping[str, Any], where: str) -> list[Finding]:
 
 
 def _webhook(values: Mapping[str, Any], where: str, intent: ClusterIntent) -> list[Finding]:
-    if not flag(values, "scheduler.admissionWebhook.enabled", True):
+    if not flag(values, "scheduler.admissionWebhook.enabled",
+                HAMI_DEFAULTS["scheduler.admissionWebhook.enabled"]):
         return [finding(
             "FM13",
             "scheduler.admissionWebhook.enabled is false: nothing sends GPU pods to "
@@ -191,11 +212,12 @@ def _webhook(values: Mapping[str, Any], where: str, intent: ClusterIntent) -> li
             at(where, "values.scheduler.admissionWebhook.enabled", "gpuplane:hami.values"),
             "Remove scheduler.admissionWebhook.enabled from `gpuplane:hami.values`; raw Helm: "
             "--set scheduler.admissionWebhook.enabled=true.")]
-    policy = str(lookup(values, "scheduler.admissionWebhook.failurePolicy", "Ignore"))
+    policy = str(lookup(values, "scheduler.admissionWebhook.failurePolicy",
+                        HAMI_DEFAULTS["scheduler.admissionWebhook.failurePolicy"]))
     here = at(where, "values.scheduler.admissionWebhook.failurePolicy",
               "gpuplane:hami.webhookFailurePolicy")
-    replicas = lookup(values, "scheduler.replicas", 1)
-    leader = flag(values, "scheduler.leaderElect", True)
+    replicas = lookup(values, "scheduler.replicas", HAMI_DEFAULTS["scheduler.replicas"])
+    leader = flag(values, "scheduler.leaderElect", HAMI_DEFAULTS["scheduler.leaderElect"])
     try:
         count = int(quantity(replicas)) if leader else 1
     except ValueError:
@@ -256,15 +278,16 @@ def _exemptions(values: Mapping[str, Any], where: str, intent: ClusterIntent) ->
 
 
 _SPLIT = (
-    ("deviceSplitCount", 10, "tasks per GPU", lambda v: v >= 1 and v == int(v), ">= 1 integer"),
-    ("deviceMemoryScaling", 1, "memory scaling", lambda v: v > 0, "> 0"),
-    ("deviceCoreScaling", 1, "core scaling", lambda v: v > 0, "> 0"),
+    ("deviceSplitCount", "tasks per GPU", lambda v: v >= 1 and v == int(v), ">= 1 integer"),
+    ("deviceMemoryScaling", "memory scaling", lambda v: v > 0, "> 0"),
+    ("deviceCoreScaling", "core scaling", lambda v: v > 0, "> 0"),
 )
 
 
 def _split(values: Mapping[str, Any], where: str) -> list[Finding]:
     out = []
-    for name, default, what, ok, rule in _SPLIT:
+    for name, what, ok, rule in _SPLIT:
+        default = HAMI_DEFAULTS[f"devicePlugin.{name}"]
         raw = lookup(values, f"devicePlugin.{name}", default)
         try:
             good = ok(quantity(raw))

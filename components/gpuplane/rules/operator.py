@@ -14,7 +14,12 @@ from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import finding, flag, lookup, mapping, present
 from gpuplane.rules._shared import version_tuple as vt
-from gpuplane.rules.opvalues import OperatorValues, cdi_enabled, containerd_version
+from gpuplane.rules.opvalues import (
+    OPERATOR_DEFAULTS,
+    OperatorValues,
+    cdi_enabled,
+    containerd_version,
+)
 from gpuplane.rules.pinning import check_chart_version, check_image_tags
 from gpuplane.rules.timeslicing import check_profile
 from gpuplane.rules.timeslicing import example as ts_example
@@ -70,7 +75,7 @@ def _app_version(path: str, tag: Any) -> bool:
 # ---------------------------------------------------------------- FM08 driver
 
 def _driver(ctx: OperatorValues) -> list[Finding]:
-    on = flag(ctx.values, "driver.enabled", True)
+    on = flag(ctx.values, "driver.enabled", OPERATOR_DEFAULTS["driver.enabled"])
     shown = ("true" if on else "false") if present(ctx.values, "driver.enabled") \
         else "not set (chart default: true)"
     where = ctx.at("driver.enabled", "gpuplane:gpuOperator.driver")
@@ -100,7 +105,8 @@ def _driver(ctx: OperatorValues) -> list[Finding]:
 # ---------------------------------------------------------------- FM12 / FM10 plugin
 
 def _device_plugin(ctx: OperatorValues) -> list[Finding]:
-    if not ctx.hami or not flag(ctx.values, "devicePlugin.enabled", True):
+    if not ctx.hami or not flag(ctx.values, "devicePlugin.enabled",
+                                        OPERATOR_DEFAULTS["devicePlugin.enabled"]):
         return []
     shown = "true" if present(ctx.values, "devicePlugin.enabled") \
         else "not set (chart default: true)"
@@ -115,12 +121,14 @@ def _device_plugin(ctx: OperatorValues) -> list[Finding]:
 
 
 def _plugin_config(ctx: OperatorValues) -> list[Finding]:
-    if ctx.hami or not flag(ctx.values, "devicePlugin.enabled", True):
+    if ctx.hami or not flag(ctx.values, "devicePlugin.enabled",
+                                        OPERATOR_DEFAULTS["devicePlugin.enabled"]):
         return []
     intent = ctx.intent
     cfg = mapping(lookup(ctx.values, "devicePlugin.config"))
     name, default = str(cfg.get("name") or ""), str(cfg.get("default") or "")
-    create = flag(ctx.values, "devicePlugin.config.create", False)
+    create = flag(ctx.values, "devicePlugin.config.create",
+                  OPERATOR_DEFAULTS["devicePlugin.config.create"])
     data = mapping(cfg.get("data"))
     cm, profile_key, replicas = (intent.time_slicing_configmap, intent.time_slicing_profile,
                                  intent.time_slicing_replicas)
@@ -222,7 +230,8 @@ def _cdi(ctx: OperatorValues) -> list[Finding]:
 # ---------------------------------------------------------------- FM11 / FM09 runtime
 
 def _runtime_class(ctx: OperatorValues) -> list[Finding]:
-    name = str(lookup(ctx.values, "operator.runtimeClass", "nvidia"))
+    name = str(lookup(ctx.values, "operator.runtimeClass",
+                      OPERATOR_DEFAULTS["operator.runtimeClass"]))
     if name == ctx.intent.runtime_class:
         return []
     return [finding(

@@ -17,6 +17,16 @@ from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import at, flag, present
 
 CHART_CDI_DEFAULT_FROM = (25, 10, 0)     # cdi.enabled defaults to true from this chart
+# Chart defaults the rules assume where a value is not set, the same in values.yaml of
+# every supported chart (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml,
+# v24.3.0-v26.7.0); tests/test_charts.py holds them against each chart.
+OPERATOR_DEFAULTS: dict[str, Any] = {
+    "driver.enabled": True,
+    "toolkit.enabled": True,
+    "devicePlugin.enabled": True,
+    "devicePlugin.config.create": False,
+    "operator.runtimeClass": "nvidia",
+}
 
 
 def containerd_version(intent: ClusterIntent) -> ContainerdVersion:
@@ -58,11 +68,12 @@ class OperatorValues:
 
     @property
     def toolkit_on(self) -> bool:
-        return flag(self.values, "toolkit.enabled", True)
+        return flag(self.values, "toolkit.enabled", OPERATOR_DEFAULTS["toolkit.enabled"])
 
     @property
     def cdi(self) -> tuple[bool, str]:
         return cdi_enabled(self.values, self.chart)
 
 
-__all__ = ["CHART_CDI_DEFAULT_FROM", "OperatorValues", "cdi_enabled", "containerd_version"]
+__all__ = ["CHART_CDI_DEFAULT_FROM", "OPERATOR_DEFAULTS", "OperatorValues", "cdi_enabled",
+           "containerd_version"]

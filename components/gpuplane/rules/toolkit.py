@@ -3,14 +3,14 @@ FM01), its image flavour against the nodes' glibc (FM15), the containerd its env
 (FM17, FM04 when that is a generated file) and whether it makes nvidia the default runtime
 (FM11/FM13, FM09).
 
-How the operator and the toolkit read `toolkit.env` (operator v25.10, toolkit 1.17-1.20):
-the host config path is CONTAINERD_CONFIG, else RUNTIME_CONFIG; the socket is
-CONTAINERD_SOCKET only (the operator overwrites RUNTIME_SOCKET); the drop-in is
-RUNTIME_DROP_IN_CONFIG (toolkit >= 1.18, chart >= v25.10); the config source is
-RUNTIME_CONFIG_SOURCE, default `command,file`; set-as-default is
-NVIDIA_RUNTIME_SET_AS_DEFAULT before CONTAINERD_SET_AS_DEFAULT, default true, and CDI mode
-sets the former to false unless toolkit.env sets it. Up to chart v25.3 the default toolkit
-image is an ubuntu20.04 flavour.
+How the operator and the toolkit read `toolkit.env` (toolkit 1.17-1.20; the operator's
+part per chart in gpuplane.toolkit.operator): the host config path is CONTAINERD_CONFIG,
+else (chart >= v25.10) RUNTIME_CONFIG; the socket is CONTAINERD_SOCKET only (from v24.9 the
+operator overwrites RUNTIME_SOCKET); the drop-in is RUNTIME_DROP_IN_CONFIG (toolkit >= 1.18,
+chart >= v25.10); the config source is RUNTIME_CONFIG_SOURCE, default `command,file`;
+set-as-default is NVIDIA_RUNTIME_SET_AS_DEFAULT before CONTAINERD_SET_AS_DEFAULT, default
+true, and from chart v25.10 CDI mode sets the former to false unless toolkit.env sets it.
+The default toolkit image is the chart's pin (an ubuntu20.04 flavour up to v25.3.x).
 """
 
 from __future__ import annotations
@@ -29,10 +29,13 @@ from gpuplane.rules.opvalues import OperatorValues, containerd_version
 from gpuplane.rules.pinning import split_ref
 from gpuplane.rules.toolkit_version import toolkit_version
 from gpuplane.toolkit.env import toolkit_env_for
+from gpuplane.toolkit.installer import Installer
+from gpuplane.toolkit.operator import (
+    OPERATOR_DROPIN_FROM,
+    chart_operator_env,
+    known_toolkit_tag,
+)
 from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
-
-# Charts whose default toolkit image is an ubuntu20.04 flavour (v23.9.0 ... v25.3.x).
-CHART_UBUNTU2004 = ((23, 9, 0), (25, 10, 0))
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
 DEFAULT_SOCKET = "/run/containerd/containerd.sock"
@@ -98,11 +101,11 @@ def _toolkit_tag(ctx: OperatorValues) -> tuple[str, str] | None:
         tag = split_ref(image)[1]
         if tag:
             return f"toolkit.image {image}", tag
-    low, high = CHART_UBUNTU2004
-    if ctx.chart is not None and low <= ctx.chart < high:
-        chart = ".".join(map(str, ctx.chart))
-        return f"the default toolkit image of chart v{chart}", "-ubuntu20.04"
-    return None
+    if ctx.chart is None:
+        return None
+    chart = "v" + ".".join(map(str, ctx.chart))
+    tag = known_toolkit_tag(chart)
+    return (f"the default toolkit image of chart {chart} ({tag})", tag) if tag else None
 
 
 def _toolkit_flavour(ctx: OperatorValues) -> list[Finding]:
@@ -220,6 +223,9 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     for key, names in ENV_NAMES.items():
         if key not in expected:
             continue
+        if key == "CONTAINERD_CONFIG" and ctx.chart is not None \
+                and ctx.chart < OPERATOR_DROPIN_FROM:
+            names = ("CONTAINERD_CONFIG",)   # RUNTIME_CONFIG is read from chart v25.10
         value, name = _first(env, names)
         effective = value or ENV_DEFAULTS[key]
         if key == "CONTAINERD_CONFIG":
@@ -242,7 +248,9 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
         fixes.append(f"- {{name: {key}, value: {expected[key]}}}")
     source = env.get("RUNTIME_CONFIG_SOURCE") or DEFAULT_SOURCE
     source_only = False
-    if "RUNTIME_CONFIG_SOURCE" in expected and not _source_reads(source, prof, version, config):
+    # The installer reads RUNTIME_CONFIG_SOURCE from toolkit 1.18; 1.17 edits CONTAINERD_CONFIG.
+    if "RUNTIME_CONFIG_SOURCE" in expected and Installer.of(_toolkit(ctx)).writes_dropin \
+            and not _source_reads(source, prof, version, config):
         source_only = not wrong
         state = f"RUNTIME_CONFIG_SOURCE is {source}" if env.get("RUNTIME_CONFIG_SOURCE") \
             else f"RUNTIME_CONFIG_SOURCE is not set (toolkit default {DEFAULT_SOURCE})"
@@ -271,15 +279,20 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     return out
 
 
-def _sets_default(env: Mapping[str, str | None], cdi_on: bool) -> tuple[bool | None, str]:
+def _sets_default(env: Mapping[str, str | None], cdi_on: bool,
+                  chart: tuple[int, int, int] | None) -> tuple[bool | None, str]:
+    """Whether the toolkit makes nvidia the default runtime, from the env chart `chart`'s
+    operator gives it (from v25.10 CDI mode adds NVIDIA_RUNTIME_SET_AS_DEFAULT=false)."""
+    given = [{"name": k, "value": v} for k, v in env.items() if v is not None]
+    final = chart_operator_env(chart, given, cdi=cdi_on, runtime_class="")
     for name in ("NVIDIA_RUNTIME_SET_AS_DEFAULT", "CONTAINERD_SET_AS_DEFAULT"):
-        if name == "CONTAINERD_SET_AS_DEFAULT" and cdi_on:
-            return False, "CDI mode makes the operator set NVIDIA_RUNTIME_SET_AS_DEFAULT=false"
-        raw = env.get(name)
+        raw = final.get(name)
         if raw:
             value = _BOOL.get(raw.strip().lower())
             if value is None:
                 return None, f"{name}={raw!r} is not a boolean the toolkit accepts"
+            if env.get(name) != raw:
+                return value, f"CDI mode makes the operator set {name}={raw}"
             return value, f"toolkit.env sets {name}={raw}"
     return True, "no toolkit.env entry sets it and the toolkit defaults to true"
 
@@ -291,7 +304,7 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
     if malformed:
         return []
     cdi_on, _ = ctx.cdi
-    sets, why = _sets_default(env, cdi_on)
+    sets, why = _sets_default(env, cdi_on, ctx.chart)
     want = ctx.intent.nvidia_default
     where = ctx.at("toolkit.env", "gpuplane:runtime.nvidiaDefault")
     if sets is None:

@@ -5,7 +5,8 @@ The NVIDIA container toolkit learned containerd's version-3 config (containerd 2
 gpu-operator.md). An older toolkit run by the operator's DaemonSet writes a version-2 CRI
 table that containerd 2.x ignores or migrates away, on every node at once — no canary, no
 node agent. The toolkit version comes from an image override (`toolkit.version`, set by
-`gpuOperator.toolkitImage`) or else from the chart's pin.
+`gpuOperator.toolkitImage`) or else from the chart's pin (gpuplane.toolkit.operator:
+v24.3.0-v24.9.1 pin 1.15.0-1.17.3, v24.9.2 the first with 1.17.4).
 """
 
 from __future__ import annotations
@@ -38,13 +39,19 @@ def toolkit_version(values: Mapping[str, Any],
         return (found, "gpuplane:gpuOperator.toolkitImage") if found else None
     if not chart_version:
         return None
-    from gpuplane.toolkit.operator import toolkit_for_chart
+    from gpuplane.toolkit.operator import known_toolkit_tag
 
-    try:
-        found = _parse(toolkit_for_chart(chart_version))
-    except ValueError:
-        return None
+    pinned = known_toolkit_tag(chart_version)
+    found = _parse(pinned) if pinned else None
     return (found, "gpuplane:gpuOperator.chartVersion") if found else None
+
+
+def _first_chart_with(minimum: tuple[int, int, int]) -> str:
+    """The oldest supported chart whose pinned toolkit is at least `minimum`."""
+    from gpuplane.toolkit.operator import CHART_TOOLKITS, chart_tuple, toolkit_for_chart
+
+    fits = [c for c in CHART_TOOLKITS if (_parse(toolkit_for_chart(c)) or (0, 0, 0)) >= minimum]
+    return min(fits, key=lambda c: chart_tuple(c) or (0, 0, 0))
 
 
 def check_toolkit_containerd(values: Mapping[str, Any], intent: ClusterIntent, *,
@@ -70,7 +77,8 @@ def check_toolkit_containerd(values: Mapping[str, Any], intent: ClusterIntent, *
         "containerd ignores or drops, on every GPU node at once.",
         at(where, "toolkit.version", key),
         f"Use toolkit {need} or later: a chart that pins one (gpuOperator.chartVersion "
-        "v25.3.x or later) or gpuOperator.toolkitImage.tag ≥ v" + need + ".",
+        f"{_first_chart_with(MIN_FOR_CONTAINERD_2)} or later) or "
+        f"gpuOperator.toolkitImage.tag ≥ v{need}.",
         severity=Severity.ERROR)]
 
 

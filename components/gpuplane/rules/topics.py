@@ -60,11 +60,12 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "migrating; the operator's toolkit DaemonSet does it on every GPU node at once, "
         "with no canary and no node agent to roll it back.",
         "rke2 1.31.6 (containerd 2.0) with gpuOperator.toolkitImage.tag: v1.17.3-ubuntu20.04.",
-        "Use toolkit 1.17.4 or later: a chart that pins one (v25.3.x pins 1.17.8, v25.10.1 "
-        "pins 1.18.1) or a toolkitImage tag >= v1.17.4.",
+        "Use toolkit 1.17.4 or later: a chart that pins one (v24.9.2 is the first: it pins "
+        "1.17.4; v25.3.0 1.17.5, v25.3.1-v25.3.4 1.17.8, v25.10.1 1.18.1; v24.9.0 and "
+        "v24.9.1 pin 1.17.0 and 1.17.3) or a toolkitImage tag >= v1.17.4.",
         "NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.17.4 (containerd config v3 "
-        "support); NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.3.0 "
-        "(toolkit.version)"),
+        "support); NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v24.9.1, "
+        "@v24.9.2, @v25.3.0 (toolkit.version)"),
     Topic(
         "FM02-states", "a state between the start and the end of the rollout breaks the node",
         "The plan judges every state a node passes through: as found, after gpuplane's "

@@ -32,6 +32,9 @@ class PlanOptions:
     # installer does differs by release (gpuplane.toolkit.installer).
     toolkit_version: str = NEWEST_TOOLKIT
     runtime_name: str = "nvidia"
+    # The GPU Operator chart (e.g. v25.3.4): what its operator gives the toolkit container
+    # differs by tag (gpuplane.toolkit.operator). None: the newest chart's behaviour.
+    operator_chart: str | None = None
     kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
