@@ -206,16 +206,23 @@ def _install_containerd(host: Path, line: str, node_path: str) -> None:
     """containerd of `line` at `node_path` under `host`, with its loader and C library."""
     binary = oracle.binary(line).resolve()
     planted = [node_path]
-    target = host / node_path.lstrip("/")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(binary, target)
+    _place(binary, host / node_path.lstrip("/"))
     for lib in _shared_libraries(binary):
-        target = host / lib.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists():
-            shutil.copy2(Path(lib).resolve(), target)
+        _place(Path(lib).resolve(), host / lib.lstrip("/"))
         planted.append(lib)
     (host / _PROGRAM_FILES).write_text("\n".join(["/" + _PROGRAM_FILES, *planted]) + "\n")
+
+
+def _place(source: Path, target: Path) -> None:
+    """`source` at `target`: a hard link where both share a file system (a 50 MB daemon
+    per case otherwise), else a copy."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        return
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 @functools.cache

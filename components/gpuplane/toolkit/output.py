@@ -103,8 +103,16 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any
     runtimes = ctd.setdefault("runtimes", {})
     root = env.get("ROOT", "/usr/local/nvidia").rstrip("/")
     name = env.get("CONTAINERD_RUNTIME_CLASS") or env.get("NVIDIA_RUNTIME_NAME") or "nvidia"
+    # CDI annotation prefixes become `<prefix>*` container annotations, ahead of the copied
+    # runtime's own (pkg/config/engine/containerd/config.go@v1.17.8 `AddRuntime`).
+    prefixes = [p.strip() + "*" for p in
+                env.get("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES", "").split(",")
+                if p.strip()]
     for runtime, suffix in {name: "", **MODE_RUNTIMES}.items():
         entry = copy.deepcopy(base)
+        if prefixes:
+            entry["container_annotations"] = [
+                *prefixes, *entry.get("container_annotations", [])]
         if installer.fills_runtime_type and not entry.get("runtime_type"):
             entry["runtime_type"] = RUNC_V2
         binary = f"{root}/toolkit/{RUNTIME_BINARY}{suffix}"
