@@ -33,8 +33,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
-HARNESS = ("gpu_chain.py", "oracle.py", "toolkit_oracle.py", "layouts.py")
-OWN_MODULES = {"gpuplane", "gpu_chain", "oracle", "toolkit_oracle", "layouts",
+HARNESS = ("gpu_chain.py", "oracle.py", "toolkit_oracle.py", "operator_env.py", "layouts.py")
+OWN_MODULES = {"gpuplane", "gpu_chain", "oracle", "toolkit_oracle", "operator_env", "layouts",
                "cri_api_pb2", "cri_api_pb2_grpc", "__main__"}
 
 RUN_SH = """#!/bin/sh
@@ -138,10 +138,10 @@ def build(out: Path, lines: list[str]) -> Path:
         shutil.copytree(stubs, b / "cache/cri-py" / stubs.name,
                         ignore=shutil.ignore_patterns("__pycache__"))
 
-        shutil.copytree(REPO / "components" / "gpuplane", b / "components",
+        shutil.copytree(REPO / "components" / "gpuplane", b / "components" / "gpuplane",
                         ignore=shutil.ignore_patterns("__pycache__"))
         (b / "src").mkdir()
-        (b / "src/gpuplane").symlink_to("../components")
+        (b / "src/gpuplane").symlink_to("../components/gpuplane")
         for name in HARNESS:
             _copy(TESTS / name, b / "tests" / name)
 

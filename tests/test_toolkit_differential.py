@@ -407,3 +407,19 @@ def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: s
     ours, theirs = views
     assert ours == theirs
     assert ours == plan.effective.to_dict()
+
+
+# ---------------------------------------------------------------------------------------
+# Coverage: every toolkit a supported chart ships is built and held by the differential.
+
+def test_every_supported_charts_toolkit_is_built_and_held() -> None:
+    """The differential runs each toolkit a supported GPU Operator chart pins, with the
+    env of a chart that pins it, and each has a wrapper module the set-up builds."""
+    from gpuplane.toolkit.operator import CHART_TOOLKITS, toolkit_for_chart
+
+    shipped = {toolkit_for_chart(chart) for chart in CHART_TOOLKITS}
+    assert set(TOOLKIT_VERSIONS) == shipped
+    for toolkit in TOOLKIT_VERSIONS:
+        assert toolkit_for_chart(toolkit_oracle.chart_of(toolkit)) == toolkit
+        builds = Path(__file__).parent / "builds" / f"toolkit-{toolkit}"
+        assert f"nvidia-container-toolkit v{toolkit}" in (builds / "go.mod").read_text()
