@@ -26,7 +26,7 @@ from pydantic.alias_generators import to_camel
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.toolkit.operator import toolkit_for_chart
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
@@ -83,7 +83,7 @@ class ClusterConfig(_Section):
     kubernetes_version: VersionStr
     containerd_version: VersionStr
     containerd_base_dir: str | None = None
-    kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
+    kubelet_cgroup_driver: CgroupDriver | None = None  # None: the distro's
     node_access: Literal["ssh", "none"] = "ssh"
     # Files captured from the nodes to plan from instead of gpuplane's model of the distro.
     baseline_files: BaselineFiles = Field(default_factory=dict)
@@ -323,7 +323,7 @@ class StackConfig(_Section):
         return self.cluster.node_access == "ssh"
 
     @property
-    def kubelet_cgroup_driver(self) -> str:
+    def kubelet_cgroup_driver(self) -> CgroupDriver:
         """As set, else what the distribution pairs its kubelet with: the cgroup driver its
         own containerd config gives runc on a fresh node."""
         if self.cluster.kubelet_cgroup_driver:
@@ -406,7 +406,7 @@ class StackConfigError(Exception):
 def chart_at_least(version: str, minimum: tuple[int, int]) -> bool:
     """Compare a chart version such as v25.10.1 with (major, minor)."""
     match = re.match(r"^v?(\d+)\.(\d+)", version)
-    return bool(match) and (int(match[1]), int(match[2])) >= minimum
+    return match is not None and (int(match[1]), int(match[2])) >= minimum
 
 
 def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:

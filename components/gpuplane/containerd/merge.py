@@ -101,7 +101,8 @@ def _v1_name(key: str) -> str:
 
 
 def _merge_v2(loaded: LoadResult) -> Merged:
-    version, plugins = 3, {}
+    version = 3
+    plugins: dict[str, Any] = {}
     ambiguities: list[str] = []
     for f in loaded.files:
         tables = f.plugins

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuplane.intent import CgroupDriver
+
 
 class ToolkitMode(StrEnum):
     OPERATOR = "operator"  # the GPU Operator's toolkit container writes the nvidia runtime
@@ -24,7 +26,7 @@ class PlanOptions:
     systemd_cgroup: bool | None = None   # None keeps what the distribution configures
     toolkit_dropin: bool = True          # toolkit >= 1.18 (chart >= v25.10) writes a drop-in
     runtime_name: str = "nvidia"
-    kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
+    kubelet_cgroup_driver: CgroupDriver | None = None  # None: not known, FM07 checks runtimes only
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
     writes_files: bool = True
