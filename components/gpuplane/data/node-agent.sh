@@ -1780,7 +1780,7 @@ gp_check_bases() {
 		elif [ -n "$S_ID" ] && [ ! -f "$GP_BASES" ]; then
 			gp_cb_hint=". gpuplane changed this node before it recorded the originals (plan $S_ID), so its files may hold gpuplane's edits (a template distro regenerates $P_CONFIG from gpuplane's template): restore the node first (\`sh $GP_STATE/agent.sh restore\`), then capture"
 		fi
-		gp_fail 2 "refused: this plan was made from a different $gp_cb_path (plan: $(gp_word "$gp_cb_want"); node's original: $(gp_word "$gp_cb_have")); applying it would replace settings the plan has not seen. Fix: capture the node's file into the stack (\`gpuplane:cluster.baselineFiles\` or \`gpuplane:nodes[N].baselineFiles\`, see README 'Planning from the node's own files') and plan again$gp_cb_hint; nothing changed"
+		gp_fail 2 "refused: this plan was made from a different $gp_cb_path (plan: $(gp_word "$gp_cb_want"); node's original: $(gp_word "$gp_cb_have")); applying it would replace settings the plan has not seen. Fix: capture the node's file into the stack (\`gpuplane:cluster.baselineFiles\` or \`gpuplane:nodes[N].baselineFiles\`, see docs/first-rollout.md, 'Planning from the node's own files') and plan again$gp_cb_hint; nothing changed"
 	done <"$GP_STAGE/bases.plan"
 }
 
