@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make plan STACK=<name>   offline plan of a bundled stack
-#   make test                the whole test suite against real containerd 1.6 / 1.7 / 2.0 / 2.1 / 2.2
+#   make test                ruff, mypy, shellcheck, the docs site (--strict), then the whole
+#                            test suite against real containerd 1.6 / 1.7 / 2.0 / 2.1 / 2.2
 #                            and the real NVIDIA toolkit installers of every supported chart,
 #                            each built from its Go module (scripts/build-oracles.sh, cached)
 PYTHON ?= python3
@@ -9,13 +10,15 @@ BIN    := $(VENV)/bin
 STACK  ?= kind-smoke
 FORMAT ?= text
 export GPUPLANE_CACHE ?= $(HOME)/.cache/gpuplane
+# mkdocs-material's banner about its successor is not a finding of the docs build.
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: test plan venv containerd lint bench clean
+.PHONY: test plan venv containerd lint docs bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,docs]'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -26,6 +29,9 @@ containerd:
 
 test: venv containerd
 	$(BIN)/ruff check .
+	$(BIN)/mypy
+	sh scripts/shellcheck.sh
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 	GPUPLANE_REQUIRE_REAL=$${GPUPLANE_REQUIRE_REAL:-$${CI:+1}} $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 plan: venv
@@ -33,6 +39,13 @@ plan: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy
+	sh scripts/shellcheck.sh
+
+# Regenerate docs/reference/ from the code, then build the site into site/ (ignored).
+docs: venv
+	$(BIN)/python scripts/gen_docs.py
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
 
 bench: venv containerd
 	$(BIN)/python benchmarks/containerd_model.py
@@ -40,4 +53,4 @@ bench: venv containerd
 	$(BIN)/python benchmarks/node_agent.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache site

@@ -26,7 +26,10 @@ now() { date +%s; }
 total_start=$(now)
 built=0
 if [ $# -eq 0 ]; then
-    set -- $(cd "$here/tests/builds" && for d in */go.mod; do printf '%s ' "${d%/go.mod}"; done)
+    for mod in "$here"/tests/builds/*/go.mod; do
+        dir=${mod%/go.mod}
+        set -- "$@" "${dir##*/}"
+    done
 fi
 for name in "$@"; do
     src=$here/tests/builds/$name

@@ -8,7 +8,7 @@ distribution profile on containerd 1.7, kubeadm on 1.6/2.0/2.1/2.2, kubeadm with
 1.7 (tests/gpu_chain.py ``matrix("quick")``). GPU mode (``test_on_a_gpu_*``): the real
 spec from ``nvidia-ctk cdi generate``, every profile on every line (and with CDI on every
 line >= 1.7); the positive cases must exit 0. It skips, saying why, where no NVIDIA
-driver is present. See README, "The node chain on a GPU".
+driver is present. See docs/proofs.md, "The node chain on a GPU".
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ and a `GpuCluster` that composes into a user's own Pulumi program."""
 from __future__ import annotations
 
 import ast
+import compileall
 import graphlib
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -136,12 +138,45 @@ def test_the_cli_start_imports_nothing_heavy() -> None:
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The wheel pip builds from a copy of the source as a developer's checkout has it:
+    byte-compiled (`__pycache__` folders everywhere, also below `data/`). Returns the
+    wheel and everything pip and setuptools printed while building it."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(SOURCE, src / "components" / PACKAGE,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    compileall.compile_dir(src / "components", quiet=1)
+    assert list((src / "components" / PACKAGE / "data").rglob("*.pyc")), "no bytecode made"
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)],
-                   check=True, capture_output=True, text=True)
-    return next(out.glob("gpuplane-*.whl"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-w", str(out), str(src)],
+                          check=True, capture_output=True, text=True)
+    return next(out.glob("gpuplane-*.whl")), done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, str]) -> Path:
+    return built[0]
+
+
+def test_building_the_wheel_prints_no_warning(built: tuple[Path, str]) -> None:
+    """setuptools warns about every folder below a package it was not told about (data
+    folders, `__pycache__`); the packaging config declares data so that it has none."""
+    warnings = [line for line in built[1].splitlines() if "warning" in line.lower()]
+    assert warnings == []
+
+
+def test_the_wheel_ships_exactly_the_data_folder(wheel: Path) -> None:
+    """Every file under `gpuplane/data/` (git's `.keep` placeholders aside), and no
+    bytecode anywhere: a wheel must not carry the builder's `__pycache__`."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = {f"{PACKAGE}/{p.relative_to(SOURCE).as_posix()}"
+            for p in (SOURCE / "data").rglob("*")
+            if p.is_file() and p.name != ".keep" and "__pycache__" not in p.parts}
+    assert data and {n for n in names if n.startswith(f"{PACKAGE}/data/")} == data
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_the_wheel_installs_gpuplane_and_no_components_package(wheel: Path,

@@ -50,8 +50,12 @@ def test_a_chain_of_batches_closing_a_cycle_is_refused() -> None:
 def test_installed_only_while_the_block_runs() -> None:
     original = rpc.declare_dependency
     order = cycles.DependencyOrder()
+    a, b = _Res(), _Res()
     with cycles.installed(order):
-        assert rpc.declare_dependency == order.declare
+        assert rpc.declare_dependency is not original
+        assert rpc.declare_dependency(a, b)          # routed through `order`
+        assert not rpc.declare_dependency(b, a)      # which refuses the cycle
+    assert order.deps == {a: {b}}
     assert rpc.declare_dependency is original
     with pytest.raises(RuntimeError), cycles.installed(order):
         raise RuntimeError("program failed")

@@ -12,7 +12,7 @@ sandbox, run with the env the GPU Operator gives it (tests/toolkit_oracle.py), a
    into exactly the effective CRI config the plan predicts.
 
 Target: zero differences. The counts per toolkit and per containerd line are what the
-parametrisation below generates (README, "The toolkit oracle").
+parametrisation below generates (docs/proofs.md, "The toolkit oracle").
 """
 
 from __future__ import annotations

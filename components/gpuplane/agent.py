@@ -22,6 +22,7 @@ import shlex
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from gpuplane.distros import EditMode
 from gpuplane.findings import Severity
@@ -185,7 +186,7 @@ class AgentPlan:
     @property
     def plan_id(self) -> str:
         """A digest of the whole plan: the agent records it, restore --plan-id compares it."""
-        data = {
+        data: dict[str, Any] = {
             "distro": self.distro, "containerd_version": self.containerd_version,
             "config_path": self.config_path, "template_path": self.template_path,
             "edit_paths": list(self.edit_paths), "socket": self.socket,
@@ -218,8 +219,9 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         raise ValueError(f"the node plan has errors and cannot be applied: {listed}")
     profile, options = plan.profile, plan.options
     if profile.edit_mode is EditMode.TEMPLATE:
-        template: str | None = profile.edit_path(plan.version)
-        edits: tuple[str, ...] = (template,)
+        edit = profile.edit_path(plan.version)
+        template: str | None = edit
+        edits: tuple[str, ...] = (edit,)
     else:
         template = None
         assert profile.dropin_dir

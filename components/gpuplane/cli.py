@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     # These hand every remaining argument to another parser untouched.
     if args and args[0] in _PASSTHROUGH:
         return _PASSTHROUGH[args[0]](args[1:])
-    parser = _parser()
+    parser = root_parser()
     ns = parser.parse_args(args)
     if not hasattr(ns, "handler"):
         parser.print_help(sys.stderr)
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     return ns.handler(ns)
 
 
-def _parser() -> argparse.ArgumentParser:
+def root_parser() -> argparse.ArgumentParser:
+    """`gpuplane`'s own parser; the commands in `_PASSTHROUGH` parse their own arguments."""
     parser = argparse.ArgumentParser(
         prog="gpuplane", description="Turn Kubernetes nodes into working NVIDIA GPU nodes.")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -140,22 +141,7 @@ def _plan(argv: list[str]) -> int:
     from gpuplane.plan.run import plan_stack
     from gpuplane.plan.stackfile import StackFileError
 
-    parser = argparse.ArgumentParser(
-        prog="gpuplane plan",
-        description="Offline plan of a stack: runs the Pulumi program under the mock engine "
-                    "(no CLI, cluster or credentials), renders per-node files and Helm values, "
-                    "runs every policy. Exit 0 clean, 1 mandatory policy violations, 2 bad "
-                    "config.")
-    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
-    parser.add_argument("--stacks-dir", default="stacks", type=Path)
-    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    parser.add_argument("--base", type=Path, metavar="PLAN.json",
-                        help="a previous JSON plan (e.g. main's): diff every resource's inputs, "
-                             "the stack settings, node files, Helm values, the rollout (with "
-                             "the nodes that restart, in order, and why) and the findings")
-    parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
-                        help="policy config JSON, as `pulumi preview --policy-pack-config`")
-    ns = parser.parse_args(argv)
+    ns = _plan_parser().parse_args(argv)
     loaded: dict[str, Any] = {"--policy-pack-config": None}
     for option, path in (("--base", ns.base),):
         try:
@@ -192,6 +178,25 @@ def _plan(argv: list[str]) -> int:
     return EXIT_FINDINGS if mandatory else EXIT_OK
 
 
+def _plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuplane plan",
+        description="Offline plan of a stack: runs the Pulumi program under the mock engine "
+                    "(no CLI, cluster or credentials), renders per-node files and Helm values, "
+                    "runs every policy. Exit 0 clean, 1 mandatory policy violations, 2 bad "
+                    "config.")
+    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
+    parser.add_argument("--stacks-dir", default="stacks", type=Path)
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    parser.add_argument("--base", type=Path, metavar="PLAN.json",
+                        help="a previous JSON plan (e.g. main's): diff every resource's inputs, "
+                             "the stack settings, node files, Helm values, the rollout (with "
+                             "the nodes that restart, in order, and why) and the findings")
+    parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
+                        help="policy config JSON, as `pulumi preview --policy-pack-config`")
+    return parser
+
+
 def _node_agent(argv: list[str]) -> int:
     from gpuplane.agent import agent_source
 
@@ -212,6 +217,17 @@ def _nodes(argv: list[str]) -> int:
     from gpuplane.capture.command import main as nodes
 
     return nodes(argv)
+
+
+def passthrough_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parsers of the commands that parse their own arguments, by command name: what
+    the generated CLI reference (scripts/gen_docs.py) reads, so it cannot drift from the
+    options. `node-agent` takes no arguments and has no parser."""
+    from gpuplane.capture.command import parser as nodes
+    from gpuplane.doctor.command import parser as doctor
+    from gpuplane.probe.cuda_probe import build_parser as probe
+
+    return {"plan": _plan_parser(), "doctor": doctor(), "nodes": nodes(), "probe": probe()}
 
 
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {

@@ -27,7 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
@@ -54,8 +54,10 @@ _OS = re.compile(r"^[a-z]+[0-9][0-9.]*$")
 class _Section(BaseModel):
     """camelCase keys as users write them in stack files; unknown keys are errors."""
 
+    # A field's docstring is its description: the generated stack config reference
+    # (docs/reference/config.md, scripts/gen_docs.py) reads it from here.
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True,
-                              extra="forbid", frozen=True)
+                              extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 def _baseline_files(value: dict[str, str]) -> dict[str, str]:
@@ -88,13 +90,24 @@ VersionStr = Annotated[str, BeforeValidator(_quoted_version)]
 
 class ClusterConfig(_Section):
     distro: Distro = Distro.KUBEADM
+    """The Kubernetes distribution: where its containerd keeps config, socket and binary."""
     kubernetes_version: VersionStr
+    """`X.Y.Z`: pins HAMi's kube-scheduler image tag and the manifests' validation."""
     containerd_version: VersionStr
+    """`X.Y[.Z]` of the nodes' containerd (1.6, 1.7, 2.x): the merge rules differ per line.
+    A quoted string: unquoted `1.10` reads as the number 1.1."""
     containerd_base_dir: str | None = None
-    kubelet_cgroup_driver: Literal["systemd", "cgroupfs"] | None = None  # None: the distro's
+    """k8s-snap only: the custom containerd base dir (files live under
+    `<dir>/k8s-containerd/...`)."""
+    kubelet_cgroup_driver: CgroupDriver | None = None
+    """The kubelet's cgroup driver, which runc's SystemdCgroup must match (FM07). Unset:
+    what the distribution's own containerd config gives runc."""
     node_access: Literal["ssh", "none"] = "ssh"
-    # Files captured from the nodes to plan from instead of gpuplane's model of the distro.
+    """`ssh`: gpuplane changes containerd on the nodes; `none`: the operator's toolkit alone."""
     baseline_files: BaselineFiles = Field(default_factory=dict)
+    """`{<node path>: <local copy>}`: plan from files captured from the nodes instead of
+    gpuplane's model of the distribution (`gpuplane nodes capture` writes it); local paths
+    are relative to the project root."""
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -135,19 +148,31 @@ class ClusterConfig(_Section):
 
 class SshConfig(_Section):
     user: str = "root"
+    """The SSH login user on every node (a node's `user` overrides it)."""
     port: int = Field(22, ge=1, le=65535)
+    """The SSH port on every node (a node's `port` overrides it)."""
     sudo: bool = False
+    """Run the node agent through `sudo -n` (a non-root login with password-less sudo)."""
 
 
 class NodeConfig(_Section):
     name: str
+    """The Kubernetes node name (`kubectl get nodes`), a DNS subdomain of at most 63
+    characters: the checks pin their pods by the `kubernetes.io/hostname` label."""
     host: str | None = None
+    """Address SSH connects to; required with `cluster.nodeAccess: ssh`."""
     user: str | None = None
+    """SSH user for this node; unset: `ssh.user`."""
     port: int | None = Field(None, ge=1, le=65535)
+    """SSH port for this node; unset: `ssh.port`."""
     gpus: int = Field(1, ge=0, le=64)
+    """Physical GPUs on the node: the allocatable check expects this times the sharing."""
     os: str = "ubuntu22.04"
+    """`<id><version>` as the toolkit image flavours name it: FM15 compares glibc."""
     pool: str = "default"
-    baseline_files: BaselineFiles = Field(default_factory=dict)  # over the cluster's
+    """A DNS label grouping nodes (reports and rollout order)."""
+    baseline_files: BaselineFiles = Field(default_factory=dict)
+    """Like `cluster.baselineFiles`, for this node only; its entries win over the cluster's."""
 
     @field_validator("name")
     @classmethod
@@ -180,9 +205,13 @@ class NodeConfig(_Section):
 
 class RuntimeConfig(_Section):
     name: str = "nvidia"
+    """The RuntimeClass and containerd runtime name."""
     nvidia_default: bool = False
+    """Make nvidia containerd's default runtime (pods then need no `runtimeClassName`)."""
     create_runtime_class: Literal["auto", True, False] = "auto"
+    """`auto`/`false`: the operator creates the RuntimeClass; `true`: gpuplane does."""
     systemd_cgroup: bool | None = None
+    """SystemdCgroup for every runc-type runtime; unset keeps the distribution's."""
 
     @field_validator("name")
     @classmethod
@@ -194,17 +223,28 @@ class RuntimeConfig(_Section):
 
 class ImageConfig(_Section):
     repository: str
+    """Image repository, e.g. `nvcr.io/nvidia/k8s/container-toolkit`."""
     tag: VersionStr
+    """Image tag (quoted); FM03/FM15/FM18 judge it."""
 
 
 class GpuOperatorConfig(_Section):
     chart_version: VersionStr
+    """The pinned chart version, e.g. `v25.10.1`; an exact version must be one whose toolkit
+    gpuplane has measured (v25.10 and later: the toolkit writes a drop-in)."""
     namespace: str = "gpu-operator"
+    """Created with Pod Security `privileged`."""
     driver: Literal["preinstalled", "managed"] = "preinstalled"
+    """`preinstalled` (`driver.enabled=false`) or `managed` (the operator installs it)."""
     toolkit: Literal["operator", "host"] = "operator"
+    """`operator`: the toolkit container, with `toolkit.env` from the planner; `host`:
+    gpuplane writes the nvidia runtime itself (needs `cluster.nodeAccess: ssh`)."""
     cdi: bool = False
+    """`cdi.enabled` (containerd 1.7 and later)."""
     toolkit_image: ImageConfig | None = None
+    """Override of the chart's toolkit image; unset: the chart's."""
     values: dict[str, Any] = Field(default_factory=dict)
+    """Raw Helm values merged last (the policies still check them)."""
 
     @field_validator("chart_version")
     @classmethod
@@ -252,6 +292,7 @@ class GpuOperatorConfig(_Section):
 
 class TimeSlicingConfig(_Section):
     replicas: int = Field(0, ge=0, le=64)
+    """Pods per GPU: `0` off, else 2 or more (not with HAMi)."""
 
     @field_validator("replicas")
     @classmethod
@@ -262,59 +303,108 @@ class TimeSlicingConfig(_Section):
         return value
 
     rename_by_default: bool = False
+    """Written under `sharing.timeSlicing` (never `flags`)."""
     fail_requests_greater_than_one: bool = False
+    """Written under `sharing.timeSlicing` (never `flags`)."""
     config_map: str = "time-slicing-config"
+    """The sharing ConfigMap; the operator's `devicePlugin.config.name` points at it."""
     profile: str = "any"
+    """The ConfigMap key; `devicePlugin.config.default` points at it."""
 
 
 class HamiConfig(_Section):
     chart_version: VersionStr = "2.10.0"
+    """The pinned HAMi chart version."""
     namespace: str = "kube-system"
+    """Where HAMi runs."""
     scheduler_image_tag: VersionStr | None = None
+    """HAMi's kube-scheduler tag; unset: `v<cluster.kubernetesVersion>` (FM13 compares)."""
     webhook_failure_policy: Literal["Fail", "Ignore"] = "Fail"
-    # Namespaces the webhook leaves alone besides kube-system, HAMi's and the operator's.
+    """The admission webhook's failurePolicy."""
     webhook_exempt_namespaces: list[str] = Field(default_factory=list)
-    # kube-scheduler from the Kubernetes project's registry, not the chart's default one.
+    """Namespaces the webhook leaves alone besides kube-system, `hami.namespace` and
+    `gpuOperator.namespace`, which are always exempt (chart value
+    `scheduler.admissionWebhook.whitelistNamespaces`)."""
     scheduler_image_registry: str = "registry.k8s.io"
+    """Where HAMi's kube-scheduler comes from (chart value
+    `scheduler.kubeScheduler.image.registry`; the chart's own default is
+    `registry.cn-hangzhou.aliyuncs.com`); set a mirror here."""
     scheduler_image_repository: str = "kube-scheduler"
+    """The kube-scheduler repository in that registry."""
     scheduler_replicas: int = Field(2, ge=1, le=10)
+    """Scheduler replicas, with leader election."""
     device_split_count: int = Field(10, ge=1, le=100)
+    """Tasks sharing one GPU."""
     device_memory_scaling: float = Field(1.0, gt=0)
+    """GPU memory oversubscription factor."""
     device_core_scaling: float = Field(1.0, gt=0)
+    """GPU core oversubscription factor."""
     values: dict[str, Any] = Field(default_factory=dict)
+    """Raw Helm values merged last; only with `devicePlugin: hami`."""
 
 
 class RolloutConfig(_Section):
     canary: bool = True
+    """Change one node first, alone, then the batches."""
     max_unavailable: int = Field(1, ge=1)
-    # FM06: a rollout that can take every GPU node down at once is refused unless this
-    # says, in the stack and in the plan, that the outage is accepted.
+    """Nodes whose containerd changes at the same time, per batch."""
     allow_all_at_once: bool = False
+    """Accept a rollout whose one batch holds every GPU node (no canary, `maxUnavailable`
+    at least the node count): without it that is an FM06 error, with it a warning in the
+    plan, so the accepted outage is written in the stack and shown in the review."""
 
 
 class ChecksConfig(_Section):
     enabled: bool = True
+    """Run the post-deploy checks: `pulumi up` fails when GPUs do not really work."""
     image: str = "python:3.12-slim"
+    """The image the CUDA probe runs in; it must have `python3`."""
     sample: Literal["probe", "vectoradd"] = "probe"
+    """`probe`: gpuplane's CUDA probe; `vectoradd`: NVIDIA's sample image."""
     timeout_seconds: int = Field(600, ge=30, le=7200)
+    """Each check Job's `activeDeadlineSeconds`."""
     hami_gpu_mem: int = Field(1024, ge=1)
+    """`nvidia.com/gpumem` (MiB) each probe pod asks for under HAMi."""
     hami_gpu_cores: int = Field(30, ge=1, le=100)
+    """`nvidia.com/gpucores` (percent) each probe pod asks for under HAMi."""
 
 
 class StackConfig(_Section):
-    """All of a stack's `gpuplane:*` keys."""
+    """All of a stack's `gpuplane:*` keys.
+
+    Unknown keys are errors (`gpuplane:bogus: unknown key; known keys: ...`), and so are
+    combinations that cannot work: the host toolkit without node access, time-slicing
+    with HAMi, `containerdBaseDir` off k8s-snap, `timeSlicing.replicas: 1`, `hami.values`
+    while `devicePlugin` is not `hami`, a `containerdVersion` other than the line RKE2 or
+    K3s bundle with that `kubernetesVersion`. Versions and tags must be YAML strings: an
+    unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
+    key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
+    """
 
     cluster: ClusterConfig
+    """The cluster every GPU node belongs to."""
     ssh: SshConfig = SshConfig()
+    """Defaults for reaching every node over SSH."""
     ssh_private_key: Annotated[str | None, Field(repr=False)] = None
+    """The SSH private key, a Pulumi secret (`pulumi config set --secret
+    gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
     nodes: list[NodeConfig] = Field(default_factory=list)
+    """The GPU nodes, one entry each."""
     device_plugin: Literal["gpu-operator", "hami"] = "gpu-operator"
+    """Who advertises GPUs: the operator's device plugin, or HAMi (the operator then runs
+    without its device plugin)."""
     runtime: RuntimeConfig = RuntimeConfig()
+    """The nvidia runtime in containerd and its RuntimeClass."""
     gpu_operator: GpuOperatorConfig
+    """The NVIDIA GPU Operator's Helm release."""
     time_slicing: TimeSlicingConfig = TimeSlicingConfig()
+    """The operator's time-slicing (GPU sharing without HAMi)."""
     hami: HamiConfig = HamiConfig()
+    """HAMi's Helm release, with `devicePlugin: hami`."""
     rollout: RolloutConfig = RolloutConfig()
+    """The order in which nodes get their containerd change."""
     checks: ChecksConfig = ChecksConfig()
+    """The post-deploy GPU checks."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:
@@ -360,7 +450,7 @@ class StackConfig(_Section):
         return self.cluster.node_access == "ssh"
 
     @property
-    def kubelet_cgroup_driver(self) -> str:
+    def kubelet_cgroup_driver(self) -> CgroupDriver:
         """As set, else what the distribution pairs its kubelet with: the cgroup driver its
         own containerd config gives runc on a fresh node."""
         if self.cluster.kubelet_cgroup_driver:
@@ -427,7 +517,7 @@ class StackConfig(_Section):
         )
 
 
-# The stack keys, `gpuplane:<key>`, in the order the README documents them.
+# The stack keys, `gpuplane:<key>`, in the order the config reference documents them.
 KEYS: tuple[str, ...] = tuple(
     field.alias or name for name, field in StackConfig.model_fields.items())
 SECRET_KEYS = ("sshPrivateKey",)
@@ -444,7 +534,7 @@ class StackConfigError(Exception):
 def chart_at_least(version: str, minimum: tuple[int, int]) -> bool:
     """Compare a chart version such as v25.10.1 with (major, minor)."""
     match = re.match(r"^v?(\d+)\.(\d+)", version)
-    return bool(match) and (int(match[1]), int(match[2])) >= minimum
+    return match is not None and (int(match[1]), int(match[2])) >= minimum
 
 
 def parse_stack_config(values: Mapping[str, Any]) -> StackConfig:
@@ -479,7 +569,7 @@ def _problem(err: Any) -> tuple[str, str]:
 
 # pydantic's wording for the commonest type errors, in the stack file's terms, with the fix.
 _TYPE_FIXES = {
-    "missing": "required; fix: add it (README, \"Stack config reference\")",
+    "missing": "required; fix: add it (docs/reference/config.md)",
     "model_type": "must be a mapping (keys indented under it), not {shown}",
     "dict_type": "must be a mapping (keys indented under it), not {shown}",
     "list_type": "must be a list (`- item` lines or [a, b]), not {shown}",

@@ -19,6 +19,8 @@ INTENT_LABEL = "gpuplane.dev/intent"
 
 DevicePlugin = Literal["gpu-operator", "hami"]
 ToolkitWhere = Literal["operator", "host", "none"]
+# The kubelet's cgroup driver, which runc's SystemdCgroup must match (FM07).
+CgroupDriver = Literal["systemd", "cgroupfs"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class ClusterIntent:
     containerd_version: str = "1.7"
     kubernetes_version: str = "1.31.0"
     containerd_base_dir: str | None = None
-    kubelet_cgroup_driver: str = "systemd"
+    kubelet_cgroup_driver: CgroupDriver = "systemd"
     device_plugin: DevicePlugin = "gpu-operator"
     toolkit: ToolkitWhere = "operator"
     driver_preinstalled: bool = True

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
+    """`gpuplane nodes`'s parser (also read by the generated CLI reference)."""
     parser = argparse.ArgumentParser(
         prog="gpuplane nodes",
         description="Node tools. `capture`: read the files gpuplane plans from off every "
@@ -59,9 +60,14 @@ def main(argv: list[str]) -> int:
                      help="json: one object with every node's files, role, units, kubelet "
                           "cgroup driver and problems")
     cap.set_defaults(handler=_capture)
-    ns = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    nodes = parser()
+    ns = nodes.parse_args(argv)
     if not hasattr(ns, "handler"):
-        parser.print_help(sys.stderr)
+        nodes.print_help(sys.stderr)
         return EXIT_INPUT
     return int(ns.handler(ns))
 

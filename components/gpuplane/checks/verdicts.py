@@ -377,9 +377,11 @@ def job_findings(job: CheckJob, runs: Sequence[PodRun], intent: ClusterIntent,
 
 def overlap(runs: Sequence[PodRun]) -> bool:
     """True when one instant exists at which every pod was running."""
-    if not runs or any(r.started_at is None or r.finished_at is None for r in runs):
+    starts = [r.started_at for r in runs if r.started_at is not None]
+    ends = [r.finished_at for r in runs if r.finished_at is not None]
+    if not runs or len(starts) < len(runs) or len(ends) < len(runs):
         return False
-    return max(r.started_at for r in runs) < min(r.finished_at for r in runs)
+    return max(starts) < min(ends)
 
 
 def overlap_impossible(runs: Sequence[PodRun], expected: int) -> bool:

@@ -81,8 +81,10 @@ def file_cri(f: LoadedFile) -> FileCRI:
     table = f.plugins.get(key)
     if not isinstance(table, dict):
         return FileCRI(key, False, {}, None, None)
-    ctd = table.get("containerd") if isinstance(table.get("containerd"), dict) else {}
-    runtimes = ctd.get("runtimes") if isinstance(ctd.get("runtimes"), dict) else {}
+    ctd = table.get("containerd")
+    ctd = ctd if isinstance(ctd, dict) else {}
+    runtimes = ctd.get("runtimes")
+    runtimes = runtimes if isinstance(runtimes, dict) else {}
     default = ctd.get("default_runtime_name")
     cdi = table.get("enable_cdi")
     return FileCRI(

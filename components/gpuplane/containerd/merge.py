@@ -108,7 +108,8 @@ def v1_plugins_as_v2(plugins: dict[str, Any]) -> dict[str, Any]:
 
 
 def _merge_v2(loaded: LoadResult) -> Merged:
-    version, plugins = 3, {}
+    version = 3
+    plugins: dict[str, Any] = {}
     ambiguities: list[str] = []
     for f in loaded.files:
         tables = f.plugins

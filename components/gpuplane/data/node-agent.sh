@@ -368,6 +368,7 @@ function jstr(s,   i, c, o) {
 # "io.containerd.grpc.v1.cri"; 2.x: version 3, "io.containerd.cri.v1.runtime").
 # Prints: "default<TAB>name", "cdi<TAB>bool" and one
 # "runtime<TAB>name<TAB>runtime_type<TAB>BinaryName<TAB>SystemdCgroup" per runtime.
+# shellcheck disable=SC2016 # an awk program: its $ fields are awk's, not the shell's
 GP_AWK_FACTS='
 function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
 function unq(s,   q, o, i, c) {
@@ -673,7 +674,7 @@ gp_kill_tree() {
 			gp_kt_all="$gp_kt_all $gp_kt_parent"
 			gp_kt_next="$gp_kt_next $(gp_children "$gp_kt_parent")"
 		done
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086,SC2116 # unquoted echo squeezes the list to single spaces
 		gp_kt_todo=$(echo $gp_kt_next)
 		gp_kt_depth=$((gp_kt_depth + 1))
 	done
@@ -1027,17 +1028,17 @@ gp_gc_dir() { # DIR LIST KIND: remove the files under DIR that LIST names no KIN
 gp_state_back() {
 	for gp_sb in $GP_STATE_FILES; do
 		if [ -e "$GP_TXN/state/$gp_sb.gpuplane-absent" ]; then
-			rm -rf "$GP_STATE/$gp_sb" || return 1
+			rm -rf "${GP_STATE:?}/${gp_sb:?}" || return 1
 		elif [ -e "$GP_TXN/state/$gp_sb" ]; then
 			[ -f "$GP_STATE/$gp_sb" ] &&
 				[ "$(gp_sha "$GP_STATE/$gp_sb")" = "$(gp_sha "$GP_TXN/state/$gp_sb")" ] && continue
 			rm -f "$GP_STATE/.$gp_sb.back"
-			{ ln "$GP_TXN/state/$gp_sb" "$GP_STATE/.$gp_sb.back" 2>/dev/null ||
+			if ! { { ln "$GP_TXN/state/$gp_sb" "$GP_STATE/.$gp_sb.back" 2>/dev/null ||
 				cp -p "$GP_TXN/state/$gp_sb" "$GP_STATE/.$gp_sb.back"; } &&
-				mv -f "$GP_STATE/.$gp_sb.back" "$GP_STATE/$gp_sb" || {
+				mv -f "$GP_STATE/.$gp_sb.back" "$GP_STATE/$gp_sb"; }; then
 				rm -f "$GP_STATE/.$gp_sb.back"
 				return 1
-			}
+			fi
 		fi
 	done
 }
@@ -1235,6 +1236,7 @@ gp_kubelet_endpoints() {
 	for gp_kf in /var/lib/kubelet/kubeadm-flags.env /etc/default/kubelet /etc/sysconfig/kubelet \
 		/var/snap/k8s/common/args/kubelet /var/snap/microk8s/current/args/kubelet; do
 		[ -f "$GP_ROOT$gp_kf" ] || continue
+		# shellcheck disable=SC2016 # ${SNAP_COMMON} and ${SNAP_DATA} are text in MicroK8s' args file
 		sed -n 's/.*--container-runtime-endpoint[= ]["'\'']\{0,1\}\([^"'\'' 	]*\).*/\1/p' \
 			"$GP_ROOT$gp_kf" | sed -e 's|\${SNAP_COMMON}|/var/snap/microk8s/common|' \
 			-e 's|\${SNAP_DATA}|/var/snap/microk8s/current|' -e "s|^|$gp_kf$GP_TAB|"
@@ -1778,7 +1780,7 @@ gp_check_bases() {
 		elif [ -n "$S_ID" ] && [ ! -f "$GP_BASES" ]; then
 			gp_cb_hint=". gpuplane changed this node before it recorded the originals (plan $S_ID), so its files may hold gpuplane's edits (a template distro regenerates $P_CONFIG from gpuplane's template): restore the node first (\`sh $GP_STATE/agent.sh restore\`), then capture"
 		fi
-		gp_fail 2 "refused: this plan was made from a different $gp_cb_path (plan: $(gp_word "$gp_cb_want"); node's original: $(gp_word "$gp_cb_have")); applying it would replace settings the plan has not seen. Fix: capture the node's file into the stack (\`gpuplane:cluster.baselineFiles\` or \`gpuplane:nodes[N].baselineFiles\`, see README 'Planning from the node's own files') and plan again$gp_cb_hint; nothing changed"
+		gp_fail 2 "refused: this plan was made from a different $gp_cb_path (plan: $(gp_word "$gp_cb_want"); node's original: $(gp_word "$gp_cb_have")); applying it would replace settings the plan has not seen. Fix: capture the node's file into the stack (\`gpuplane:cluster.baselineFiles\` or \`gpuplane:nodes[N].baselineFiles\`, see docs/first-rollout.md, 'Planning from the node's own files') and plan again$gp_cb_hint; nothing changed"
 	done <"$GP_STAGE/bases.plan"
 }
 

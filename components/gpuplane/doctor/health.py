@@ -425,7 +425,7 @@ def _never_fit(view: ClusterView, hami_values: dict[str, Any] | None) -> list[Sy
     scaling = _number(lookup(hami_values or {}, "devicePlugin.deviceMemoryScaling", 1)) or 1.0
     cards = [_number(labels(n).get("nvidia.com/gpu.memory", 0)) for n in view.gpu_nodes()]
     largest = max(cards, default=0.0) * scaling
-    out = []
+    out: list[Symptom] = []
     if not largest:
         return out
     for pod in view.gpu_pods:

@@ -125,9 +125,9 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     else:
         unseen = view.missing("helm-releases", "clusterpolicies")
         fields["toolkit"] = "host"
-        found = view.operator_namespace()
-        why["toolkit"] = (f"the GPU Operator runs in {found} but no toolkit of it was seen"
-                          if found else "no GPU Operator found") + (
+        operator_ns = view.operator_namespace()
+        why["toolkit"] = (f"the GPU Operator runs in {operator_ns} but no toolkit of it was "
+                          "seen" if operator_ns else "no GPU Operator found") + (
             f" ({unseen})" if unseen else "")
 
     default = _nvidia_default(inspections, fields.get("runtime_class", "nvidia"))

@@ -4,7 +4,7 @@ Users attach the directory to a ticket (`gpuplane doctor --save DIR`) and anyone
 re-run the diagnosis offline (`gpuplane doctor --from DIR`). Every list file holds the
 shape the Kubernetes API returns for a list (`{"apiVersion", "kind", "items": [...]}`), so
 `kubectl get -o json` output can be dropped in by hand; `helm-releases.json` and
-`logs.json` are gpuplane's own small shapes, documented in the README.
+`logs.json` are gpuplane's own small shapes, documented in docs/doctor.md.
 """
 
 from __future__ import annotations

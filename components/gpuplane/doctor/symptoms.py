@@ -93,7 +93,7 @@ def classify(event: dict[str, Any], view: ClusterView, intent: ClusterIntent,
     node_scope = f"node:{node}" if node else pod_scope
     if match := NO_RUNTIME.search(message):
         handler = match["handler"] or "nvidia"
-        fallback = Finding(
+        fallback: Finding | None = Finding(
             "FM01", Severity.ERROR,
             f"the containerd that {'node ' + node if node else 'the node'}'s kubelet uses "
             f"has no {handler!r} runtime, so pods with runtimeClassName {handler} never "
@@ -146,7 +146,7 @@ def _insufficient(resource: str, evidence: Evidence, view: ClusterView,
     advertised = [name(n) for n in view.snap.nodes if gpu_count(n, "allocatable", resource)]
     if intent.device_plugin == "hami":
         ids: tuple[str, ...] = ("FM14", "FM13", "FM12")
-        fallback = None
+        fallback: Finding | None = None
         if not advertised:
             fallback = Finding(
                 "FM13", Severity.ERROR,

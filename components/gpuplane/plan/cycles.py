@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pulumi.resource import Resource
 
 
 class DependencyOrder:
@@ -102,8 +105,11 @@ def installed(order: DependencyOrder) -> Iterator[None]:
     only). `rpc` imported `declare_dependency` by name, so that reference is replaced."""
     from pulumi.runtime import rpc
 
+    def declare_dependency(from_resource: Resource, to_resource: Resource) -> bool:
+        return order.declare(from_resource, to_resource)   # the SDK function's signature
+
     original = rpc.declare_dependency
-    rpc.declare_dependency = order.declare
+    rpc.declare_dependency = declare_dependency
     try:
         yield
     finally:

@@ -87,7 +87,7 @@ class _RecordingMonitor(mocks.MockMonitor):
             outputs.CopyFrom(request.object)
             for key, value in added.items():
                 if key == "metadata.name":
-                    outputs["metadata"]["name"] = value
+                    outputs.get_or_create_struct("metadata")["name"] = value
                 else:
                     outputs[key] = value
         resource_id = f"{request.name}-id"

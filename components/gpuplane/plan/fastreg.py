@@ -111,7 +111,7 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
         try:
             parent = opts.parent if opts is not None else None
             parent = parent or settings.get_root_resource()
-            parent_urn = await parent.urn.future() if parent is not None else ""
+            parent_urn = (await parent.urn.future() if parent is not None else None) or ""
             dependencies: set[str] = set()
             depends_on = opts._depends_on_list() if opts is not None else None
             if depends_on and all(isinstance(d, Resource) for d in depends_on):

@@ -66,7 +66,9 @@ def run_policies(resources: list[Registered],
     stack = policy_resources(resources)
     out: list[Finding] = []
     for policy in build_policies():
-        level, props = _settings(pack_config or {}, policy.name, policy.enforcement_level)
+        # The SDK's own default for a policy constructed without a level.
+        default = policy.enforcement_level or EnforcementLevel.ADVISORY
+        level, props = _settings(pack_config or {}, policy.name, default)
         if level is EnforcementLevel.DISABLED:
             continue
         rule_id = policy.name.split("-")[1].upper()

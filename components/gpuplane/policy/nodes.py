@@ -20,7 +20,9 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     from gpuplane.agent import payload_base_texts, payload_files
 
     stdin = view.props.get("stdin")
-    files = payload_files(stdin) if isinstance(stdin, str) else None
+    if not isinstance(stdin, str):
+        return None
+    files = payload_files(stdin)
     if files is None:
         return None
     return files, payload_base_texts(stdin)
@@ -57,12 +59,12 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             try:
                 # Judged on the node's captured originals where the plan was made from
                 # them, else on the distribution's model, as the planner did.
-                judged[key] = plan = assess(profile, version, options, files,
-                                            {**profile.baseline(version), **captured})
+                judged[key] = assessed = assess(profile, version, options, files,
+                                                {**profile.baseline(version), **captured})
             except ConfigError as exc:
                 out.add([unreadable(exc, view.name)], view.urn)
                 continue
-            out.add(plan.findings + check_node_files(
+            out.add(assessed.findings + check_node_files(
                 profile, files, where=f"Command {view.name}", version=version), view.urn)
         plan = judged.get(key)
         if plan is None:

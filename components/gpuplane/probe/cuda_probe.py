@@ -659,18 +659,20 @@ def _device_identity(drv: Driver, dev: int, info: dict) -> None:
             "missing_symbol",
             f"{drv.library} exports neither cuDeviceGetUuid_v2 nor cuDeviceGetUuid",
         )
-    legacy = None
+    legacy: bytes | None = None
     if has_v1:
         try:
             legacy = _get_uuid(drv, "cuDeviceGetUuid", dev)
         except CudaError:
             if not has_v2:
                 raise
-    raw = _get_uuid(drv, "cuDeviceGetUuid_v2", dev) if has_v2 else legacy
-    info["mig"] = legacy is not None and legacy != raw
-    info["uuid"] = format_uuid(raw, "MIG-" if info["mig"] else "GPU-")
-    if info["mig"]:
-        info["parent_uuid"] = format_uuid(legacy)
+    # Without _v2 the legacy call succeeded (or raised above), so `legacy` is the UUID.
+    raw = _get_uuid(drv, "cuDeviceGetUuid_v2", dev) if has_v2 or legacy is None else legacy
+    parent = legacy if legacy is not None and legacy != raw else None
+    info["mig"] = parent is not None
+    info["uuid"] = format_uuid(raw, "MIG-" if parent is not None else "GPU-")
+    if parent is not None:
+        info["parent_uuid"] = format_uuid(parent)
 
     if drv.has("cuDeviceGetPCIBusId"):
         bus = ctypes.create_string_buffer(64)

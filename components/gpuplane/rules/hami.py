@@ -11,7 +11,7 @@ scheduler replica (replicas count only with `scheduler.leaderElect`, default tru
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpuplane.findings import Finding, Severity
@@ -54,7 +54,7 @@ _KUBE_TAG = "scheduler.kubeScheduler.image.tag"
 _OLD_KUBE_TAG = "scheduler.kubeScheduler.imageTag"
 
 
-def check_hami_values(values: dict, intent: ClusterIntent, *, chart_version: str | None,
+def check_hami_values(values: dict[str, Any], intent: ClusterIntent, *, chart_version: str | None,
                       where: str) -> list[Finding]:
     """Every rule over the HAMi release's values; `where` names the release."""
     values = values if isinstance(values, Mapping) else {}
@@ -277,7 +277,8 @@ def _exemptions(values: Mapping[str, Any], where: str, intent: ClusterIntent) ->
         severity=Severity.ERROR if "kube-system" in missing else Severity.WARNING)]
 
 
-_SPLIT = (
+# (chart key, what it sets, valid?, the rule in words); defaults in HAMI_DEFAULTS
+_SPLIT: tuple[tuple[str, str, Callable[[float], bool], str], ...] = (
     ("deviceSplitCount", "tasks per GPU", lambda v: v >= 1 and v == int(v), ">= 1 integer"),
     ("deviceMemoryScaling", "memory scaling", lambda v: v > 0, "> 0"),
     ("deviceCoreScaling", "core scaling", lambda v: v > 0, "> 0"),
@@ -324,7 +325,7 @@ def _is_gpu_node(node: Mapping[str, Any], intent_nodes: set[str]) -> bool:
     return False
 
 
-def check_hami_nodes(nodes: list[dict], intent: ClusterIntent) -> list[Finding]:
+def check_hami_nodes(nodes: list[dict[str, Any]], intent: ClusterIntent) -> list[Finding]:
     """FM13 for live GPU nodes (stack nodes, NVIDIA PCI label or GPU capacity) without the
     `gpu=on` label HAMi's device plugin DaemonSet selects."""
     if intent.device_plugin != "hami":

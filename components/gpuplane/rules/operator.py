@@ -36,8 +36,8 @@ IMAGE_SECTIONS = frozenset(f"values.{s}" for s in (
     "kataManager", "ccManager", "draDriver"))
 
 
-def check_operator_values(values: dict, intent: ClusterIntent, *, chart_version: str | None,
-                          where: str) -> list[Finding]:
+def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
+                          chart_version: str | None, where: str) -> list[Finding]:
     """Every rule over the GPU Operator release's values; `where` names the release."""
     values = values if isinstance(values, Mapping) else {}
     ctx = OperatorValues(values, intent, vt(chart_version), where)

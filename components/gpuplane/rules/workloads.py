@@ -49,7 +49,7 @@ def _spec_and_path(obj: Any) -> tuple[dict[str, Any] | None, str]:
     return (node if isinstance(node, dict) else None), ".".join(keys)
 
 
-def pod_spec_of(obj: dict) -> dict | None:
+def pod_spec_of(obj: dict[str, Any]) -> dict[str, Any] | None:
     """The pod spec of a Pod or a workload object (CronJob: its jobTemplate), or None."""
     return _spec_and_path(obj)[0]
 
@@ -119,7 +119,7 @@ def _effective(ctrs: list[_Container], strict: bool) -> dict[str, float]:
             for name in sorted({*total, *peak})}
 
 
-def gpu_requests(pod_spec: dict) -> dict[str, float]:
+def gpu_requests(pod_spec: dict[str, Any]) -> dict[str, float]:
     """`nvidia.com/*` the pod requests (limits, else requests, per container), summed over
     containers and restartable init containers, and at least each regular init container's
     own request, as the scheduler counts them. Raises ValueError for a bad quantity."""
@@ -127,7 +127,7 @@ def gpu_requests(pod_spec: dict) -> dict[str, float]:
     return _effective(ctrs, strict=True)
 
 
-def check_workload(obj: dict, intent: ClusterIntent, where: str) -> list[Finding]:
+def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> list[Finding]:
     """FM11 and FM14 for one Pod or workload object; `where` names it (kind ns/name).
     Malformed quantities are left to the API server, which rejects them itself."""
     spec, spec_path = _spec_and_path(obj)

@@ -74,7 +74,7 @@ class ContainerdRollout(pulumi.ComponentResource):
         self.commands = {}
         previous: list[pulumi.Resource] = []
         for batch in batches:
-            current = []
+            current: list[pulumi.Resource] = []
             for node in batch:
                 target = by_name[node]
                 # Plain args (the generated classes make the connection secret): an

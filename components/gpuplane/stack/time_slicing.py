@@ -53,7 +53,8 @@ def _restart(props: dict[str, Any]) -> list[str]:
     patch = {"spec": {"template": {"metadata": {"annotations": {
         "kubectl.kubernetes.io/restartedAt": now}}}}}
     names = [ds.metadata.name for ds in apps.list_namespaced_daemon_set(
-        props["namespace"], label_selector=props["selector"]).items]
+        props["namespace"], label_selector=props["selector"]).items
+        if ds.metadata and ds.metadata.name]   # always set on what the API returns
     for ds in names:
         apps.patch_namespaced_daemon_set(ds, props["namespace"], patch)
     return names

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpuplane.intent import CgroupDriver
 from gpuplane.toolkit.installer import Installer
 
 # The toolkit of the newest chart gpuplane supports (GPU Operator v26.7.0 ships 1.20.0):
@@ -35,7 +36,7 @@ class PlanOptions:
     # The GPU Operator chart (e.g. v25.3.4): what its operator gives the toolkit container
     # differs by tag (gpuplane.toolkit.operator). None: the newest chart's behaviour.
     operator_chart: str | None = None
-    kubelet_cgroup_driver: str | None = None  # None: not known, FM07 checks runtimes only
+    kubelet_cgroup_driver: CgroupDriver | None = None  # None: not known, FM07 checks runtimes only
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
     writes_files: bool = True

@@ -12,8 +12,7 @@ from gpuplane.containerd.effective import EffectiveConfig, FileCRI, file_cri, no
 from gpuplane.containerd.load import LoadedFile
 from gpuplane.containerd.toml_io import line_of
 from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
-
-CgroupDriver = Literal["systemd", "cgroupfs"]
+from gpuplane.intent import CgroupDriver
 
 # The containerd model words its refusals; these tell them apart.
 MISSING_IMPORT = re.compile(r"^(?P<path>.+?) imports (?P<target>.+?), which does not exist")
