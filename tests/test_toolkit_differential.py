@@ -101,6 +101,17 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
                                               v1_names=variant == "versionless-v1")}
     if variant == "migrated-v3":
         return {**base, top: _migrated_v3(name)}
+    if variant == "runc-untyped":
+        # a runc table without `runtime_type` (containerd fills in its default): what the
+        # installer copies for the nvidia runtimes then lacks it too, until 1.20 fills it
+        data = tomllib.loads(base[top])
+        cri = next((t for k, t in data.get("plugins", {}).items()
+                    if k in ("io.containerd.grpc.v1.cri", "cri")), {})
+        runc = cri.get("containerd", {}).get("runtimes", {}).get("runc")
+        if not runc or "runtime_type" not in runc:
+            return None
+        del runc["runtime_type"]
+        return {**base, top: tomlkit.dumps(data)}
     return None
 
 
@@ -120,7 +131,7 @@ def _migrated_v3(name: str) -> str:
 
 
 BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1",
-             "migrated-v3")
+             "migrated-v3", "runc-untyped")
 
 
 def _cases() -> list[pytest.param]:
