@@ -27,13 +27,16 @@ _VALUES_REF = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 _WHOLE_REF = re.compile(r"toYaml\s+\(?\s*\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
 
 
+_CHARTS_REMEDY = ("lay the shared test data beside the checkout (../shared/charts with "
+                  "gpu-operator/<tag> and hami/<version>) or set GPUPLANE_CHARTS")
+
+
 def charts_dir() -> Path:
     """`$GPUPLANE_CHARTS` or `../shared/charts` from the repository root."""
     env = os.environ.get("GPUPLANE_CHARTS")
     path = Path(env) if env else ROOT.parent / "shared" / "charts"
     if not (path / "gpu-operator").is_dir() or not (path / "hami").is_dir():
-        oracle.unavailable(f"upstream charts: {path} is missing (the shared test data "
-                           "../shared/charts with gpu-operator/<tag> and hami/<version>)")
+        oracle.unavailable(f"upstream charts: {path} is missing", _CHARTS_REMEDY)
     return path
 
 
@@ -46,7 +49,7 @@ def chart_dirs(chart: str) -> dict[str, Path]:
     base = charts_dir() / chart
     found = [p for p in base.iterdir() if (p / "values.yaml").is_file()]
     if not found:
-        oracle.unavailable(f"upstream charts: no {chart} chart under {base}")
+        oracle.unavailable(f"upstream charts: no {chart} chart under {base}", _CHARTS_REMEDY)
     return {p.name: p for p in sorted(found, key=lambda p: _version_key(p.name))}
 
 

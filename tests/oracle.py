@@ -96,15 +96,18 @@ def require_real() -> bool:
     )
 
 
-def unavailable(reason: str) -> NoReturn:
+_MAKE_CONTAINERD = "run `make containerd` (scripts/fetch-containerd.sh, build-oracles.sh)"
+
+
+def unavailable(reason: str, remedy: str = _MAKE_CONTAINERD) -> NoReturn:
     """The one policy for "the real thing is not here": skip locally, fail in CI.
 
     CI sets ``GPUPLANE_REQUIRE_REAL=1`` so that it can never go green by skipping the
-    parts of the suite that talk to real containerd.
+    parts of the suite that talk to real containerd. `remedy` says how to get it.
     """
     if require_real():
         pytest.fail(f"{reason} (GPUPLANE_REQUIRE_REAL is set: this may not be skipped)")
-    pytest.skip(f"{reason}; run `make containerd` (scripts/fetch-containerd.sh, build-oracles.sh)")
+    pytest.skip(f"{reason}; {remedy}")
 
 
 def _check_line(line: str) -> None:
