@@ -11,7 +11,6 @@ v24.3.0-v24.9.1 pin 1.15.0-1.17.3, v24.9.2 the first with 1.17.4).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,14 +18,16 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, flag, lookup
+from gpuplane.toolkit.installer import parse_version
 
 MIN_FOR_CONTAINERD_2 = (1, 17, 4)
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
 def _parse(text: Any) -> tuple[int, int, int] | None:
-    match = _VERSION.match(str(text).strip())
-    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+    try:
+        return parse_version(str(text))
+    except ValueError:
+        return None
 
 
 def toolkit_version(values: Mapping[str, Any],

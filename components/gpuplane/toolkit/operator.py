@@ -44,6 +44,7 @@ NRI plugin mode (`cdi.nriPluginEnabled`, v26.3.0+, off by default) is not modell
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from gpuplane.toolkit.installer import Installer
@@ -88,7 +89,6 @@ DIAGNOSE_ONLY_TOOLKITS: dict[str, str] = {
     "v24.6.1": "v1.16.1-ubuntu20.04",
 }
 _CHART = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
-_TAG = re.compile(r"^v?(\d+\.\d+\.\d+)")
 
 # Where the operator's handling of the toolkit container changes (see the docstring).
 PID_FILE_FROM = (24, 6, 2)
@@ -149,11 +149,7 @@ def known_toolkit_tag(chart_version: str | None) -> str | None:
 def toolkit_for_chart(chart_version: str) -> str:
     """The toolkit version ("1.17.8") chart `chart_version` deploys; ValueError for a chart
     gpuplane does not know (see `default_toolkit_tag`)."""
-    tag = default_toolkit_tag(chart_version)
-    match = _TAG.match(tag)
-    if not match:  # pragma: no cover - CHART_TOOLKITS holds version tags only
-        raise ValueError(f"toolkit tag {tag!r} of chart {chart_version} has no version")
-    return match.group(1)
+    return Installer.of(default_toolkit_tag(chart_version)).name
 
 
 _LINE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -177,9 +173,9 @@ def chart_writes_dropin(chart_version: str | None) -> bool:
 def writes_dropin(chart_version: str | None, toolkit_tag: object = None) -> bool:
     """Whether the operator's toolkit writes a drop-in: by the image tag that overrides the
     chart's pin (`toolkit.version`), when it names a version, else by the chart's pin."""
-    match = _TAG.match(str(toolkit_tag).strip()) if toolkit_tag not in (None, "") else None
-    if match:
-        return Installer.of(match.group(0)).writes_dropin
+    if toolkit_tag not in (None, ""):
+        with contextlib.suppress(ValueError):
+            return Installer.of(str(toolkit_tag)).writes_dropin
     return chart_writes_dropin(chart_version)
 
 
