@@ -13,12 +13,13 @@ export GPUPLANE_CACHE ?= $(HOME)/.cache/gpuplane
 # mkdocs-material's banner about its successor is not a finding of the docs build.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: test plan venv containerd lint docs bench clean
+.PHONY: test plan venv containerd lint docs bench clean lock
 
-$(BIN)/.installed: pyproject.toml
+# Every Python dependency at the exact version requirements.lock holds (`make lock`).
+$(BIN)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,docs]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[test,docs]'
 	touch $@
 
 venv: $(BIN)/.installed
@@ -51,6 +52,13 @@ bench: venv containerd
 	$(BIN)/python benchmarks/containerd_model.py
 	$(BIN)/python benchmarks/plan_scale.py
 	$(BIN)/python benchmarks/node_agent.py
+
+# Re-resolve requirements.lock from pyproject.toml and requirements.pins (the Pulumi SDKs
+# at the versions of the engine and providers tests/builds/ builds).
+lock: venv
+	$(BIN)/pip install -q pip-tools==7.6.2
+	$(BIN)/pip-compile -q --extra test --extra docs --strip-extras --no-emit-index-url \
+		--no-emit-find-links -c requirements.pins -o requirements.lock pyproject.toml
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache site

@@ -4,6 +4,11 @@
 # module at its exact version with the main packages as `tool` lines; go.sum pins every
 # hash). `go install tool` puts the binaries in $GPUPLANE_CACHE/builds/NAME/bin.
 #
+# A wrapper may also hold `generate`: lines `PACKAGE GENERATOR.go VAR=VALUE...` for programs
+# whose module zip lacks files that upstream's go:generate step makes (pulumi-kubernetes
+# embeds a versioned schema). The generator, upstream's own file, runs on a copy of the
+# package directory, and the files it makes reach the build through `go install -overlay`.
+#
 # Cached: a build is redone only when its go.mod, go.sum, ldflags or the Go version change.
 # Go's own module and build caches live under $GPUPLANE_CACHE/go, so a fresh checkout on a
 # machine that built before downloads and compiles nothing. Prints what it builds and how
@@ -23,6 +28,28 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 now() { date +%s; }
+
+# generate WRAPPER OUT: run each `generate` line's generator on a copy of its package
+# directory under OUT/gen and print the path of an overlay that adds the files it made.
+generate() {
+    n=0; entries=""
+    while read -r pkg gen vars; do
+        case $pkg in ''|'#'*) continue ;; esac
+        n=$((n + 1))
+        dir=$(cd "$1" && go list -e -f '{{.Dir}}' "$pkg")
+        work=$2/gen/$n
+        mkdir -p "$work"; cp -R "$dir/." "$work"; chmod -R u+w "$work"
+        (cd "$1" && go build -trimpath -o "$2/gen/generator-$n" "$dir/$gen") >&2
+        # shellcheck disable=SC2086  # VAR=VALUE words
+        (cd "$work" && env $vars "$2/gen/generator-$n") >&2
+        for made in "$work"/*; do
+            [ ! -e "$dir/${made##*/}" ] || continue
+            entries="$entries${entries:+,}\"$dir/${made##*/}\":\"$made\""
+        done
+    done < "$1/generate"
+    printf '{"Replace":{%s}}\n' "$entries" > "$2/gen/overlay.json"
+    echo "$2/gen/overlay.json"
+}
 total_start=$(now)
 built=0
 if [ $# -eq 0 ]; then
@@ -37,7 +64,8 @@ for name in "$@"; do
     out=$CACHE/builds/$name
     ldflags=""
     [ ! -f "$src/ldflags" ] || ldflags=$(cat "$src/ldflags")
-    key=$( (go version; cat "$src/go.mod" "$src/go.sum"; printf '%s\n' "$ldflags") | sha256sum | cut -c1-64)
+    key=$( (go version; cat "$src/go.mod" "$src/go.sum"; printf '%s\n' "$ldflags"
+            [ ! -f "$src/generate" ] || cat "$src/generate") | sha256sum | cut -c1-64)
     if [ -f "$out/key" ] && [ "$(cat "$out/key")" = "$key" ]; then
         continue
     fi
@@ -46,8 +74,13 @@ for name in "$@"; do
         "$(sed -n 's/^require \([^ ]*\) \(v[^ ]*\).*/\1@\2/p; s/^\t\(github.com\/[^ ]*\) \(v[^ ]*\) \/\/ indirect$/\1@\2/p' "$src/go.mod" \
            | grep -E 'nvidia-container-toolkit@|containerd/v2@' | head -n 1)"
     rm -rf "$out.tmp"; mkdir -p "$out.tmp/bin"
-    if ! (cd "$src" && GOBIN="$out.tmp/bin" go install -trimpath -ldflags "$ldflags" tool) \
-            >"$out.tmp/log" 2>&1; then
+    overlay=""
+    if [ -f "$src/generate" ] && ! overlay=$(generate "$src" "$out.tmp" 2>"$out.tmp/log"); then
+        echo "FAILED"; cat "$out.tmp/log" >&2
+        exit 1
+    fi
+    if ! (cd "$src" && GOBIN="$out.tmp/bin" go install -trimpath ${overlay:+-overlay "$overlay"} \
+            -ldflags "$ldflags" tool) >>"$out.tmp/log" 2>&1; then
         echo "FAILED"; cat "$out.tmp/log" >&2
         exit 1
     fi

@@ -43,6 +43,17 @@ fi
 
 # sudo for the capture test of `ssh.sudo: true` (tests/test_capture_node.py): a throw-away
 # non-root user with NOPASSWD sudo reads a root-only file through `sudo -n sh -s`.
+# etcd for the tests' real Kubernetes control plane (tests/control_plane.py): Debian's
+# etcd-server (3.4 on bookworm), which kube-apiserver 1.34 accepts. The service stays off.
+if ! command -v etcd >/dev/null 2>&1; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends etcd-server >/dev/null
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl disable --now etcd >/dev/null 2>&1 || true
+    fi
+fi
+
 if ! command -v sudo >/dev/null 2>&1; then
     need_root
     apt-get update -qq

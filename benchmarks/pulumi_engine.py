@@ -1,0 +1,102 @@
+"""`pulumi preview` and a no-op `pulumi up` under the real engine, for 10, 100 and 1,000
+GPU nodes: wall time, the peak RSS of the CLI and of the Python host, and state per node.
+
+The engine, the kubernetes provider and the control plane are the tests' own
+(tests/pulumi_engine.py, tests/control_plane.py; `make containerd` builds them). The stack
+is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`, HAMi labels each node
+through a NodePatch, so the work grows with N), its charts from ../shared/charts and the
+post-deploy checks off (there is no kubelet to run them). The N Node objects are
+registered in the API server first. For each size: `pulumi preview` of the new stack, the
+first `pulumi up`, then a second `pulumi up` that changes nothing (the no-op). "state
+B/node" is the local backend's checkpoint file after the first `up` divided by N.
+
+`nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
+which the Go module proxy does not serve (docs/real-engine.md).
+
+    .venv/bin/python benchmarks/pulumi_engine.py [SIZES...]     default: 10 100 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import control_plane  # noqa: E402 - tests/ on the path
+import pulumi_engine  # noqa: E402
+
+
+def _stack(dest: Path, nodes: int, charts: Path) -> Path:
+    data: dict[str, Any] = yaml.safe_load((REPO / "stacks" / "Pulumi.hami-shared.yaml").read_text())
+    cfg = data["config"]
+    cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 4, "os": "ubuntu22.04",
+                              "pool": "inference"} for i in range(nodes)]
+    cfg["gpuplane:checks"] = {"enabled": False}
+    op, hami = cfg["gpuplane:gpuOperator"], cfg["gpuplane:hami"]
+    op.update(chartSource=str(charts / "gpu-operator" / op["chartVersion"]), skipAwait=True)
+    hami.update(chartSource=str(charts / "hami" / hami["chartVersion"]), skipAwait=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"Pulumi.bench{nodes}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000])
+    ap.add_argument("--charts", type=Path, default=REPO.parent / "shared" / "charts")
+    a = ap.parse_args()
+    for why in (pulumi_engine.missing(), control_plane.missing()):
+        if why:
+            print(f"pulumi_engine: {why}", file=sys.stderr)
+            return 1
+    root = Path(tempfile.mkdtemp(prefix="gp-bench-", dir="/tmp"))
+    cp = control_plane.start(root / "cp")
+    try:
+        from kubernetes import client, config
+
+        core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+        made = 0
+        print("| GPU nodes | operation | wall | CLI peak RSS | Python host peak RSS | "
+              "resources | state B/node |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for n in sorted(a.sizes):
+            for i in range(made, n):
+                core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
+                    name=f"gpu-{i:05d}")))
+            made = max(made, n)
+            stack = f"bench{n}"
+            engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
+            path = _stack(root / stack / "stacks", n, a.charts)
+            state = ""
+            for label, op in (("preview", "preview"), ("first up", "up"),
+                              ("no-op up", "up")):
+                res = engine.run(op, stack, stack_file=path, timeout=3600)
+                if not res.ok:
+                    print(f"{label} of {n} nodes failed:\n{res.stdout[-3000:]}\n"
+                          f"{res.stderr[-3000:]}", file=sys.stderr)
+                    return 1
+                count = sum(res.changes.values())
+                if label == "first up":
+                    checkpoint = root / stack / "state" / ".pulumi" / "stacks" / "gpuplane" / \
+                        f"{stack}.json"
+                    state = f"{checkpoint.stat().st_size / n:,.0f}"
+                print(f"| {n:,} | {label} | {res.seconds:.1f} s | {res.cli_peak_mb:.0f} MB | "
+                      f"{res.host_peak_mb:.0f} MB | {count} | {state if label == 'first up' else ''} |",
+                      flush=True)
+    finally:
+        cp.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The real Pulumi engine for the tests: the CLI and the kubernetes provider built from
+their Go modules (tests/builds/pulumi-3.260.0, tests/builds/pulumi-kubernetes-4.25.0),
+a local file backend and a passphrase secrets provider in a temp dir.
+
+How a program runs without `pulumi-language-python`: the module proxy does not serve the
+Python language host's module (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
+is refused at every version), so the program runs the way the Automation API runs an inline
+program: the SDK's own language server (`pulumi.automation`, in a child process of the
+test) and the CLI's `--client` (pkg/cmd/pulumi/operations/io.go@v3.260.0
+`readProjectForUpdate`). The policy pack runs the way the CLI runs a pack when no language
+plugin is installed: `pulumi-analyzer-policy-python ENGINE . -OPTION=VALUE...` in the pack's
+directory (pkg/resource/plugin/analyzer_plugin.go@v3.260.0); tests/pulumi_bin holds that
+launcher, which starts the pack's `__main__.py` with the virtualenv PulumiPolicy.yaml names,
+as the language host does, and the launcher of Python dynamic providers
+(`pulumi-resource-pulumi-python`, which the CLI's release archive ships). The analyzer protocol, the engine and the provider are the real
+ones; only the process that starts the Python program differs from a user's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("GPUPLANE_CACHE", Path.home() / ".cache" / "gpuplane"))
+CLI_BUILD = CACHE / "builds" / "pulumi-3.260.0"
+PROVIDER_BUILD = CACHE / "builds" / "pulumi-kubernetes-4.25.0"
+LAUNCHERS = REPO / "tests" / "pulumi_bin"
+RUNNER = REPO / "tests" / "pulumi_run.py"
+
+
+def missing() -> str | None:
+    """Why the engine cannot run here, or None."""
+    for path in (CLI_BUILD / "bin" / "pulumi",
+                 PROVIDER_BUILD / "bin" / "pulumi-resource-kubernetes"):
+        if not path.exists():
+            return f"{path} is not built: run `make containerd` (scripts/build-oracles.sh)"
+    return None
+
+
+@dataclass
+class Engine:
+    """One local backend and Pulumi home; projects are copied under `root`."""
+
+    root: Path
+    kubeconfig: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(CLI_BUILD / "bin"), str(PROVIDER_BUILD / "bin"),
+                                str(LAUNCHERS), os.environ.get("PATH", "")])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
+        env.update({
+            "PATH": path,
+            "PULUMI_HOME": str(self.root / "home"),
+            "PULUMI_BACKEND_URL": f"file://{self.root / 'state'}",
+            "PULUMI_CONFIG_PASSPHRASE": "gpuplane-test",
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+            "PULUMI_SKIP_CONFIRMATIONS": "true",
+            "PULUMI_PYTHON_CMD": sys.executable,   # tests/pulumi_bin/pulumi-resource-pulumi-python
+        })
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        return env
+
+    def project(self, stack: str, stack_file: Path | None = None) -> Path:
+        """A copy of the project with `stacks/Pulumi.<stack>.yaml` (from `stack_file`, else
+        the bundled one); the CLI writes the secrets salt into it, never into the repo."""
+        project = self.root / f"project-{stack}"
+        if not project.exists():
+            (project / "stacks").mkdir(parents=True)
+            shutil.copy(REPO / "Pulumi.yaml", project / "Pulumi.yaml")
+        source = stack_file or REPO / "stacks" / f"Pulumi.{stack}.yaml"
+        shutil.copy(source, project / "stacks" / f"Pulumi.{stack}.yaml")
+        (self.root / "state").mkdir(exist_ok=True)
+        return project
+
+    def run(self, op: str, stack: str, *, stack_file: Path | None = None,
+            policy_pack: bool = False, policy_config: Path | None = None,
+            timeout: float = 600) -> Result:
+        """`op` (preview, up, refresh, destroy) of `stack` under the real CLI."""
+        project = self.project(stack, stack_file)
+        argv = [sys.executable, str(RUNNER), op, str(project), stack,
+                str(CLI_BUILD)]
+        if policy_pack:
+            argv += ["--policy-pack", str(REPO / "policies")]
+        if policy_config is not None:
+            argv += ["--policy-config", str(policy_config)]
+        proc = subprocess.run(argv, env=self.env(), capture_output=True, text=True,
+                              timeout=timeout, cwd=project, stdin=subprocess.DEVNULL)
+        try:
+            data = json.loads(proc.stdout.splitlines()[-1])
+        except (IndexError, json.JSONDecodeError):
+            raise AssertionError(
+                f"runner gave no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                f"{proc.stderr[-3000:]}") from None
+        return Result(ok=data["ok"], changes=data["changes"], violations=data["violations"],
+                      steps=data["steps"], outputs=data["outputs"], stdout=data["stdout"], stderr=data["stderr"],
+                      seconds=data["seconds"], cli_peak_mb=data["cliPeakMb"],
+                      host_peak_mb=data["hostPeakMb"])
+
+
+@dataclass
+class Result:
+    """What one CLI operation did."""
+
+    ok: bool
+    changes: dict[str, int]
+    violations: list[dict[str, Any]]   # policyName, enforcementLevel, message, urn
+    steps: list[dict[str, Any]]        # op, type, name, diffs: one per resource step
+    outputs: dict[str, Any]
+    stdout: str
+    stderr: str
+    seconds: float
+    cli_peak_mb: float
+    host_peak_mb: float
+
+    def touched(self) -> dict[str, str]:
+        """`type::name` -> op for every step that changes something."""
+        return {f"{s['type']}::{s['name']}": s["op"] for s in self.steps
+                if s["op"] not in ("same", "read")}
+
+    def mandatory(self) -> set[str]:
+        return {v["policyName"] for v in self.violations
+                if v["enforcementLevel"] == "mandatory"}
+
+    def advisory(self) -> set[str]:
+        return {v["policyName"] for v in self.violations
+                if v["enforcementLevel"] == "advisory"}

@@ -1,0 +1,313 @@
+"""gpuplane under the real Pulumi engine against a real Kubernetes API server.
+
+The CLI and the kubernetes provider are built from their Go modules, the control plane
+from k8s.io/kubernetes (tests/pulumi_engine.py, tests/control_plane.py); the charts are
+installed from ../shared/charts through the stack's own `chartSource` key. Each test
+compares what the engine did with what `gpuplane plan` says for the same stack file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import control_plane
+import oracle
+import pulumi_engine
+from charts import charts_dir
+from gpuplane.cli import main as gpuplane
+
+pytestmark = pytest.mark.real
+REPO = Path(__file__).resolve().parents[1]
+# Bundled stacks the engine can run end to end here: the ones with `nodeAccess: none`.
+# Stacks that write node files need pulumi-resource-command, which the module proxy does
+# not serve (github.com/pulumi/pulumi-command/provider is refused at every version).
+NONE_STACKS = ("kind-smoke", "hami-shared")
+
+
+def _need() -> None:
+    for why in (pulumi_engine.missing(), control_plane.missing()):
+        if why:
+            oracle.unavailable(f"the real Pulumi engine: {why}", "make containerd")
+
+
+def stack_file(dest: Path, stack: str, edit: dict[str, Any] | None = None) -> Path:
+    """The bundled stack `stack` with its charts from ../shared/charts (the air-gapped
+    `chartSource` key), plus `edit`: {"gpuplane:section": {key: value}} merged into a
+    section, or {"gpuplane:key": value} replacing a key."""
+    data = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    cfg = data["config"]
+    charts = charts_dir()
+    op = cfg["gpuplane:gpuOperator"]
+    op["chartSource"] = str(charts / "gpu-operator" / op["chartVersion"])
+    op["skipAwait"] = True
+    if "gpuplane:hami" in cfg:
+        hami = cfg["gpuplane:hami"]
+        hami["chartSource"] = str(charts / "hami" / hami["chartVersion"])
+        hami["skipAwait"] = True
+    for section, value in (edit or {}).items():
+        if isinstance(value, dict) and isinstance(cfg.get(section), dict):
+            cfg[section].update(value)
+        else:
+            cfg[section] = value
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"Pulumi.{stack}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def plan_json(path: Path, stack: str, capsys: pytest.CaptureFixture[str],
+              *extra: str) -> tuple[int, dict[str, Any]]:
+    """`gpuplane plan` on the stack file the engine runs."""
+    capsys.readouterr()
+    code = gpuplane(["plan", "--stack", stack, "--stacks-dir", str(path.parent),
+                     "--format", "json", *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def program_steps(res: pulumi_engine.Result) -> dict[str, str]:
+    """The steps of the program's own resources (not the stack or default providers)."""
+    return {k: v for k, v in res.touched().items()
+            if not k.startswith(("pulumi:pulumi:Stack::", "pulumi:providers:"))}
+
+
+def _within(planned: Any, engine: Any, where: str) -> None:
+    """Every value the plan shows is what the engine got (the engine may add defaults)."""
+    if isinstance(planned, dict):
+        assert isinstance(engine, dict), f"{where}: plan {planned!r}, engine {engine!r}"
+        for key, value in planned.items():
+            assert key in engine, f"{where}.{key}: in the plan, not given to the engine"
+            _within(value, engine[key], f"{where}.{key}")
+    elif isinstance(planned, list):
+        assert isinstance(engine, list) and len(engine) == len(planned), f"{where}: {engine!r}"
+        for i, (p, e) in enumerate(zip(planned, engine, strict=True)):
+            _within(p, e, f"{where}[{i}]")
+    else:
+        assert planned == engine, f"{where}: plan {planned!r}, engine {engine!r}"
+
+
+def inputs_agree(plan: dict[str, Any], res: pulumi_engine.Result) -> None:
+    """The inputs `gpuplane plan` prints for each resource (recorded by its own short
+    registration path and the SDK's mocks) are the inputs the real engine received: a
+    Pulumi SDK release that changes what the offline plan relies on fails here."""
+    steps = {f"{s['type']}::{s['name']}": s for s in res.steps}
+    for r in plan["resources"]:
+        key = f"{r['type']}::{r['name']}"
+        _within(r["inputs"], steps[key]["inputs"] or {}, key)
+
+
+def rule_ids(names: set[str]) -> set[str]:
+    """`gpuplane-fm18-advisory` -> `FM18`."""
+    return {n.removeprefix("gpuplane-").removesuffix("-advisory").upper() for n in names}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[control_plane.ControlPlane]:
+    _need()
+    root = Path(tempfile.mkdtemp(prefix="gp-cp-", dir="/tmp"))
+    cp = control_plane.start(root)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def engine(cluster: control_plane.ControlPlane, tmp_path: Path) -> pulumi_engine.Engine:
+    return pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+
+
+# Stack edits that the rulebook rejects, for the stacks the engine runs here.
+BROKEN: dict[str, dict[str, dict[str, Any]]] = {
+    "kind-smoke/FM18": {"gpuplane:gpuOperator": {"values": {"toolkit": {"version": "latest"}}}},
+    "kind-smoke/FM16": {"gpuplane:cluster": {"containerdVersion": "1.6"},
+                        "gpuplane:gpuOperator": {"cdi": True}},
+    "hami-shared/FM12": {"gpuplane:gpuOperator": {"values": {"devicePlugin": {"enabled": True}}}},
+    "hami-shared/FM13": {"gpuplane:gpuOperator": {"cdi": True}},
+}
+PREVIEW_CASES = [pytest.param(s, None, id=s) for s in NONE_STACKS] + [
+    pytest.param(case.split("/")[0], edit, id=case) for case, edit in BROKEN.items()]
+
+
+@pytest.mark.parametrize(("stack", "edit"), PREVIEW_CASES)
+def test_preview_with_the_policy_pack_gives_the_plans_verdict(
+        stack: str, edit: dict[str, Any] | None, engine: pulumi_engine.Engine,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pulumi preview --policy-pack policies` fails exactly when `gpuplane plan` rejects,
+    with the plan's errors as mandatory violations and its warnings as advisory ones; a
+    clean preview creates exactly the resources the plan lists."""
+    path = stack_file(tmp_path / "stacks", stack, edit)
+    code, plan = plan_json(path, stack, capsys)
+    res = engine.run("preview", stack, stack_file=path, policy_pack=True)
+    assert res.ok == (code == 0), f"plan exit {code}; preview:\n{res.stdout}\n{res.stderr}"
+    errors = {f["id"] for f in plan["findings"] if f["severity"] == "error"}
+    advice = {f["id"] for f in plan["findings"] if f["severity"] != "error"}
+    assert rule_ids(res.mandatory()) == errors, res.stdout
+    assert rule_ids(res.advisory()) == advice, res.stdout
+    if edit:
+        assert errors, "a broken stack must be rejected"
+    else:
+        planned = {f"{r['type']}::{r['name']}" for r in plan["resources"]}
+        assert set(program_steps(res)) == planned
+        assert set(program_steps(res).values()) == {"create"}
+        inputs_agree(plan, res)
+
+
+def test_policy_pack_config_under_the_cli(engine: pulumi_engine.Engine, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """`--policy-pack-config`: the example config and FM18 alone set to advisory turn the
+    FM18 stack's mandatory violation into advice, under the CLI as under `gpuplane plan`."""
+    stack = "kind-smoke"
+    path = stack_file(tmp_path / "stacks", stack, BROKEN["kind-smoke/FM18"])
+    fm18 = tmp_path / "fm18-advisory.json"
+    fm18.write_text(json.dumps({"gpuplane-fm18": "advisory"}))
+    for config in (REPO / "policies" / "policy-config.example.json", fm18):
+        code, _plan = plan_json(path, stack, capsys, "--policy-pack-config", str(config))
+        res = engine.run("preview", stack, stack_file=path, policy_pack=True,
+                         policy_config=config)
+        assert code == 0 and res.ok, res.stdout
+        assert res.mandatory() == set()
+        assert rule_ids(res.advisory()) == {"FM18"}, res.stdout
+
+
+def _api(cluster: control_plane.ControlPlane) -> Any:
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(cluster.kubeconfig))
+
+
+def helm_release(cluster: control_plane.ControlPlane, namespace: str,
+                 name: str) -> dict[str, Any]:
+    """The deployed Helm release as Helm stores it (secret `sh.helm.release.v1.NAME.vN`:
+    base64 of gzipped JSON inside the secret's own base64)."""
+    import base64
+    import gzip
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(_api(cluster))
+    secrets = core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={name}")
+    latest = max(secrets.items, key=lambda s: int(s.metadata.labels["version"]))
+    raw = base64.b64decode(base64.b64decode(latest.data["release"]))
+    release: dict[str, Any] = json.loads(gzip.decompress(raw))
+    return release
+
+
+def objects_match_the_plan(cluster: control_plane.ControlPlane,
+                           plan: dict[str, Any]) -> None:
+    """Every Kubernetes object the plan lists exists with the plan's inputs, and each Helm
+    release holds the plan's chart version and values."""
+    from kubernetes import client
+
+    api = _api(cluster)
+    core, node = client.CoreV1Api(api), client.NodeV1Api(api)
+    for r in plan["resources"]:
+        meta, kind = r["inputs"].get("metadata", {}), r["type"]
+        if kind == "kubernetes:core/v1:Namespace":
+            got = core.read_namespace(meta["name"]).metadata.labels
+            assert got.items() >= meta["labels"].items()
+        elif kind == "kubernetes:core/v1:ConfigMap":
+            got = core.read_namespaced_config_map(meta["name"], meta["namespace"]).data
+            assert got == r["inputs"]["data"]
+        elif kind == "kubernetes:node.k8s.io/v1:RuntimeClass":
+            assert node.read_runtime_class(meta["name"]).handler == r["inputs"]["handler"]
+    for release in plan["helm"].values():
+        got = helm_release(cluster, release["namespace"], release["chart"])
+        assert got["info"]["status"] == "deployed"
+        assert got["chart"]["metadata"]["version"].lstrip("v") == \
+            str(release["version"]).lstrip("v")
+        assert got.get("config", {}) == release["values"]
+
+
+@pytest.mark.parametrize("stack", ["kind-smoke"])
+def test_up_is_what_the_plan_printed_then_a_noop_then_destroy(
+        stack: str, engine: pulumi_engine.Engine, cluster: control_plane.ControlPlane,
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`pulumi up` of a `nodeAccess: none` stack: the operator's release (its CRDs and its
+    ClusterPolicy accepted by the API server's schema validation), the RuntimeClass and the
+    ConfigMaps hold what `gpuplane plan` printed; a second `up` changes nothing; after a
+    stack change `pulumi preview` touches what `gpuplane plan --base` lists; `pulumi
+    destroy` removes what the stack made."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    path = stack_file(tmp_path / "stacks", stack)
+    code, plan = plan_json(path, stack, capsys)
+    assert code == 0
+    up = engine.run("up", stack, stack_file=path, policy_pack=True)
+    assert up.ok, up.stdout + up.stderr
+    objects_match_the_plan(cluster, plan)
+    api = _api(cluster)
+    ext = client.ApiextensionsV1Api(api)
+    assert ext.read_custom_resource_definition("clusterpolicies.nvidia.com")
+    policies = client.CustomObjectsApi(api).list_cluster_custom_object(
+        "nvidia.com", "v1", "clusterpolicies")["items"]
+    assert [p["metadata"]["name"] for p in policies] == ["cluster-policy"]
+
+    again = engine.run("up", stack, stack_file=path, policy_pack=True)
+    assert again.ok, again.stdout
+    assert program_steps(again) == {}, again.stdout
+    assert set(again.changes) == {"same"}
+
+    # A stack change: the real preview touches what `gpuplane plan --base` says changes.
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(plan))
+    changed = stack_file(tmp_path / "stacks", stack, {"gpuplane:gpuOperator": {"cdi": True}})
+    code, new = plan_json(changed, stack, capsys, "--base", str(base))
+    assert code == 0
+    diff = new["diff"]["resources"]
+    expected = {**{r: "update" for r in (c["resource"] for c in diff["changed"])},
+                **{r: "create" for r in diff["added"]}, **{r: "delete" for r in diff["removed"]}}
+    assert expected, "the change must change something"
+    preview = engine.run("preview", stack, stack_file=changed, policy_pack=True)
+    assert preview.ok, preview.stdout
+    assert program_steps(preview) == expected, preview.stdout
+    path.write_text(changed.read_text())   # what `destroy` reads; nothing was applied
+
+    down = engine.run("destroy", stack, stack_file=path)
+    assert down.ok, down.stdout + down.stderr
+    core = client.CoreV1Api(api)
+    for r in plan["resources"]:
+        meta = r["inputs"].get("metadata", {})
+        if r["type"] == "kubernetes:core/v1:ConfigMap":
+            with pytest.raises(ApiException) as gone:
+                core.read_namespaced_config_map(meta["name"], meta["namespace"])
+            assert gone.value.status == 404
+    assert not core.list_namespaced_secret(
+        plan["helm"]["gpu-operator"]["namespace"], label_selector="owner=helm").items
+
+
+def test_checks_fail_up_when_gpu_nodes_never_become_ready(
+        engine: pulumi_engine.Engine, cluster: control_plane.ControlPlane,
+        tmp_path: Path) -> None:
+    """A GPU node that registered but never runs a kubelet (so never announces
+    `nvidia.com/gpu`): the post-deploy checks fail `pulumi up` within their timeout with a
+    message naming the node, not a hang and not a traceback."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(_api(cluster))
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="gpu-never-01")))
+    try:
+        timeout = 30
+        path = stack_file(tmp_path / "stacks", "kind-smoke", {
+            "gpuplane:nodes": [{"name": "gpu-never-01", "gpus": 1}],
+            "gpuplane:checks": {"enabled": True, "timeoutSeconds": timeout}})
+        up = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
+        assert not up.ok
+        text = up.stdout + up.stderr
+        assert "gpu-never-01" in text and "nvidia.com/gpu" in text, text[-4000:]
+        assert "Traceback" not in text, text[-4000:]
+        # The wait is the checks' own budget, not the Helm timeout (900 s) or a hang.
+        assert up.seconds < timeout + 240, up.seconds
+        down = engine.run("destroy", "kind-smoke", stack_file=path)
+        assert down.ok, down.stdout + down.stderr
+    finally:
+        core.delete_node("gpu-never-01")
