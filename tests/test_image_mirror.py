@@ -157,9 +157,18 @@ def test_rendered_operator_images_all_point_at_the_mirror() -> None:
 
 
 def test_rendered_hami_images_all_point_at_the_mirror() -> None:
-    got = {version: _check_rendered(folder, _hami(version, mirror=None), _hami(version))
-           for version, folder in charts.chart_dirs("hami").items()}
+    """HAMi as gpuplane installs it, and with its DRA subchart switched on where the chart
+    bundles it (`dra.enabled`: other images)."""
+    got = {}
+    for version, folder in charts.chart_dirs("hami").items():
+        got[version] = _check_rendered(folder, _hami(version, mirror=None), _hami(version))
+        if "hami-dra" in charts.subchart_values(folder):
+            dra = {"dra": {"enabled": True}}
+            got[f"{version} dra"] = _check_rendered(
+                folder, deep_merge(_hami(version, mirror=None), dra),
+                deep_merge(_hami(version), dra))
     ok = {"elsewhere": [], "paths or tags changed": [], "images": True}
+    assert any(key.endswith(" dra") for key in got)
     assert got == dict.fromkeys(got, ok)
 
 
