@@ -93,7 +93,7 @@ def test_every_operator_image_reference_moves_to_the_mirror() -> None:
         refs = _image_refs(_defaults(folder))
         counts[tag] = len(refs)
         missed[tag] = _unmirrored(_operator(tag), refs)
-    assert missed == dict.fromkeys(missed, {})
+    assert missed == {key: {} for key in missed}
     assert min(counts.values()) >= 15   # the walk finds the chart's images at all
 
 
@@ -103,7 +103,7 @@ def test_every_hami_image_reference_moves_to_the_mirror() -> None:
         refs = _image_refs(_defaults(folder))
         assert any(p.endswith("kubeScheduler.image.registry") for p in refs), version
         missed[version] = _unmirrored(_hami(version), refs)
-    assert missed == dict.fromkeys(missed, {})
+    assert missed == {key: {} for key in missed}
 
 
 def test_without_a_mirror_the_values_are_todays() -> None:

@@ -26,7 +26,8 @@ FORMS = ("a local chart (a directory with Chart.yaml, or a .tgz; relative paths 
          "the project root), an http(s):// chart repository, or an oci:// reference "
          "ending with the chart's name; leave it unset for the upstream repository")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$")
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$")
+_HOST = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9a-fA-F:]+\])"
+                   r"(:\d{1,5})?$")
 _EXACT = re.compile(r"^v?\d+\.\d+\.\d+([-+].*)?$")
 
 

@@ -15,6 +15,8 @@ from gpuplane.config import (
     HAMI_CHART,
     NAMESPACE,
     OPERATOR_CHART,
+    GpuOperatorConfig,
+    HamiConfig,
     StackConfig,
     StackConfigError,
     config_from_pulumi,
@@ -43,7 +45,8 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
     """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
     the program there) must be that chart at `chartVersion`; StackConfigError naming the
     key and the fix otherwise."""
-    releases = [("gpuOperator", cfg.gpu_operator, OPERATOR_CHART)]
+    releases: list[tuple[str, GpuOperatorConfig | HamiConfig, str]] = [
+        ("gpuOperator", cfg.gpu_operator, OPERATOR_CHART)]
     if cfg.device_plugin == "hami":
         releases.append(("hami", cfg.hami, HAMI_CHART))
     problems = []

@@ -10,7 +10,13 @@ from functools import cache
 from typing import Any
 
 from gpuplane.agent import agent_source
-from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
+from gpuplane.config import (
+    HAMI_CHART,
+    OPERATOR_CHART,
+    GpuOperatorConfig,
+    HamiConfig,
+    StackConfig,
+)
 from gpuplane.findings import Finding, Severity, has_errors
 from gpuplane.plan.engine import Registered
 from gpuplane.plan.toolkit_view import toolkit_view
@@ -56,7 +62,8 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
         })
     helm = {}
-    sections = {OPERATOR_CHART: cfg.gpu_operator, HAMI_CHART: cfg.hami}
+    sections: dict[str, GpuOperatorConfig | HamiConfig] = {
+        OPERATOR_CHART: cfg.gpu_operator, HAMI_CHART: cfg.hami}
     for r in resources:
         if r.type == HELM_RELEASE:
             release = r.inputs.get("name", r.name)
