@@ -375,7 +375,8 @@ class HamiConfig(_Section):
     scheduler_image_registry: str = "registry.k8s.io"
     """Where HAMi's kube-scheduler comes from (chart value
     `scheduler.kubeScheduler.image.registry`; the chart's own default is
-    `registry.cn-hangzhou.aliyuncs.com`); set a mirror here."""
+    `registry.cn-hangzhou.aliyuncs.com`); unset with `imageMirror`: the mirror. Set here,
+    it wins over `imageMirror`."""
     scheduler_image_repository: str = "kube-scheduler"
     """The kube-scheduler repository in that registry."""
     scheduler_replicas: int = Field(2, ge=1, le=10)
