@@ -149,9 +149,21 @@ def _check_rendered(folder: Any, plain: dict[str, Any],
             "images": len(before) >= 3}
 
 
+# The operator's optional NVIDIADriver resource (the driver managed by CRD). v26.7's
+# GPUCluster (its DRA driver) renders only against a cluster serving the DRA API, which
+# the engine's offline render cannot claim: its `draDriver.repository` is held to the
+# mirror by the values.yaml test above.
+_ALL_CRS = {"driver": {"enabled": True, "nvidiaDriverCRD": {"enabled": True}}}
+
+
 def test_rendered_operator_images_all_point_at_the_mirror() -> None:
-    got = {tag: _check_rendered(folder, _operator(tag, mirror=None), _operator(tag))
-           for tag, folder in charts.chart_dirs("gpu-operator").items()}
+    """The operator as gpuplane installs it, and with every optional custom resource."""
+    got = {}
+    for tag, folder in charts.chart_dirs("gpu-operator").items():
+        got[tag] = _check_rendered(folder, _operator(tag, mirror=None), _operator(tag))
+        got[f"{tag} CRs"] = _check_rendered(
+            folder, deep_merge(_operator(tag, mirror=None), _ALL_CRS),
+            deep_merge(_operator(tag), _ALL_CRS))
     ok = {"elsewhere": [], "paths or tags changed": [], "images": True}
     assert got == dict.fromkeys(got, ok)
 
