@@ -274,3 +274,52 @@ def test_policies_recognise_an_oci_and_a_mirrored_operator_chart(project: Path) 
     path.write_text(path.read_text().replace(
         "oci://registry.airgap.internal/charts/gpu-operator", "https://charts.airgap.internal"))
     assert _findings(project) == upstream
+
+
+# ------------------------------------------------------------------ the components
+
+def _releases(project: Path) -> dict[str, dict[str, Any]]:
+    """The Helm Releases the program registers under the mock engine: {name: inputs}."""
+    from gpuplane import program
+    from gpuplane.plan.engine import run_program
+    from gpuplane.plan.stackfile import load_stack_file
+
+    stack = load_stack_file("hami-shared", project / "stacks")
+    stack.config()
+    _, resources = run_program(program.run, project="gpuplane", stack="hami-shared",
+                               config=stack.pulumi_config(), secret_keys=stack.secret_keys,
+                               root_directory=project)
+    return {r.inputs["name"]: r.inputs for r in resources
+            if r.type == "kubernetes:helm.sh/v3:Release"}
+
+
+@pytest.mark.parametrize("form", ["upstream", "path", "http", "oci"])
+def test_components_hand_each_source_to_the_release(project: Path, form: str) -> None:
+    _chart_dir(project / "charts" / "gpu-operator")
+    _chart_dir(project / "charts" / "hami", name="hami", version="2.10.0")
+    op, hami = {
+        "upstream": ("", ""),
+        "path": ("charts/gpu-operator", "charts/hami"),
+        "http": ("https://charts.airgap.internal/nvidia", "https://charts.airgap.internal/hami"),
+        "oci": ("oci://registry.airgap.internal/c/gpu-operator:v25.10.1",
+                "oci://registry.airgap.internal/c/hami"),
+    }[form]
+    if op:
+        _set(project, "gpuOperator", f"    chart: {op}\n")
+        _set(project, "hami", f"    chart: {hami}\n")
+    got = {name: (inputs["chart"], (inputs.get("repositoryOpts") or {}).get("repo"),
+                  inputs["version"])
+           for name, inputs in _releases(project).items()}
+    assert got == {
+        "upstream": {"gpu-operator": ("gpu-operator", "https://helm.ngc.nvidia.com/nvidia",
+                                      "v25.10.1"),
+                     "hami": ("hami", "https://project-hami.github.io/HAMi/", "2.10.0")},
+        "path": {"gpu-operator": ("charts/gpu-operator", None, "v25.10.1"),
+                 "hami": ("charts/hami", None, "2.10.0")},
+        "http": {"gpu-operator": ("gpu-operator", "https://charts.airgap.internal/nvidia",
+                                  "v25.10.1"),
+                 "hami": ("hami", "https://charts.airgap.internal/hami", "2.10.0")},
+        "oci": {"gpu-operator": ("oci://registry.airgap.internal/c/gpu-operator", None,
+                                 "v25.10.1"),
+                "hami": ("oci://registry.airgap.internal/c/hami", None, "2.10.0")},
+    }[form]
