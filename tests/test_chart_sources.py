@@ -245,6 +245,20 @@ def test_shared_operator_chart_is_refused_by_its_devel_version(
     assert code == 2 and "is version v1.0.0-devel" in err and "helm package" in err, err
 
 
+def test_shared_operator_chart_packaged_at_its_version_plans(project: Path) -> None:
+    """The fix that refusal names, done with Helm's own `package`: the .tgz is the
+    gpu-operator chart at v25.10.1, the plan takes it, and Helm renders it."""
+    folder = charts.chart_dirs("gpu-operator")["v25.10.1"]
+    archive = Path(charts.helm().package(folder, destination=project / "charts",
+                                         version="v25.10.1", app_version="v25.10.1"))
+    _set(project, "gpuOperator", f"    chart: {archive.relative_to(project)}\n")
+    plan = plan_stack("hami-shared", project / "stacks")
+    release = plan["helm"]["gpu-operator"]
+    assert (release["chart"], release["source"]) == ("charts/gpu-operator-v25.10.1.tgz", "path")
+    assert plan["findings"] == []
+    assert charts.render(archive, release["values"])
+
+
 def _findings(project: Path) -> list[tuple[str, str]]:
     plan = plan_stack("hami-shared", project / "stacks")
     return sorted((f["id"], f["message"]) for f in plan["findings"])
