@@ -264,7 +264,7 @@ def _findings(project: Path) -> list[tuple[str, str]]:
     return sorted((f["id"], f["message"]) for f in plan["findings"])
 
 
-def test_policies_recognise_a_local_chart(project: Path, tmp_path: Path) -> None:
+def test_policies_recognise_a_local_chart(project: Path) -> None:
     """The rulebook judges a release installed from a path as it does the upstream one:
     HAMi's scheduler tag against the cluster (FM13)."""
     folder = charts.chart_dirs("hami")["2.10.0"]
