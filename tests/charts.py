@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+import tarfile
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -118,5 +119,69 @@ def consumed(folder: Path, path: str) -> bool:
     return any(".".join(parts[:i]) in whole_maps(folder) for i in range(len(parts) - 1, 0, -1))
 
 
-__all__ = ["chart_dirs", "charts_dir", "consumed", "has", "leaf_paths", "lookup",
-           "template_refs", "values", "whole_maps"]
+# ------------------------------------------------------------------ Helm's engine
+
+_HELM_REMEDY = "install the test extra (`pip install -e '.[test]'`: helm-python-sdk)"
+
+
+def helm() -> Any:
+    """Helm's own engine (helm-python-sdk: Helm's Go SDK through ctypes), or skip/fail."""
+    try:
+        import helm_python
+    except ImportError:
+        oracle.unavailable("Helm's engine: helm-python-sdk is not installed", _HELM_REMEDY)
+    return helm_python
+
+
+def render(folder: Path, values: Mapping[str, Any], *, name: str = "gpuplane",
+           namespace: str = "gpuplane") -> list[dict[str, Any]]:
+    """The chart's manifests as `helm template` renders them with `values` (subcharts
+    included; NOTES.txt left out), one dict per YAML document."""
+    with helm().Chart.load(str(folder)) as chart:
+        rendered = chart.render(dict(values), name=name, namespace=namespace, is_install=True)
+    docs: list[dict[str, Any]] = []
+    for path, text in sorted(rendered.items()):
+        if path.endswith((".yaml", ".yml")):
+            docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    return docs
+
+
+def subchart_values(folder: Path) -> dict[str, dict[str, Any]]:
+    """{subchart name: its values.yaml} of the subcharts bundled under charts/ (folders
+    or .tgz), as the parent's values see them (under the subchart's name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for sub in sorted((folder / "charts").glob("*")) if (folder / "charts").is_dir() else []:
+        if sub.is_dir() and (sub / "values.yaml").is_file():
+            meta = yaml.safe_load((sub / "Chart.yaml").read_text(encoding="utf-8"))
+            data = yaml.safe_load((sub / "values.yaml").read_text(encoding="utf-8"))
+        elif sub.name.endswith(".tgz"):
+            with tarfile.open(sub) as tar:
+                top = tar.getnames()[0].split("/")[0]
+                meta = yaml.safe_load(_member(tar, f"{top}/Chart.yaml"))
+                data = yaml.safe_load(_member(tar, f"{top}/values.yaml"))
+        else:
+            continue
+        out[meta["name"]] = data if isinstance(data, dict) else {}
+    return out
+
+
+def _member(tar: tarfile.TarFile, name: str) -> str:
+    handle = tar.extractfile(name)
+    return handle.read().decode("utf-8") if handle else ""
+
+
+def walk(data: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every (dotted path, value) below `data`, maps first-to-last, lists by index."""
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            here = f"{path}.{key}" if path else str(key)
+            yield here, value
+            yield from walk(value, here)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            yield f"{path}[{i}]", value
+            yield from walk(value, f"{path}[{i}]")
+
+
+__all__ = ["chart_dirs", "charts_dir", "consumed", "has", "helm", "leaf_paths", "lookup",
+           "render", "subchart_values", "template_refs", "values", "walk", "whole_maps"]

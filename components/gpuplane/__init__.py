@@ -25,6 +25,8 @@ _LAZY = {
     "StackConfig": "gpuplane.config",
     "StackConfigError": "gpuplane.config",
     "parse_stack_config": "gpuplane.config",
+    "ChartSource": "gpuplane.chartsource",
+    "parse_chart_source": "gpuplane.chartsource",
     # planning and the rulebook
     "NodeContainerdPlan": "gpuplane.planner",
     "plan_node": "gpuplane.planner",
@@ -50,6 +52,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` loads these
+    from gpuplane.chartsource import ChartSource, parse_chart_source
     from gpuplane.checks.component import GpuChecks, GpuChecksArgs
     from gpuplane.cli import main
     from gpuplane.config import StackConfig, StackConfigError, parse_stack_config
@@ -89,6 +92,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
+    "ChartSource",
     "ClusterIntent",
     "ConfigError",
     "ContainerdRollout",
@@ -117,6 +121,7 @@ __all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
     "ToolkitMode",
     "effective_config",
     "main",
+    "parse_chart_source",
     "parse_stack_config",
     "plan_node",
     "profile",

@@ -20,13 +20,16 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
+from gpuplane.chartsource import UPSTREAM, ChartSource, oci_tag_problem, parse_chart_source
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
+from gpuplane.images import check_mirror
 from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
@@ -86,6 +89,27 @@ def _quoted_version(value: Any) -> Any:
 
 # A version or tag as the user wrote it: a number is refused with the quoting fix.
 VersionStr = Annotated[str, BeforeValidator(_quoted_version)]
+
+OPERATOR_CHART = "gpu-operator"
+HAMI_CHART = "hami"
+
+
+def _chart_source(value: str | None, info: ValidationInfo, chart: str) -> str | None:
+    """`chart`: its form (path, http(s)://, oci://) and an OCI tag that agrees with
+    `chartVersion` (validated before it). A local chart is checked against the project
+    root when the program runs (`gpuplane.chartsource.local_chart_problem`)."""
+    if value is None:
+        return None
+    source = parse_chart_source(value, chart)   # ValueError with the fix
+    version = info.data.get("chart_version")
+    problem = oci_tag_problem(source, version) if isinstance(version, str) else None
+    if problem:
+        raise ValueError(problem)
+    return value.strip()
+
+
+def _image_mirror(value: str | None) -> str | None:
+    return None if value is None else check_mirror(value)
 
 
 class ClusterConfig(_Section):
@@ -243,8 +267,31 @@ class GpuOperatorConfig(_Section):
     """`cdi.enabled` (containerd 1.7 and later)."""
     toolkit_image: ImageConfig | None = None
     """Override of the chart's toolkit image; unset: the chart's."""
+    chart: str | None = None
+    """Where the chart comes from; unset: NVIDIA's repository (`helm.ngc.nvidia.com`). A
+    local chart (a directory with Chart.yaml or a `.tgz`; relative to the project root),
+    an `https://` mirror chart repository, or `oci://<registry>/<path>/gpu-operator`. A
+    local chart must be `gpu-operator` at `chartVersion`; an OCI tag must agree with it."""
+    image_mirror: str | None = None
+    """A registry (`host[:port][/path]`) every image the chart deploys is pulled from
+    instead, each keeping its path and tag (`nvcr.io/nvidia/k8s/container-toolkit` ->
+    `<mirror>/nvidia/k8s/container-toolkit`); `toolkitImage` and `values` still win."""
     values: dict[str, Any] = Field(default_factory=dict)
     """Raw Helm values merged last (the policies still check them)."""
+
+    @field_validator("chart")
+    @classmethod
+    def _chart(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _chart_source(value, info, OPERATOR_CHART)
+
+    @field_validator("image_mirror")
+    @classmethod
+    def _mirror(cls, value: str | None) -> str | None:
+        return _image_mirror(value)
+
+    @property
+    def chart_source(self) -> ChartSource:
+        return parse_chart_source(self.chart, OPERATOR_CHART) if self.chart else UPSTREAM
 
     @field_validator("chart_version")
     @classmethod
@@ -328,7 +375,8 @@ class HamiConfig(_Section):
     scheduler_image_registry: str = "registry.k8s.io"
     """Where HAMi's kube-scheduler comes from (chart value
     `scheduler.kubeScheduler.image.registry`; the chart's own default is
-    `registry.cn-hangzhou.aliyuncs.com`); set a mirror here."""
+    `registry.cn-hangzhou.aliyuncs.com`); unset with `imageMirror`: the mirror. Set here,
+    it wins over `imageMirror`."""
     scheduler_image_repository: str = "kube-scheduler"
     """The kube-scheduler repository in that registry."""
     scheduler_replicas: int = Field(2, ge=1, le=10)
@@ -339,8 +387,38 @@ class HamiConfig(_Section):
     """GPU memory oversubscription factor."""
     device_core_scaling: float = Field(1.0, gt=0)
     """GPU core oversubscription factor."""
+    chart: str | None = None
+    """Where the chart comes from; unset: HAMi's repository (`project-hami.github.io`). A
+    local chart (a directory with Chart.yaml or a `.tgz`; relative to the project root),
+    an `https://` mirror chart repository, or `oci://<registry>/<path>/hami`. A local
+    chart must be `hami` at `chartVersion`; an OCI tag must agree with it."""
+    image_mirror: str | None = None
+    """A registry (`host[:port][/path]`) every image the chart deploys is pulled from
+    instead, each keeping its path and tag (the kube-scheduler too, unless
+    `schedulerImageRegistry` is set); `values` still win."""
     values: dict[str, Any] = Field(default_factory=dict)
     """Raw Helm values merged last; only with `devicePlugin: hami`."""
+
+    @field_validator("chart")
+    @classmethod
+    def _chart(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _chart_source(value, info, HAMI_CHART)
+
+    @field_validator("image_mirror")
+    @classmethod
+    def _mirror(cls, value: str | None) -> str | None:
+        return _image_mirror(value)
+
+    @property
+    def chart_source(self) -> ChartSource:
+        return parse_chart_source(self.chart, HAMI_CHART) if self.chart else UPSTREAM
+
+    @property
+    def scheduler_registry(self) -> str:
+        """`schedulerImageRegistry` as set, else the mirror, else registry.k8s.io."""
+        if "scheduler_image_registry" in self.model_fields_set or not self.image_mirror:
+            return self.scheduler_image_registry
+        return self.image_mirror
 
 
 class RolloutConfig(_Section):
@@ -376,7 +454,9 @@ class StackConfig(_Section):
     combinations that cannot work: the host toolkit without node access, time-slicing
     with HAMi, `containerdBaseDir` off k8s-snap, `timeSlicing.replicas: 1`, `hami.values`
     while `devicePlugin` is not `hami`, a `containerdVersion` other than the line RKE2 or
-    K3s bundle with that `kubernetesVersion`. Versions and tags must be YAML strings: an
+    K3s bundle with that `kubernetesVersion`, a `chart` that is not a chart source Helm
+    installs from or a local chart that is not that chart at its `chartVersion`, an OCI
+    `chart` tagged with another version. Versions and tags must be YAML strings: an
     unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
     key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
     """
@@ -617,8 +697,10 @@ def config_from_pulumi() -> StackConfig:
 
 
 __all__ = [
+    "HAMI_CHART",
     "HAMI_CHART_REPO",
     "KEYS",
+    "OPERATOR_CHART",
     "OPERATOR_CHART_REPO",
     "StackConfig",
     "StackConfigError",

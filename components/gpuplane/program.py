@@ -10,7 +10,17 @@ from pathlib import Path
 import pulumi
 
 from gpuplane.baselines import node_baselines
-from gpuplane.config import NAMESPACE, config_from_pulumi
+from gpuplane.chartsource import local_chart_problem
+from gpuplane.config import (
+    HAMI_CHART,
+    NAMESPACE,
+    OPERATOR_CHART,
+    GpuOperatorConfig,
+    HamiConfig,
+    StackConfig,
+    StackConfigError,
+    config_from_pulumi,
+)
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
 
 
@@ -19,6 +29,7 @@ def run() -> GpuCluster:
     private_key = pulumi.Config(NAMESPACE).get_secret("sshPrivateKey")
     # Captured node files are named relative to the project root (where Pulumi.yaml is).
     root = Path(pulumi.get_root_directory() or ".")
+    check_local_charts(cfg, root)
     cluster = GpuCluster("gpu", GpuClusterArgs(
         config=cfg, private_key=private_key, baselines=node_baselines(cfg, root),
         kube_context=pulumi.Config("kubernetes").get("context")))
@@ -30,4 +41,22 @@ def run() -> GpuCluster:
     return cluster
 
 
-__all__ = ["run"]
+def check_local_charts(cfg: StackConfig, root: Path) -> None:
+    """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
+    the program there) must be that chart at `chartVersion`; StackConfigError naming the
+    key and the fix otherwise."""
+    releases: list[tuple[str, GpuOperatorConfig | HamiConfig, str]] = [
+        ("gpuOperator", cfg.gpu_operator, OPERATOR_CHART)]
+    if cfg.device_plugin == "hami":
+        releases.append(("hami", cfg.hami, HAMI_CHART))
+    problems = []
+    for key, section, chart in releases:
+        problem = local_chart_problem(section.chart_source, root, chart,
+                                      section.chart_version, f"{key}.chartVersion")
+        if problem:
+            problems.append((f"{NAMESPACE}:{key}.chart", problem))
+    if problems:
+        raise StackConfigError(problems)
+
+
+__all__ = ["check_local_charts", "run"]

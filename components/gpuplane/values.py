@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from gpuplane.config import StackConfig
+from gpuplane.images import hami_mirror_values, operator_mirror_values
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +29,8 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict[str, Any]:
     """GPU Operator values: driver/toolkit ownership, the toolkit env that points at the
-    kubelet's containerd, CDI, the RuntimeClass, and the device plugin's sharing config."""
+    kubelet's containerd, CDI, the RuntimeClass, and the device plugin's sharing config;
+    with `imageMirror`, every image's registry moved to the mirror under them."""
     op = cfg.gpu_operator
     toolkit: dict[str, Any] = {"enabled": op.toolkit == "operator"}
     if op.toolkit == "operator":
@@ -47,18 +49,20 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
         "cdi": {"enabled": op.cdi},
         "devicePlugin": device_plugin,
     }
-    return deep_merge(values, op.values)
+    mirror = operator_mirror_values(op.chart_version, op.image_mirror)
+    return deep_merge(deep_merge(mirror, values) if mirror else values, op.values)
 
 
 def hami_values(cfg: StackConfig) -> dict[str, Any]:
     """HAMi values: the scheduler pinned to the cluster's version, a webhook that fails
-    closed with more than one scheduler, and the runtime class where nvidia isn't default."""
+    closed with more than one scheduler, and the runtime class where nvidia isn't default;
+    with `imageMirror`, every image's registry moved to the mirror under them."""
     hami = cfg.hami
     exempt = list(dict.fromkeys(["kube-system", hami.namespace, cfg.gpu_operator.namespace,
                                  *hami.webhook_exempt_namespaces]))
     values = {
         "scheduler": {
-            "kubeScheduler": {"image": {"registry": hami.scheduler_image_registry,
+            "kubeScheduler": {"image": {"registry": hami.scheduler_registry,
                                         "repository": hami.scheduler_image_repository,
                                         "tag": cfg.hami_scheduler_tag}},
             "admissionWebhook": {"failurePolicy": hami.webhook_failure_policy,
@@ -75,7 +79,8 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
             "gpuOperatorToolkitReady": {"enabled": cfg.gpu_operator.toolkit == "operator"},
         },
     }
-    return deep_merge(values, hami.values)
+    mirror = hami_mirror_values(hami.chart_version, hami.image_mirror)
+    return deep_merge(deep_merge(mirror, values) if mirror else values, hami.values)
 
 
 def time_slicing_data(cfg: StackConfig) -> dict[str, str]:

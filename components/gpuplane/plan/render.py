@@ -126,6 +126,21 @@ def attempted(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
+# How each chart source reads (`plan["helm"][release]["source"]`).
+_SOURCES = {"upstream": "upstream repository", "path": "local chart",
+            "http": "mirror repository", "oci": "OCI registry"}
+
+
+def release_line(rel: dict[str, Any]) -> str:
+    """`chart <chart> <version> (<source>) from <repo> in <ns>; images from <mirror>`."""
+    source = _SOURCES.get(str(rel.get("source")))
+    kind = f" ({source})" if source else ""
+    repo = f" from {rel['repo']}" if rel.get("repo") else ""
+    mirror = f"; images from {rel['imageMirror']}" if rel.get("imageMirror") else ""
+    return (f"chart {rel['chart']} {rel['version']}{kind}{repo} in "
+            f"{rel['namespace']}{mirror}")
+
+
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else to_yaml(value).strip() if isinstance(
         value, dict | list) else str(value).lower() if isinstance(value, bool) else str(value)
@@ -150,9 +165,7 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     print_table(console, "Resources", ("type", "name", "depends on"),
                 [(r["type"], r["name"], ", ".join(r["dependsOn"])) for r in plan["resources"]])
     for name, rel in plan["helm"].items():
-        print_line(console, (f"Helm release {name}", "bold"),
-                   f": chart {rel['chart']} {rel['version']} from {rel['repo']} in "
-                   f"{rel['namespace']}")
+        print_line(console, (f"Helm release {name}", "bold"), f": {release_line(rel)}")
         print_block(console, to_yaml(rel["values"]), "yaml")
     for release, env in toolkit_env(plan).items():
         print_line(console, (f"Toolkit env ({release})", "bold"))
@@ -313,8 +326,8 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
     if not diff:
         for release, rel in plan["helm"].items():
             out.append((f"values {release}", _details(
-                f"Helm values {_code(release)} (chart {html.escape(str(rel['chart']))} "
-                f"{html.escape(str(rel['version']))})", _fence(to_yaml(rel["values"]), "yaml")),
+                f"Helm values {_code(release)} ({html.escape(release_line(rel))})",
+                _fence(to_yaml(rel["values"]), "yaml")),
                 False))
         for release, env in toolkit_env(plan).items():
             out.append((f"toolkit env {release}", _details(

@@ -10,7 +10,13 @@ from functools import cache
 from typing import Any
 
 from gpuplane.agent import agent_source
-from gpuplane.config import StackConfig
+from gpuplane.config import (
+    HAMI_CHART,
+    OPERATOR_CHART,
+    GpuOperatorConfig,
+    HamiConfig,
+    StackConfig,
+)
 from gpuplane.findings import Finding, Severity, has_errors
 from gpuplane.plan.engine import Registered
 from gpuplane.plan.toolkit_view import toolkit_view
@@ -56,11 +62,19 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
         })
     helm = {}
+    sections: dict[str, GpuOperatorConfig | HamiConfig] = {
+        OPERATOR_CHART: cfg.gpu_operator, HAMI_CHART: cfg.hami}
     for r in resources:
         if r.type == HELM_RELEASE:
-            helm[r.inputs.get("name", r.name)] = {
+            release = r.inputs.get("name", r.name)
+            section = sections.get(release)
+            helm[release] = {
                 "chart": r.inputs.get("chart"), "version": r.inputs.get("version"),
                 "repo": (r.inputs.get("repositoryOpts") or {}).get("repo"),
+                # Where the chart comes from (upstream, path, http, oci) and the registry
+                # its images are pulled from instead of theirs (None: the chart's own).
+                "source": section.chart_source.kind if section else None,
+                "imageMirror": section.image_mirror if section else None,
                 "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {}),
             }
     return {

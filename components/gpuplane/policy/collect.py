@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gpuplane.chartsource import chart_name_of
 from gpuplane.findings import Finding
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
@@ -78,7 +79,7 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
             _release(v, intent, out)
         elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
             _time_slicing(v, intent, out)
-    operator = [v for v in views if v.type == RELEASE and v.props.get("chart") == "gpu-operator"]
+    operator = [v for v in views if v.type == RELEASE and _chart(v) == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
     values = (operator[0].props.get("values") or {}) if operator else {}
     found = toolkit_version(values, version)
@@ -88,8 +89,19 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     return out
 
 
-def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
+def _chart(v: View) -> str | None:
+    """The chart a Release installs, whatever its source: a name, `oci://.../<chart>`, or
+    a local chart (Chart.yaml's name; where the path cannot be read from here, e.g. in a
+    policy pack's own directory, the release's name, which gpuplane sets to the chart's)."""
     chart = v.props.get("chart")
+    if not isinstance(chart, str) or not chart:
+        return None
+    name = v.props.get("name")
+    return chart_name_of(chart, fallback=name if isinstance(name, str) else None)
+
+
+def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
+    chart = _chart(v)
     values = v.props.get("values") or {}
     version = v.props.get("version")
     where = f"Release {v.props.get('name', v.name)}"

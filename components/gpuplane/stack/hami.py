@@ -9,10 +9,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuplane.config import HAMI_CHART_REPO
+from gpuplane.chartsource import UPSTREAM, ChartSource
+from gpuplane.config import HAMI_CHART, HAMI_CHART_REPO
 from gpuplane.stack import child_options
-
-HAMI_CHART = "hami"
 
 
 class Hami(pulumi.ComponentResource):
@@ -20,6 +19,7 @@ class Hami(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, namespace: str, chart_version: str,
                  values: dict[str, Any], gpu_nodes: Sequence[str],
+                 source: ChartSource = UPSTREAM,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:Hami", name, None, opts)
         labels = [
@@ -30,12 +30,13 @@ class Hami(pulumi.ComponentResource):
                 opts=child_options(self, opts))
             for node in gpu_nodes
         ]
+        chart, repo = source.release_chart(HAMI_CHART, HAMI_CHART_REPO)
         self.release = k8s.helm.v3.Release(
             name,
             name=HAMI_CHART,
-            chart=HAMI_CHART,
+            chart=chart,
             version=chart_version,
-            repository_opts={"repo": HAMI_CHART_REPO},
+            repository_opts={"repo": repo} if repo else None,
             namespace=namespace,
             create_namespace=True,
             values=values,
