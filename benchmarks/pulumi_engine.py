@@ -19,6 +19,7 @@ which the Go module proxy does not serve (docs/real-engine.md).
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -34,15 +35,15 @@ import control_plane  # noqa: E402 - tests/ on the path
 import pulumi_engine  # noqa: E402
 
 
-def _stack(dest: Path, nodes: int, charts: Path) -> Path:
+def _stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
     data: dict[str, Any] = yaml.safe_load((REPO / "stacks" / "Pulumi.hami-shared.yaml").read_text())
     cfg = data["config"]
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 4, "os": "ubuntu22.04",
                               "pool": "inference"} for i in range(nodes)]
     cfg["gpuplane:checks"] = {"enabled": False}
     op, hami = cfg["gpuplane:gpuOperator"], cfg["gpuplane:hami"]
-    op.update(chartSource=str(charts / "gpu-operator" / op["chartVersion"]), skipAwait=True)
-    hami.update(chartSource=str(charts / "hami" / hami["chartVersion"]), skipAwait=True)
+    op.update(chart=str(charts["gpu-operator"]), skipAwait=True)
+    hami.update(chart=str(charts["hami"]), skipAwait=True)
     dest.mkdir(parents=True, exist_ok=True)
     path = dest / f"Pulumi.bench{nodes}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -59,6 +60,11 @@ def main() -> int:
             print(f"pulumi_engine: {why}", file=sys.stderr)
             return 1
     root = Path(tempfile.mkdtemp(prefix="gp-bench-", dir="/tmp"))
+    os.environ.setdefault("GPUPLANE_CHARTS", str(a.charts))
+    from test_pulumi_engine import local_chart
+
+    charts = {"gpu-operator": local_chart("gpu-operator", "v25.10.1"),
+              "hami": local_chart("hami", "2.10.0")}
     cp = control_plane.start(root / "cp")
     try:
         from kubernetes import client, config
@@ -75,7 +81,7 @@ def main() -> int:
             made = max(made, n)
             stack = f"bench{n}"
             engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
-            path = _stack(root / stack / "stacks", n, a.charts)
+            path = _stack(root / stack / "stacks", n, charts)
             state = ""
             for label, op in (("preview", "preview"), ("first up", "up"),
                               ("no-op up", "up")):
@@ -90,7 +96,8 @@ def main() -> int:
                         f"{stack}.json"
                     state = f"{checkpoint.stat().st_size / n:,.0f}"
                 print(f"| {n:,} | {label} | {res.seconds:.1f} s | {res.cli_peak_mb:.0f} MB | "
-                      f"{res.host_peak_mb:.0f} MB | {count} | {state if label == 'first up' else ''} |",
+                      f"{res.host_peak_mb:.0f} MB | {count} | "
+                      f"{state if label == 'first up' else ''} |",
                       flush=True)
     finally:
         cp.stop()

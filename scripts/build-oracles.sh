@@ -7,7 +7,7 @@
 # A wrapper may also hold `generate`: lines `PACKAGE GENERATOR.go VAR=VALUE...` for programs
 # whose module zip lacks files that upstream's go:generate step makes (pulumi-kubernetes
 # embeds a versioned schema). The generator, upstream's own file, runs on a copy of the
-# package directory, and the files it makes reach the build through `go install -overlay`.
+# module taken from the module cache, and the build uses that copy.
 #
 # Cached: a build is redone only when its go.mod, go.sum, ldflags or the Go version change.
 # Go's own module and build caches live under $GPUPLANE_CACHE/go, so a fresh checkout on a
@@ -29,26 +29,27 @@ fi
 
 now() { date +%s; }
 
-# generate WRAPPER OUT: run each `generate` line's generator on a copy of its package
-# directory under OUT/gen and print the path of an overlay that adds the files it made.
+# generate WRAPPER OUT: for each `generate` line, copy the package's module out of the
+# module cache (read-only, and `go -overlay` may not replace files there), run the
+# generator in the copy's package directory, and point the build at the copy: a go.mod
+# beside the wrapper's (`-modfile`) with one more replace line. Prints that go.mod's path.
 generate() {
-    n=0; entries=""
+    n=0
+    cp "$1/go.mod" "$2/build.mod"; cp "$1/go.sum" "$2/build.sum"
     while read -r pkg gen vars; do
         case $pkg in ''|'#'*) continue ;; esac
         n=$((n + 1))
-        dir=$(cd "$1" && go list -e -f '{{.Dir}}' "$pkg")
-        work=$2/gen/$n
-        mkdir -p "$work"; cp -R "$dir/." "$work"; chmod -R u+w "$work"
-        (cd "$1" && go build -trimpath -o "$2/gen/generator-$n" "$dir/$gen") >&2
+        # shellcheck disable=SC2046  # three words: module path, module dir, package dir
+        set -- "$1" "$2" $(cd "$1" && go list -e -f '{{.Module.Path}} {{.Module.Dir}} {{.Dir}}' "$pkg")
+        copy=$2/gen/module-$n
+        mkdir -p "$copy"; cp -R "$4/." "$copy"; chmod -R u+w "$copy"
+        (cd "$1" && go build -trimpath -o "$2/gen/generator-$n" "$5/$gen") >&2
         # shellcheck disable=SC2086  # VAR=VALUE words
-        (cd "$work" && env $vars "$2/gen/generator-$n") >&2
-        for made in "$work"/*; do
-            [ ! -e "$dir/${made##*/}" ] || continue
-            entries="$entries${entries:+,}\"$dir/${made##*/}\":\"$made\""
-        done
+        (cd "$copy${5#"$4"}" && env $vars "$2/gen/generator-$n") >&2
+        (cd "$1" && go mod edit -modfile="$2/build.mod" -replace="$3=$copy")
+        set -- "$1" "$2"
     done < "$1/generate"
-    printf '{"Replace":{%s}}\n' "$entries" > "$2/gen/overlay.json"
-    echo "$2/gen/overlay.json"
+    echo "$2/build.mod"
 }
 total_start=$(now)
 built=0
@@ -74,12 +75,12 @@ for name in "$@"; do
         "$(sed -n 's/^require \([^ ]*\) \(v[^ ]*\).*/\1@\2/p; s/^\t\(github.com\/[^ ]*\) \(v[^ ]*\) \/\/ indirect$/\1@\2/p' "$src/go.mod" \
            | grep -E 'nvidia-container-toolkit@|containerd/v2@' | head -n 1)"
     rm -rf "$out.tmp"; mkdir -p "$out.tmp/bin"
-    overlay=""
-    if [ -f "$src/generate" ] && ! overlay=$(generate "$src" "$out.tmp" 2>"$out.tmp/log"); then
+    modfile=""
+    if [ -f "$src/generate" ] && ! modfile=$(generate "$src" "$out.tmp" 2>"$out.tmp/log"); then
         echo "FAILED"; cat "$out.tmp/log" >&2
         exit 1
     fi
-    if ! (cd "$src" && GOBIN="$out.tmp/bin" go install -trimpath ${overlay:+-overlay "$overlay"} \
+    if ! (cd "$src" && GOBIN="$out.tmp/bin" go install -trimpath ${modfile:+-modfile="$modfile"} \
             -ldflags "$ldflags" tool) >>"$out.tmp/log" 2>&1; then
         echo "FAILED"; cat "$out.tmp/log" >&2
         exit 1

@@ -37,7 +37,8 @@ def missing() -> str | None:
         if not (BIN / name).exists():
             return f"{BIN / name} is not built: run `make containerd` (scripts/build-oracles.sh)"
     if shutil.which("etcd") is None:
-        return "no etcd on PATH: run `make containerd` (scripts/fetch-containerd.sh installs etcd-server)"
+        return ("no etcd on PATH: run `make containerd` "
+                "(scripts/fetch-containerd.sh installs etcd-server)")
     if shutil.which("openssl") is None:
         return "no openssl on PATH (the control plane's certificates are made with it)"
     return None
@@ -102,13 +103,13 @@ class ControlPlane:
         return (self.root / f"{name}.log").read_text(errors="replace")[-4000:]
 
     def stop(self) -> None:
-        """Stop every process by its PID, newest first; kill what does not exit in 10 s."""
-        for _name, proc in reversed(list(self.procs.items())):
+        """Stop every process by its PID, newest first (etcd last, so the apiserver can
+        finish its requests); kill what does not exit in 15 s."""
+        for proc in reversed(list(self.procs.values())):
             if proc.poll() is None:
                 proc.terminate()
-        for proc in self.procs.values():
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
@@ -129,7 +130,7 @@ def _wait(cp: ControlPlane, name: str, ready: object, timeout: float) -> None:
         try:
             if callable(ready) and ready():
                 return
-        except Exception as e:  # noqa: BLE001 - not up yet
+        except Exception as e:
             last = e
         time.sleep(0.5)
     raise RuntimeError(f"{name} not ready in {timeout:.0f} s ({last}):\n{cp.log(name)}")

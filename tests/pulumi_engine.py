@@ -12,14 +12,16 @@ plugin is installed: `pulumi-analyzer-policy-python ENGINE . -OPTION=VALUE...` i
 directory (pkg/resource/plugin/analyzer_plugin.go@v3.260.0); tests/pulumi_bin holds that
 launcher, which starts the pack's `__main__.py` with the virtualenv PulumiPolicy.yaml names,
 as the language host does, and the launcher of Python dynamic providers
-(`pulumi-resource-pulumi-python`, which the CLI's release archive ships). The analyzer protocol, the engine and the provider are the real
-ones; only the process that starts the Python program differs from a user's machine.
+(`pulumi-resource-pulumi-python`, which the CLI's release archive ships). The analyzer
+protocol, the engine and the provider are the real ones; only the process that starts the
+Python program differs from a user's machine.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,9 +104,10 @@ class Engine:
                 f"runner gave no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
                 f"{proc.stderr[-3000:]}") from None
         return Result(ok=data["ok"], changes=data["changes"], violations=data["violations"],
-                      steps=data["steps"], outputs=data["outputs"], stdout=data["stdout"], stderr=data["stderr"],
-                      seconds=data["seconds"], cli_peak_mb=data["cliPeakMb"],
-                      host_peak_mb=data["hostPeakMb"])
+                      diagnostics=data["diagnostics"], steps=data["steps"],
+                      outputs=data["outputs"], stdout=data["stdout"],
+                      stderr=data["stderr"], seconds=data["seconds"],
+                      cli_peak_mb=data["cliPeakMb"], host_peak_mb=data["hostPeakMb"])
 
 
 @dataclass
@@ -114,7 +117,8 @@ class Result:
     ok: bool
     changes: dict[str, int]
     violations: list[dict[str, Any]]   # policyName, enforcementLevel, message, urn
-    steps: list[dict[str, Any]]        # op, type, name, diffs: one per resource step
+    diagnostics: list[dict[str, Any]]  # severity, message, urn: errors and warnings
+    steps: list[dict[str, Any]]        # op, type, name, diffs, inputs: one per resource step
     outputs: dict[str, Any]
     stdout: str
     stderr: str
@@ -126,6 +130,13 @@ class Result:
         """`type::name` -> op for every step that changes something."""
         return {f"{s['type']}::{s['name']}": s["op"] for s in self.steps
                 if s["op"] not in ("same", "read")}
+
+    def program_errors(self) -> set[str]:
+        """The rule ids of the findings the program itself logged as errors: gpuplane's
+        program refuses to roll out a plan the rulebook rejects (`GpuCluster`), and a
+        failed program leaves the engine no stack to hand the policy pack."""
+        return {m.group(1) for d in self.diagnostics if d["severity"] == "error"
+                for m in [re.match(r"(FM\d\d) ", d["message"])] if m}
 
     def mandatory(self) -> set[str]:
         return {v["policyName"] for v in self.violations

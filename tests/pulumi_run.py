@@ -1,11 +1,13 @@
 """Child process of tests/pulumi_engine.py: one operation of the real Pulumi CLI on one
 stack, with gpuplane's program served by the SDK's own language server (see
 tests/pulumi_engine.py for why). Prints one JSON line: ok, the change summary, the policy
-violations the engine reported, each resource step (op, type, name, changed properties,
-the engine's inputs), the stack outputs, the CLI's output, the seconds taken and the peak
-RSS of the CLI and of this Python host (the program's process).
+violations and the error and warning diagnostics the engine reported, each resource step
+(op, type, name, changed properties, the engine's inputs), the stack outputs, the CLI's
+output, the seconds taken and the peak RSS of the CLI and of this Python host (the
+program's process).
 
-    python tests/pulumi_run.py OP PROJECT_DIR STACK CLI_ROOT [--policy-pack DIR] [--policy-config FILE]
+    python tests/pulumi_run.py OP PROJECT_DIR STACK CLI_ROOT \
+        [--policy-pack DIR] [--policy-config FILE]
 
 A separate process because the SDK's runtime settings are process-global and the rest of
 the suite runs programs under mocks.
@@ -62,6 +64,7 @@ def main() -> int:
     err: list[str] = []
 
     steps: list[dict[str, Any]] = []
+    diagnostics: list[dict[str, Any]] = []
 
     def on_event(e: auto.events.EngineEvent) -> None:
         pre = e.resource_pre_event
@@ -70,10 +73,15 @@ def main() -> int:
             steps.append({"op": str(m.op.value), "type": m.type,
                           "name": m.urn.rsplit("::", 1)[-1], "diffs": list(m.diffs or []),
                           "inputs": m.new.inputs if m.new is not None else None})
+        d = e.diagnostic_event
+        if d is not None and d.severity in ("error", "warning"):
+            diagnostics.append({"severity": d.severity, "message": d.message,
+                                "urn": d.urn or ""})
         p = e.policy_event
         if p is not None:
             violations.append({"policyName": p.policy_name,
-                               "enforcementLevel": str(p.enforcement_level.value),
+                               "enforcementLevel": str(getattr(p.enforcement_level, "value",
+                                                             p.enforcement_level)),
                                "message": p.message, "urn": p.resource_urn or ""})
 
     cli = auto.PulumiCommand(root=a.cli_root)
@@ -115,8 +123,8 @@ def main() -> int:
     sampler.join()
     print(json.dumps({
         "ok": ok, "changes": {str(k): int(v) for k, v in changes.items()},
-        "violations": violations, "steps": steps, "outputs": outputs, "stdout": "\n".join(out)[-20000:],
-        "stderr": "\n".join(err)[-20000:], "seconds": seconds,
+        "violations": violations, "diagnostics": diagnostics, "steps": steps, "outputs": outputs,
+        "stdout": "\n".join(out)[-20000:], "stderr": "\n".join(err)[-20000:], "seconds": seconds,
         "cliPeakMb": round(peak[0] / 1024, 1),
         "hostPeakMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }, default=str))

@@ -249,3 +249,19 @@ def test_example_policy_config_is_honoured(capsys: pytest.CaptureFixture[str]) -
         "warning"]   # FM18 downgraded to advisory by the example
     assert main(["plan", "--stack", "rke2-lab", "--policy-pack-config", str(config)]) == 0
     capsys.readouterr()
+
+
+def test_policies_read_the_sdks_proxies_and_unknowns() -> None:
+    """Under `pulumi preview` the policy SDK wraps inputs in read-only proxies and marks
+    outputs not known yet; the pack turns them into plain data and unknowns into None
+    (the real engine's preview found the pack judging `toolkit.env` as not a list)."""
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+    from gpuplane.policy.props import plain
+
+    props = {"values": {"toolkit": {"env": [{"name": "A", "value": UNKNOWN_STRING_VALUE}]}},
+             "name": UNKNOWN_STRING_VALUE}
+    proxied = unknown_checking_proxy(props)
+    assert not isinstance(proxied["values"]["toolkit"]["env"], list)
+    assert plain(proxied) == {"values": {"toolkit": {"env": [{"name": "A", "value": None}]}},
+                              "name": None}

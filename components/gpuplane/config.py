@@ -276,6 +276,10 @@ class GpuOperatorConfig(_Section):
     """A registry (`host[:port][/path]`) every image the chart deploys is pulled from
     instead, each keeping its path and tag (`nvcr.io/nvidia/k8s/container-toolkit` ->
     `<mirror>/nvidia/k8s/container-toolkit`); `toolkitImage` and `values` still win."""
+    skip_await: bool = False
+    """`true`: `pulumi up` does not wait for the chart's workloads to become ready (Helm's
+    `--wait`; the release's `skipAwait`), for clusters whose nodes join after the stack
+    is applied. The post-deploy checks, when enabled, still judge the GPUs."""
     values: dict[str, Any] = Field(default_factory=dict)
     """Raw Helm values merged last (the policies still check them)."""
 
@@ -396,6 +400,10 @@ class HamiConfig(_Section):
     """A registry (`host[:port][/path]`) every image the chart deploys is pulled from
     instead, each keeping its path and tag (the kube-scheduler too, unless
     `schedulerImageRegistry` is set); `values` still win."""
+    skip_await: bool = False
+    """`true`: `pulumi up` does not wait for the chart's workloads to become ready (Helm's
+    `--wait`; the release's `skipAwait`), for clusters whose nodes join after the stack
+    is applied. The post-deploy checks, when enabled, still judge the GPUs."""
     values: dict[str, Any] = Field(default_factory=dict)
     """Raw Helm values merged last; only with `devicePlugin: hami`."""
 

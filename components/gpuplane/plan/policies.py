@@ -15,6 +15,8 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
+from pulumi_policy.proxy import unknown_checking_proxy
+
 from gpuplane.findings import Finding, Severity
 from gpuplane.plan.engine import Registered
 from gpuplane.policy.pack import build_policies
@@ -24,7 +26,8 @@ _SEVERITY = {EnforcementLevel.MANDATORY: Severity.ERROR,
 
 
 def policy_resources(resources: list[Registered]) -> list[PolicyResource]:
-    """PolicyResources with parents and dependencies linked, as the engine sends them."""
+    """PolicyResources with parents and dependencies linked, as the engine sends them: the
+    inputs behind the policy SDK's read-only proxies, as `pulumi preview` hands them."""
     by_urn: dict[str, PolicyResource] = {}
     for r in resources:
         opts = PolicyResourceOptions(
@@ -32,7 +35,7 @@ def policy_resources(resources: list[Registered]) -> list[PolicyResource]:
             delete_before_replace=r.delete_before_replace, aliases=[],
             custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
             additional_secret_outputs=r.additional_secret_outputs, parent=r.parent or None)
-        by_urn[r.urn] = PolicyResource(r.type, r.inputs, r.urn, r.name, opts, None, None, [], {})
+        by_urn[r.urn] = PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name, opts, None, None, [], {})
     for r in resources:
         res = by_urn[r.urn]
         res.parent = by_urn.get(r.parent)

@@ -29,6 +29,7 @@ from gpuplane.policy.collect import (
     intent_from_config,
     stack_findings,
 )
+from gpuplane.policy.props import plain
 from gpuplane.rules import RULES
 
 PACK_NAME = "gpuplane"
@@ -56,7 +57,7 @@ def findings_of(resources: list[PolicyResource],
     key = (id(resources), json.dumps(config or {}, sort_keys=True))
     if _memo and _memo[0][0] == key and _memo[0][1] is resources:
         return _memo[0][2]
-    views = [View(r.resource_type, r.name, r.urn, r.props,
+    views = [View(r.resource_type, r.name, r.urn, plain(r.props),
                   tuple(d.urn for d in r.dependencies or ())) for r in resources]
     located = stack_findings(views, intent_from_config(config)).items
     _memo[:] = [(key, resources, located)]

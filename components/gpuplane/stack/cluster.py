@@ -119,7 +119,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-gpu-operator", namespace=namespace,
             chart_version=cfg.gpu_operator.chart_version,
             values=operator_values(cfg, self.plan.toolkit_env),
-            source=cfg.gpu_operator.chart_source,
+            source=cfg.gpu_operator.chart_source, skip_await=cfg.gpu_operator.skip_await,
             opts=pulumi.ResourceOptions(parent=self, depends_on=before_operator))
         if time_slicing is not None:
             time_slicing.add_restart(self.operator.release, args.kube_context, args.kubeconfig)
@@ -133,7 +133,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.hami = Hami(
                 f"{name}-hami", namespace=cfg.hami.namespace,
                 chart_version=cfg.hami.chart_version, values=hami_values(cfg),
-                source=cfg.hami.chart_source,
+                source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
                 gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.operator]))
             deployed.append(self.hami)

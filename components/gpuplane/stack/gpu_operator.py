@@ -21,6 +21,7 @@ class GpuOperator(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, namespace: str, chart_version: str,
                  values: dict[str, Any], source: ChartSource = UPSTREAM,
+                 skip_await: bool = False,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuOperator", name, None, opts)
         chart, repo = source.release_chart(OPERATOR_CHART, OPERATOR_CHART_REPO)
@@ -33,5 +34,6 @@ class GpuOperator(pulumi.ComponentResource):
             namespace=namespace,
             values=values,
             timeout=900,
+            skip_await=skip_await,
             opts=child_options(self, opts))
         self.register_outputs({"release": self.release.status})

@@ -19,7 +19,7 @@ class Hami(pulumi.ComponentResource):
 
     def __init__(self, name: str, *, namespace: str, chart_version: str,
                  values: dict[str, Any], gpu_nodes: Sequence[str],
-                 source: ChartSource = UPSTREAM,
+                 source: ChartSource = UPSTREAM, skip_await: bool = False,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:Hami", name, None, opts)
         labels = [
@@ -41,5 +41,6 @@ class Hami(pulumi.ComponentResource):
             create_namespace=True,
             values=values,
             timeout=600,
+            skip_await=skip_await,
             opts=child_options(self, opts).merge(pulumi.ResourceOptions(depends_on=labels)))
         self.register_outputs({"release": self.release.status})
