@@ -9,19 +9,23 @@ kubernetes provider refuses an apiserver that says v0.0.0).
 Each start makes its own certificates (a CA, the serving certificate for 127.0.0.1, an
 admin client in `system:masters`, one client per controller with its own identity) and
 its own data dir, runs with RBAC on and stops every process by PID. No kubelet: nodes are
-the real-node issue's; pods stay Pending here.
+the real-node issue's; pods stay Pending here (`helm_hooks_succeed` stands in for the
+kubelet where a chart's uninstall hook would otherwise wait for one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -204,3 +208,40 @@ def start(root: Path) -> ControlPlane:
         cp.stop()
         raise
     return cp
+
+
+@contextlib.contextmanager
+def helm_hooks_succeed(cp: ControlPlane, *namespaces: str) -> Iterator[None]:
+    """Play the missing kubelet's part for Helm hook Jobs in `namespaces`: their pods are
+    marked Succeeded, so a hook (the GPU Operator chart's node-feature-discovery `prune`
+    Job at `helm uninstall`, HAMi's webhook-certificate Jobs at install) completes instead
+    of holding the release until Helm's timeout. Only Jobs carrying a `helm.sh/hook`
+    annotation; a real node comes with the real-node tests."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(cp.kubeconfig))
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    stop = threading.Event()
+
+    def complete(namespace: str) -> None:
+        hooks = {j.metadata.name for j in batch.list_namespaced_job(namespace).items
+                 if "helm.sh/hook" in (j.metadata.annotations or {})}
+        for pod in core.list_namespaced_pod(namespace).items:
+            job = (pod.metadata.labels or {}).get("batch.kubernetes.io/job-name")
+            if job in hooks and pod.status.phase == "Pending":
+                core.patch_namespaced_pod_status(
+                    pod.metadata.name, namespace, {"status": {"phase": "Succeeded"}})
+
+    def run() -> None:
+        while not stop.wait(1.0):
+            for namespace in namespaces:
+                with contextlib.suppress(Exception):   # not there yet, or going away
+                    complete(namespace)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

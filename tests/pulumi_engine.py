@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -95,14 +96,24 @@ class Engine:
             argv += ["--policy-pack", str(REPO / "policies")]
         if policy_config is not None:
             argv += ["--policy-config", str(policy_config)]
-        proc = subprocess.run(argv, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout, cwd=project, stdin=subprocess.DEVNULL)
+        # Its own session: on a time-out the runner, the CLI and the providers it started
+        # are stopped together, never left behind.
+        with subprocess.Popen(argv, env=self.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=project,
+                              stdin=subprocess.DEVNULL, start_new_session=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, stderr = proc.communicate()
+                raise AssertionError(f"`pulumi {op}` of {stack} took over {timeout:.0f} s:\n"
+                                     f"{stdout[-3000:]}\n{stderr[-3000:]}") from None
         try:
-            data = json.loads(proc.stdout.splitlines()[-1])
+            data = json.loads(stdout.splitlines()[-1])
         except (IndexError, json.JSONDecodeError):
             raise AssertionError(
-                f"runner gave no result (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                f"{proc.stderr[-3000:]}") from None
+                f"runner gave no result (exit {proc.returncode}):\n{stdout[-3000:]}\n"
+                f"{stderr[-3000:]}") from None
         return Result(ok=data["ok"], changes=data["changes"], violations=data["violations"],
                       diagnostics=data["diagnostics"], steps=data["steps"],
                       outputs=data["outputs"], stdout=data["stdout"],

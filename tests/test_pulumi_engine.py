@@ -28,7 +28,7 @@ from gpuplane.plan.echo import AUTONAME_SUFFIX
 
 import oracle
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.engine]
 REPO = Path(__file__).resolve().parents[1]
 # Bundled stacks the engine can run end to end here: the ones with `nodeAccess: none`.
 # Stacks that write node files need pulumi-resource-command, which the module proxy does
@@ -251,8 +251,8 @@ def objects_match_the_plan(cluster: control_plane.ControlPlane,
             assert got == r["inputs"]["data"]
         elif kind == "kubernetes:node.k8s.io/v1:RuntimeClass":
             assert node.read_runtime_class(meta["name"]).handler == r["inputs"]["handler"]
-    for release in plan["helm"].values():
-        got = helm_release(cluster, release["namespace"], release["chart"])
+    for name, release in plan["helm"].items():
+        got = helm_release(cluster, release["namespace"], name)
         assert got["info"]["status"] == "deployed"
         assert got["chart"]["metadata"]["version"].lstrip("v") == \
             str(release["version"]).lstrip("v")
@@ -295,7 +295,10 @@ def test_up_is_what_the_plan_printed_then_a_noop_then_destroy(
     code, plan = plan_json(path, stack, capsys)
     assert code == 0
     stack_nodes([n["name"] for n in plan["config"]["nodes"]])
-    up = engine.run("up", stack, stack_file=path, policy_pack=True)
+    hooks = control_plane.helm_hooks_succeed(
+        cluster, *{release["namespace"] for release in plan["helm"].values()})
+    with hooks:
+        up = engine.run("up", stack, stack_file=path, policy_pack=True)
     assert up.ok, up.stdout + up.stderr
     objects_match_the_plan(cluster, plan)
     api = _api(cluster)
@@ -326,7 +329,9 @@ def test_up_is_what_the_plan_printed_then_a_noop_then_destroy(
     assert program_steps(preview) == expected, preview.stdout
     path.write_text(changed.read_text())   # what `destroy` reads; nothing was applied
 
-    down = engine.run("destroy", stack, stack_file=path)
+    with control_plane.helm_hooks_succeed(
+            cluster, *{release["namespace"] for release in plan["helm"].values()}):
+        down = engine.run("destroy", stack, stack_file=path)
     assert down.ok, down.stdout + down.stderr
     core = client.CoreV1Api(api)
     for r in plan["resources"]:
@@ -340,7 +345,8 @@ def test_up_is_what_the_plan_printed_then_a_noop_then_destroy(
 
 
 def test_checks_fail_up_when_gpu_nodes_never_become_ready(
-        engine: pulumi_engine.Engine, stack_nodes: Any, tmp_path: Path) -> None:
+        engine: pulumi_engine.Engine, cluster: control_plane.ControlPlane, stack_nodes: Any,
+        tmp_path: Path) -> None:
     """A GPU node that registered but never runs a kubelet (so never announces
     `nvidia.com/gpu`): the post-deploy checks fail `pulumi up` within their timeout with a
     message naming the node, not a hang and not a traceback."""
@@ -356,5 +362,6 @@ def test_checks_fail_up_when_gpu_nodes_never_become_ready(
     assert "Traceback" not in text, text[-4000:]
     # The wait is the checks' own budget, not the Helm timeout (900 s) or a hang.
     assert up.seconds < timeout + 240, up.seconds
-    down = engine.run("destroy", "kind-smoke", stack_file=path)
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        down = engine.run("destroy", "kind-smoke", stack_file=path)
     assert down.ok, down.stdout + down.stderr
