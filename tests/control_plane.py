@@ -16,9 +16,11 @@ kubelet where a chart's uninstall hook would otherwise wait for one).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -119,10 +121,18 @@ class ControlPlane:
                 proc.wait()
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies, however it dies
+    (prctl PR_SET_PDEATHSIG), so a killed test run leaves no control plane behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+
+
 def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
     log = open(cp.root / f"{name}.log", "wb")  # noqa: SIM115 - owned by the process
     cp.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
 
 
 def _wait(cp: ControlPlane, name: str, ready: object, timeout: float) -> None:
