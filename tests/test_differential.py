@@ -58,12 +58,13 @@ def runtime(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         entry["runtime_type"] = "io.containerd.runc.v2"
     options = draw(st.dictionaries(
-        st.sampled_from(["SystemdCgroup", "BinaryName"]),
+        # Kubespray <= 2.27 writes systemdCgroup / binaryName (issue #26).
+        st.sampled_from(["SystemdCgroup", "BinaryName", "systemdCgroup", "binaryName"]),
         st.one_of(st.booleans(), st.sampled_from(["/usr/bin/nvidia-container-runtime", ""])),
         max_size=2,
     ))
     options = {k: v for k, v in options.items()
-               if isinstance(v, bool) == (k == "SystemdCgroup")}
+               if isinstance(v, bool) == (k.lower() == "systemdcgroup")}
     if options:
         entry["options"] = options
     return entry

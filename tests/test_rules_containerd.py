@@ -225,6 +225,36 @@ def test_systemd_cgroup_against_the_kubelet() -> None:
     assert finding.fix == "Set SystemdCgroup = false in the options of nvidia, runc."
 
 
+def _kubespray(line_version: int, runc_key: str, nvidia_key: str) -> dict[str, str]:
+    """Kubespray <= 2.27's spelling (`systemdCgroup`) on runc, the toolkit's on nvidia."""
+    k = KEYS[line_version]
+    return {TOP: top(line_version, imports="[]", body=default("runc", line_version)
+                     + f"[plugins.{k}.containerd.runtimes.runc]\n"
+                     'runtime_type = "io.containerd.runc.v2"\n'
+                     f"[plugins.{k}.containerd.runtimes.runc.options]\n{runc_key} = true\n"
+                     f"[plugins.{k}.containerd.runtimes.nvidia]\n"
+                     'runtime_type = "io.containerd.runc.v2"\n'
+                     f"[plugins.{k}.containerd.runtimes.nvidia.options]\n"
+                     f"{nvidia_key} = true\n")}
+
+
+@pytest.mark.parametrize("line", ["1.6", "1.7", "2.0", "2.2"])
+def test_systemd_cgroup_read_with_containerds_own_key_matching(line: str) -> None:
+    version = 3 if line.startswith("2") else 2
+    # systemdCgroup and SystemdCgroup are one setting to every line: no disagreement.
+    assert check(_kubespray(version, "systemdCgroup", "SystemdCgroup"), line) == []
+    assert check(_kubespray(version, "systemdCgroup", "SystemdCgroup"), line,
+                 kubelet_cgroup_driver="systemd") == []
+    # SystemdCGroup means SystemdCgroup to 2.x only; 1.x never decodes it (runc: false).
+    findings = check(_kubespray(version, "SystemdCGroup", "SystemdCgroup"), line)
+    if line.startswith("2"):
+        assert findings == []
+    else:
+        (finding,) = findings
+        assert finding.id == "FM07" and "runc=false" in finding.message
+        assert "SystemdCGroup" in finding.message  # says why: the spelling
+
+
 # ---------------------------------------------------------------- FM16
 
 def test_cdi_on_1_6() -> None:

@@ -17,11 +17,12 @@ from typing import Any
 
 import tomlkit
 
-from gpuplane.containerd.effective import EffectiveConfig, effective_config
+from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.options import set_option
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
 from gpuplane.findings import (
@@ -255,13 +256,20 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     if systemd is not None:
         for name, runtime in current.runtimes.items():
             if runtime.runtime_type in (RUNC_V2, None):
-                runtimes[name] = {"options": {"SystemdCgroup": systemd}}
+                runtimes[name] = {"options": set_option(
+                    {k: v for k, v in raw_options(current, name).items()
+                     if k.lower() == "systemdcgroup"}, "SystemdCgroup", systemd)}
     if options.toolkit is ToolkitMode.HOST:
-        base = current.runtimes.get(current.default_runtime) or current.runtimes.get("runc")
-        opts = dict(base.options) if base else {}
+        base_name = (current.default_runtime if current.default_runtime in current.runtimes
+                     else "runc")
+        base = current.runtimes.get(base_name)
+        # Spellings normalising dropped (`systemdCgroup = false`) still shadow ours on 2.x.
+        shadows = {k: v for k, v in raw_options(current, base_name).items()
+                   if k.lower() in ("systemdcgroup", "binaryname")}
+        opts = {**shadows, **base.options} if base else {}
         if systemd is not None:
-            opts["SystemdCgroup"] = systemd
-        opts["BinaryName"] = HOST_TOOLKIT_BIN
+            opts = set_option(opts, "SystemdCgroup", systemd)
+        opts = set_option(opts, "BinaryName", HOST_TOOLKIT_BIN)
         runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
         if options.nvidia_default:
             ctd["default_runtime_name"] = options.runtime_name

@@ -3,6 +3,8 @@ and CRI settings mean for the pods that will use them."""
 
 from __future__ import annotations
 
+from gpuplane.containerd import ContainerdVersion, RuntimeView
+from gpuplane.containerd.options import decoded, odd_spellings
 from gpuplane.containerd.versions import RUNC_V2
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
@@ -29,16 +31,19 @@ def check_systemd_cgroup(facts: ContainerdFacts) -> list[Finding]:
 
 def fm07(a: Analysis) -> list[Finding]:
     eff, driver = a.eff, a.facts.kubelet_cgroup_driver
+    line = eff.containerd_version
     # A SystemdCgroup lost by replacement or version mixing is reported there, once.
-    lost = {x.runtime for x in a.losses if x.kind == "option" and x.option == "SystemdCgroup"}
-    values = {
-        name: view.options.get("SystemdCgroup") is True
-        for name, view in sorted(eff.runtimes.items())
-        if view.runtime_type == RUNC_V2 and name not in lost
-    }
+    lost = {x.runtime for x in a.losses
+            if x.kind == "option" and (x.option or "").lower() == "systemdcgroup"}
+    runc_based = {name: view for name, view in sorted(eff.runtimes.items())
+                  if view.runtime_type == RUNC_V2 and name not in lost}
+    # The value runc gets, by this line's own key matching (systemdCgroup counts).
+    values = {name: decoded(view.options, "SystemdCgroup", line) is True
+              for name, view in runc_based.items()}
     if not values:
         return []
-    shown = ", ".join(f"{n}={fmt(v)}" for n, v in values.items())
+    shown = ", ".join(f"{n}={fmt(v)}" for n, v in values.items()) + _spelling_note(
+        runc_based, line)
     if driver is not None:
         want = driver == "systemd"
         bad = [n for n, v in values.items() if v != want]
@@ -63,6 +68,17 @@ def fm07(a: Analysis) -> list[Finding]:
         "Give every io.containerd.runc.v2 runtime the same SystemdCgroup, matching the "
         "kubelet's cgroupDriver (true for systemd, false for cgroupfs).",
     )]
+
+
+def _spelling_note(runtimes: dict[str, RuntimeView], line: ContainerdVersion) -> str:
+    """Why a runtime that looks set reads as unset: a key containerd `line` ignores."""
+    ignored = [f"{name}.{key}" for name, view in runtimes.items()
+               for key in odd_spellings(view.options, "SystemdCgroup")
+               if decoded({key: True}, "SystemdCgroup", line) is None]
+    if not ignored:
+        return ""
+    return (f"; containerd {line} does not read {', '.join(ignored)} as SystemdCgroup "
+            "(1.x accepts SystemdCgroup, systemdCgroup, systemdcgroup, SYSTEMDCGROUP)")
 
 
 # ---------------------------------------------------------------- FM09: default
