@@ -112,7 +112,54 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
             return None
         del runc["runtime_type"]
         return {**base, top: tomlkit.dumps(data)}
+    if variant in _RUNTIME_SHAPES:
+        # Issue #26: vendor nodes whose default runtime is not runc, or that have no runc
+        # table, and Kubespray <= 2.27's lower-case option keys.
+        data = tomllib.loads(base[top])
+        cri = next((t for k, t in data.get("plugins", {}).items()
+                    if k in ("io.containerd.grpc.v1.cri", "cri")), None)
+        if cri is None or "runc" not in cri.get("containerd", {}).get("runtimes", {}):
+            return None
+        _RUNTIME_SHAPES[variant](cri["containerd"])
+        return {**base, top: tomlkit.dumps(data)}
     return None
+
+
+def _vendor_nvidia_default(ctd: dict[str, Any], name: str = "nvidia",
+                           extra: str | None = None) -> None:
+    """EKS's NVIDIA AMI (nodeadm config2.template.toml@v20260724: runtime `nvidia`, no
+    runc table) and AKS's GPU pools (AgentBaker pkg/agent/baker.go containerdV1
+    ConfigTemplate: `nvidia-container-runtime` plus `untrusted`, no runc table)."""
+    runc = ctd["runtimes"].pop("runc")
+    options = {**runc.get("options", {}), "BinaryName": "/usr/bin/nvidia-container-runtime",
+               "SystemdCgroup": True}
+    ctd["runtimes"][name] = {"runtime_type": RUNC, "options": options}
+    if extra:
+        ctd["runtimes"][extra] = {"runtime_type": RUNC, "options": {
+            "BinaryName": "/usr/bin/nvidia-container-runtime"}}
+    ctd["default_runtime_name"] = name
+
+
+def _other_default(ctd: dict[str, Any]) -> None:
+    """A default runtime other than runc (crun), runc still defined."""
+    ctd["runtimes"]["crun"] = {"runtime_type": RUNC, "options": {
+        "BinaryName": "/usr/bin/crun", "SystemdCgroup": True}}
+    ctd["default_runtime_name"] = "crun"
+
+
+def _lower_case_keys(ctd: dict[str, Any]) -> None:
+    """Kubespray <= 2.27 (roles/container-engine/containerd/defaults/main.yml@v2.27.0)."""
+    runc = ctd["runtimes"]["runc"]
+    runc["options"] = {"systemdCgroup": True, "binaryName": "/usr/local/bin/runc"}
+
+
+_RUNTIME_SHAPES: dict[str, Any] = {
+    "vendor-nvidia-default": _vendor_nvidia_default,
+    "vendor-aks": lambda ctd: _vendor_nvidia_default(ctd, "nvidia-container-runtime",
+                                                     "untrusted"),
+    "other-default": _other_default,
+    "lower-case-keys": _lower_case_keys,
+}
 
 
 @functools.cache
@@ -131,7 +178,7 @@ def _migrated_v3(name: str) -> str:
 
 
 BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1",
-             "migrated-v3", "runc-untyped")
+             "migrated-v3", "runc-untyped", *_RUNTIME_SHAPES)
 
 
 def _cases() -> list[pytest.param]:
