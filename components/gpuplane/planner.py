@@ -161,7 +161,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
         effective=effective,
-        expected_runtimes=frozenset({"runc", *expected}),
+        expected_runtimes=frozenset({own_default(before), *expected}),
         expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
                              and not _is_template(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
@@ -188,15 +188,24 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
     operator's toolkit the state after gpuplane is the final one; with it, gpuplane's files
     alone must already run (the agent restarts containerd on them) and must still run
     once the toolkit is uninstalled (the operator goes before the agent restores)."""
-    as_found = ContainerdFacts(effective=before, expected_runtimes=frozenset({"runc"}))
+    # As found, the node is judged exactly as `gpuplane containerd check` judges its files
+    # (gpuplane.nodecheck): nothing is expected of it yet.
+    as_found = ContainerdFacts(effective=before)
     if options.toolkit is not ToolkitMode.OPERATOR:
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
     mine = ContainerdFacts(
-        effective=written, expected_runtimes=frozenset({"runc"}),
+        effective=written, expected_runtimes=frozenset({own_default(before)}),
         expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver)
     return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
             (AFTER_UNINSTALL, mine)]
+
+
+def own_default(before: EffectiveConfig) -> str:
+    """The runtime the node's pods run as found, which every later state must still
+    define: its own default (EKS's and AKS's GPU nodes have no runc table), runc where the
+    node as found does not start."""
+    return before.default_runtime if before.starts else "runc"
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:

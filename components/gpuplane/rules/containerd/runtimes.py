@@ -50,24 +50,51 @@ def fm07(a: Analysis) -> list[Finding]:
         if not bad:
             return []
         return [Finding(
-            "FM07", Severity.ERROR,
+            "FM07", _severity(a, bad),
             f"the kubelet uses the {driver} cgroup driver, but SystemdCgroup is {shown}: "
-            f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet.",
+            f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet."
+            + _unused_note(a, bad),
             a.where(runtime_at(a, bad[0], "SystemdCgroup")),
             f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}.",
         )]
     if len(set(values.values())) < 2:
         return []
-    reference = values.get("runc", next(iter(values.values())))
+    # The default runtime is what every pod without a RuntimeClass gets: the others are
+    # measured against it (against runc where the default is not runc-based).
+    reference = values.get(eff.default_runtime, values.get("runc", next(iter(values.values()))))
     odd = [n for n, v in values.items() if v != reference]
     return [Finding(
-        "FM07", Severity.ERROR,
+        "FM07", _severity(a, odd),
         f"runc-based runtimes disagree on SystemdCgroup ({shown}; absent means false): "
-        "containers of one runtime use another cgroup manager than the rest.",
+        "containers of one runtime use another cgroup manager than the rest."
+        + _unused_note(a, odd),
         a.where(runtime_at(a, odd[0], "SystemdCgroup")),
         "Give every io.containerd.runc.v2 runtime the same SystemdCgroup, matching the "
         "kubelet's cgroupDriver (true for systemd, false for cgroupfs).",
     )]
+
+
+def _used(a: Analysis) -> set[str]:
+    """The runtimes pods are known to run: the default and those the plan relies on."""
+    return {a.eff.default_runtime, *a.facts.expected_runtimes}
+
+
+def _severity(a: Analysis, odd: list[str]) -> Severity:
+    """An error when a runtime pods run is the odd one; a runtime nothing is known to use
+    (containerd 2.x's built-in runc beside a vendor's default, AKS's `untrusted`) breaks
+    no pod by itself: a warning."""
+    return Severity.ERROR if set(odd) & _used(a) else Severity.WARNING
+
+
+def _unused_note(a: Analysis, odd: list[str]) -> str:
+    if set(odd) & _used(a):
+        return ""
+    builtin = [n for n in odd if n not in a.defined]
+    why = (f" ({', '.join(builtin)}: containerd's built-in runtime, which no file "
+           "configures)" if builtin else "")
+    return (f" Neither the default runtime ({a.eff.default_runtime}) nor a runtime the plan "
+            f"uses is among them{why}: only pods whose RuntimeClass names "
+            f"{', '.join(odd)} are affected.")
 
 
 def _spelling_note(runtimes: dict[str, RuntimeView], line: ContainerdVersion) -> str:
