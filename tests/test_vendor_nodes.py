@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion, MemoryFiles
 from gpuplane.distros import Distro, profile
@@ -25,7 +26,6 @@ from gpuplane.nodecheck import check_node_config
 from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
-import toolkit_oracle
 from layouts import host_path, write_layout
 
 TOP = "/etc/containerd/config.toml"

@@ -136,9 +136,9 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], *, installer: Insta
 def low_level_runtimes(table: dict[str, Any], installer: Installer) -> list[str]:
     """The runtimes whose table the installer copies for a new one, first found wins:
     1.15 `runc` only, 1.16 `runc` then the default (`pkg/config/engine/containerd/
-    config_v2.go`@v1.15.0 and @v1.16.2 `AddRuntime`); from 1.17 the default unless its name starts with `nvidia`,
-    then `runc`, then `crun` (`pkg/config/engine/engine.go`@v1.17.8 and @v1.20.0
-    `GetLowLevelRuntimes`)."""
+    config_v2.go`@v1.15.0 and @v1.16.2 `AddRuntime`); from 1.17 the default unless its
+    name starts with `nvidia`, then `runc`, then `crun` (`pkg/config/engine/engine.go`
+    @v1.17.8 and @v1.20.0 `GetLowLevelRuntimes`)."""
     default = table.get("containerd", {}).get("default_runtime_name")
     default = default if isinstance(default, str) else ""
     if installer.version < (1, 16, 0):
