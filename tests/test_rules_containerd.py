@@ -206,6 +206,37 @@ def test_wrongly_typed_field_is_reported_with_its_line() -> None:
     assert finding.where == f"{TOP}:4"
 
 
+def _k8s_snap_with_runc_drop_in() -> dict[str, str]:
+    """k8sd's top-level file (pause image, CNI dirs, registry hosts dir) plus the community
+    `00-k8s-runc.toml`, which holds a CRI table with runc only."""
+    top_text = top(body=f'[plugins.{V2}]\nsandbox_image = "ghcr.io/canonical/k8s-snap/pause:3.10"\n'
+                   f'[plugins.{V2}.cni]\nbin_dir = "/opt/cni/bin"\nconf_dir = "/etc/cni/net.d"\n'
+                   f'[plugins.{V2}.registry]\nconfig_path = "/etc/containerd/hosts.d"\n')
+    return {TOP: top_text, f"{CONF_D}/00-k8s-runc.toml": RUNC_DROP_IN}
+
+
+@pytest.mark.parametrize("line", ["1.6", "1.7", "2.1"])
+def test_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
+    findings = by_id(check(_k8s_snap_with_runc_drop_in(), line), "FM02")
+    if line == "2.1":
+        assert findings == []   # deep merge: nothing dropped
+        return
+    (finding,) = findings
+    for lost in ('sandbox_image = "ghcr.io/canonical/k8s-snap/pause:3.10"',
+                 'cni.bin_dir = "/opt/cni/bin"',
+                 'registry.config_path = "/etc/containerd/hosts.d"'):
+        assert lost in finding.message, finding.message
+    assert "conf_dir" not in finding.message   # containerd's own default: nothing lost
+    assert finding.severity is Severity.ERROR   # the CNI dirs: pod networking
+    assert finding.where.startswith(f"{CONF_D}/00-k8s-runc.toml")
+    # Without the CNI dirs the loss is a warning: images still pull from the default.
+    layout = _k8s_snap_with_runc_drop_in()
+    layout[TOP] = layout[TOP].replace(f'[plugins.{V2}.cni]\nbin_dir = "/opt/cni/bin"\n'
+                                      'conf_dir = "/etc/cni/net.d"\n', "")
+    (finding,) = by_id(check(layout, line), "FM02")
+    assert finding.severity is Severity.WARNING and "cni" not in finding.message
+
+
 # ---------------------------------------------------------------- FM07
 
 def test_systemd_cgroup_disagreement_between_runtimes() -> None:
