@@ -94,7 +94,9 @@ def plan_node(
     top = profile.config_path
     if profile.edit_mode is EditMode.TEMPLATE:
         target = profile.edit_path(version)
-        source = baseline.get(target) or baseline[top]
+        # The node's own template; without one (RKE2/K3s render a built-in one), the
+        # config it renders now.
+        source = baseline[target] if target in baseline else baseline.get(top, "")
         patch = _patch(profile, version, options, baseline)
         text = _apply_patch(source, patch, version)
         # The operator's toolkit edits the template, or creates one holding only its own
@@ -250,7 +252,7 @@ def rendered_layout(layout: dict[str, str], profile: DistroProfile,
     if profile.edit_mode is EditMode.TEMPLATE:
         template = profile.edit_path(version)
         if template in layout:
-            return {**layout, profile.config_path: layout[template]}
+            return {**layout, profile.config_path: profile.render(layout[template])}
     return layout
 
 
