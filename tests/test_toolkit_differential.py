@@ -101,6 +101,12 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
                                               v1_names=variant == "versionless-v1")}
     if variant == "migrated-v3":
         return {**base, top: _migrated_v3(name)}
+    if variant == "v2-v3-names":
+        # `version = 2` over version-3 plugin names, run by containerd 2.x: AKS on Azure
+        # Linux 3 / Ubuntu 24.04 (AgentBaker pkg/agent/baker.go containerdV2ConfigTemplate)
+        text = _migrated_v3(name)
+        assert "version = 3" in text
+        return {**base, top: text.replace("version = 3", "version = 2", 1)}
     if variant == "runc-untyped":
         # a runc table without `runtime_type` (containerd fills in its default): what the
         # installer copies for the nvidia runtimes then lacks it too, until 1.20 fills it
@@ -178,14 +184,14 @@ def _migrated_v3(name: str) -> str:
 
 
 BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1",
-             "migrated-v3", "runc-untyped", *_RUNTIME_SHAPES)
+             "migrated-v3", "v2-v3-names", "runc-untyped", *_RUNTIME_SHAPES)
 
 
 def _cases() -> list[pytest.param]:
     out = []
     for name, line, toolkit, opts, base in itertools.product(
             PROFILES, oracle.LINES, TOOLKIT_VERSIONS, OPTIONS, BASELINES):
-        if base == "migrated-v3":
+        if base in ("migrated-v3", "v2-v3-names"):
             if line.startswith("1.") or opts != "plain":
                 continue   # a version-3 config is for containerd 2.x only
         elif base != "model" and (opts != "plain" or _captured(name, base) is None):

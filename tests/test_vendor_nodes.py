@@ -175,3 +175,33 @@ def test_vendor_nodes_start_on_real_containerd(name: str, line: str, tmp_path: P
     assert dumped.ok, dumped.error
     checked = check_node_config(MemoryFiles(files), TOP, ContainerdVersion.parse(line))
     assert oracle.effective_from_dump(line, dumped.config) == checked.effective.to_dict()
+
+
+# AKS on Azure Linux 3 / Ubuntu 24.04: `version = 2` over version-3 plugin names on
+# containerd 2.x (AgentBaker pkg/agent/baker.go `containerdV2ConfigTemplate`).
+AKS_V2_WITH_V3_NAMES = AKS_GPU.replace('"io.containerd.grpc.v1.cri"',
+                                       '"io.containerd.cri.v1.runtime"').replace(
+    '  sandbox_image = "mcr.microsoft.com/oss/kubernetes/pause:3.6"\n', "").replace(
+    '  [plugins."io.containerd.cri.v1.runtime".registry]\n'
+    '    config_path = "/etc/containerd/certs.d"\n',
+    '[plugins."io.containerd.cri.v1.images".registry]\n'
+    '  config_path = "/etc/containerd/certs.d"\n')
+
+
+@pytest.mark.parametrize("mode", [ToolkitMode.HOST, ToolkitMode.OPERATOR])
+@pytest.mark.parametrize("line", ["2.0", "2.2"])
+def test_version_2_with_version_3_names_gets_a_working_plan(line: str,
+                                                           mode: ToolkitMode) -> None:
+    assert 'version = 2' in AKS_V2_WITH_V3_NAMES
+    assert "io.containerd.grpc.v1.cri" not in AKS_V2_WITH_V3_NAMES
+    opts = {"toolkit_version": "1.18.1", "operator_chart": toolkit_oracle.chart_of("1.18.1")} \
+        if mode is ToolkitMode.OPERATOR else {}
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(line),
+                     PlanOptions(toolkit=mode, systemd_cgroup=True, **opts),
+                     current={TOP: AKS_V2_WITH_V3_NAMES})
+    errors = [f for f in plan.findings if f.severity is Severity.ERROR]
+    assert not errors, errors
+    nvidia = plan.effective.runtimes["nvidia"]
+    assert nvidia.runtime_type == "io.containerd.runc.v2"
+    assert nvidia.options["BinaryName"].endswith("nvidia-container-runtime")
+    assert plan.effective.default_runtime == "nvidia-container-runtime"

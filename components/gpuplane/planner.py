@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import posixpath
+import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -116,6 +117,8 @@ def plan_node(
         top_text = baseline[top]
         if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
             top_text = _ensure_import(top_text, profile, version, baseline)
+        if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
+            top_text = _as_version_3(top_text)
         if patch and options.toolkit is ToolkitMode.OPERATOR:
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
@@ -270,6 +273,10 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                 runtimes[name] = {"options": set_option(
                     {k: v for k, v in raw_options(current, name).items()
                      if k.lower() == "systemdcgroup"}, "SystemdCgroup", systemd)}
+                if not _configured(current, name):
+                    # containerd 2.x's built-in runc, which no file defines: a table with
+                    # options only would be what the toolkit copies, without a type.
+                    runtimes[name]["runtime_type"] = RUNC_V2
     if options.toolkit is ToolkitMode.HOST:
         base_name = (current.default_runtime if current.default_runtime in current.runtimes
                      else "runc")
@@ -294,8 +301,37 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     return patch
 
 
-def _cri_key(config_version: int) -> str:
-    return CRI_V3_RUNTIME if config_version >= 3 else CRI_V2
+def _configured(eff: EffectiveConfig, name: str) -> bool:
+    """Whether some file defines runtime `name` (not only containerd's built-in runc)."""
+    table = eff.plugins.get(eff.cri_key)
+    for key in ("containerd", "runtimes"):
+        table = table.get(key) if isinstance(table, dict) else None
+    return isinstance(table, dict) and name in table
+
+
+def _cri_key(config_version: int, version: ContainerdVersion | None = None,
+             plugin_keys: Any = ()) -> str:
+    """The CRI runtime table gpuplane writes to. On 2.x a version-2 file may already use
+    the version-3 name (AKS's AgentBaker `containerdV2ConfigTemplate`): a version-2 CRI
+    table beside it would be migrated only for keys the v3 one lacks, so the write goes
+    where the node's runtimes are."""
+    if config_version >= 3:
+        return CRI_V3_RUNTIME
+    if version is not None and version.deep_merges and CRI_V3_RUNTIME in plugin_keys:
+        return CRI_V3_RUNTIME
+    return CRI_V2
+
+
+def v3_names_in_v2(text: str, version: ContainerdVersion) -> bool:
+    """A version-2 file that names only the version-3 CRI plugins, on containerd 2.x: the
+    toolkit would copy its (absent) version-2 CRI table and write a version-2 drop-in
+    whose runtimes 2.x never migrates; as version 3 the file means the same to 2.x."""
+    if not version.deep_merges:
+        return False
+    data = tomllib.loads(text)
+    plugins = data.get("plugins", {})
+    return (data.get("version") == 2 and isinstance(plugins, dict)
+            and CRI_V3_RUNTIME in plugins and CRI_V2 not in plugins)
 
 
 def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
@@ -304,7 +340,7 @@ def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
     CRI table replaces every earlier one; on 2.x only the change, which deep-merges."""
     loaded = load_config(top, MemoryFiles(layout), version)
     top_version = loaded.files[0].version or 2
-    key = _cri_key(top_version)
+    key = _cri_key(top_version, version, {k for f in loaded.files for k in f.plugins})
     if version.deep_merges:
         table = copy.deepcopy(patch)
     else:
@@ -323,10 +359,17 @@ def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -
     if not patch:
         return text
     doc = tomlkit.parse(text)
-    key = _cri_key(int(doc.get("version", 2)))
+    key = _cri_key(int(doc.get("version", 2)), version, set(doc.get("plugins", {})))
     plugins = doc.setdefault("plugins", tomlkit.table(is_super_table=True))
     table = plugins.setdefault(key, tomlkit.table())
     _merge_into_toml(table, patch)
+    return tomlkit.dumps(doc)
+
+
+def _as_version_3(text: str) -> str:
+    """`text` with `version = 3`, comments and layout kept."""
+    doc = tomlkit.parse(text)
+    doc["version"] = 3
     return tomlkit.dumps(doc)
 
 
