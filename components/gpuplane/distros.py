@@ -65,6 +65,9 @@ class DistroProfile:
     # The template exists on every node (MicroK8s ships one): a plan from captured files
     # needs it, since it is the file gpuplane edits.
     template_always_present: bool = False
+    # k0s rewrites its top-level config and a generated CRI file from its drop-in dir at
+    # every start (gpuplane.k0s_render); gpuplane writes drop-ins only.
+    generates_from_dropins: bool = False
 
     @property
     def containerd_binary(self) -> str:
@@ -234,6 +237,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         restart_command=_units_command(_K0S_UNITS),
         restart_units=_K0S_UNITS,
         dropin_dir="/etc/k0s/containerd.d",
+        generates_from_dropins=True,
     ),
 }
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import tomlkit
 
+from gpuplane import k0s_render
 from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
@@ -35,7 +36,7 @@ from gpuplane.findings import (
 )
 from gpuplane.rules import ContainerdFacts
 from gpuplane.rules.states import judge_states
-from gpuplane.rules.toolkit_losses import check_toolkit_losses
+from gpuplane.rules.toolkit_losses import check_distro_unmanaged, check_toolkit_losses
 from gpuplane.rules.toolkit_source import check_toolkit_run, check_toolkit_source_version
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
@@ -113,6 +114,14 @@ def plan_node(
             files[target] = text
     else:
         patch = _patch(profile, version, options, baseline)
+        if profile.generates_from_dropins and k0s_render.is_managed(baseline.get(top)):
+            # k0s merges its drop-ins itself and rewrites the top-level file: the change
+            # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
+            if patch and options.writes_files:
+                files[_dropin_path(profile)] = _dropin(
+                    rendered_layout(baseline, profile, version), top, version, patch,
+                    whole=False)
+            return assess(profile, version, options, files, baseline)
         operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
         top_text = baseline[top]
         if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
@@ -157,7 +166,10 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
         written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
-        losses = [*check_toolkit_run(blocker, _where(profile)),
+        unmanaged = (check_distro_unmanaged(
+            top, written_layout.get(top), toolkit_files.get(top), k0s_render.MARKER,
+            profile.title, where=_where(profile)) if profile.generates_from_dropins else [])
+        losses = [*unmanaged, *check_toolkit_run(blocker, _where(profile)),
                   *check_toolkit_source_version(source, written_layout.get(source)),
                   *check_toolkit_losses(_merged(top, written_layout, version),
                                         _merged(top, after, version), where=_where(profile),
@@ -168,7 +180,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         effective=effective,
         expected_runtimes=frozenset({own_default(before), *expected}),
         expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
-                             and not _is_template(profile, p)),
+                             and not _is_template(profile, p) and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
     )
@@ -200,7 +212,8 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
     mine = ContainerdFacts(
         effective=written, expected_runtimes=frozenset({own_default(before)}),
-        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)),
+        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)
+                             and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver)
     return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
             (AFTER_UNINSTALL, mine)]
@@ -240,6 +253,13 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _read_directly(profile: DistroProfile, path: str) -> bool:
+    """Whether containerd itself must read `path`; k0s folds its drop-ins into the file it
+    generates instead (what they set is checked through the runtimes)."""
+    return not (profile.generates_from_dropins and profile.dropin_dir is not None
+                and posixpath.dirname(path) == profile.dropin_dir)
+
+
 def _is_template(profile: DistroProfile, path: str) -> bool:
     return path in (profile.template_path, profile.template_v3_path)
 
@@ -256,6 +276,8 @@ def rendered_layout(layout: dict[str, str], profile: DistroProfile,
         template = profile.edit_path(version)
         if template in layout:
             return {**layout, profile.config_path: profile.render(layout[template])}
+    if profile.generates_from_dropins:
+        return k0s_render.render(layout, profile.config_path)
     return layout
 
 
@@ -335,13 +357,15 @@ def v3_names_in_v2(text: str, version: ContainerdVersion) -> bool:
 
 
 def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
-            patch: dict[str, Any]) -> str:
+            patch: dict[str, Any], whole: bool | None = None) -> str:
     """gpuplane's drop-in. On 1.x it carries the whole merged CRI table, because a file's
-    CRI table replaces every earlier one; on 2.x only the change, which deep-merges."""
+    CRI table replaces every earlier one; on 2.x only the change, which deep-merges (and
+    with `whole=False` wherever something else merges it, as k0s does)."""
     loaded = load_config(top, MemoryFiles(layout), version)
     top_version = loaded.files[0].version or 2
     key = _cri_key(top_version, version, {k for f in loaded.files for k in f.plugins})
-    if version.deep_merges:
+    copy_whole = not version.deep_merges if whole is None else whole
+    if not copy_whole:
         table = copy.deepcopy(patch)
     else:
         merged = merge(loaded)

@@ -117,4 +117,24 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
         + ", or set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
 
 
-__all__ = ["check_toolkit_losses"]
+def check_distro_unmanaged(path: str, before: str | None, after: str | None, marker: str,
+                           distro: str, *, where: str) -> list[Finding]:
+    """FM05: the toolkit rewrites a file the distribution manages only while it starts with
+    `marker` (k0s: `# k0s_managed=true`, pkg/component/worker/containerd/component.go
+    @v1.35.1+k0s.0 `isK0sManagedConfig`). The rewrite keeps no comments, so the
+    distribution stops generating its containerd config from then on."""
+    if after is None or before is None or not before.startswith(marker + "\n") \
+            or after.startswith(marker + "\n"):
+        return []
+    return [finding(
+        "FM05", f"the toolkit rewrites {path} without its first line `{marker}`: {distro} "
+        "then treats it as the user's and stops generating containerd's config — its "
+        "drop-ins are no longer merged into the CRI config it writes, and that file, under "
+        "/run (tmpfs), is not written again after a reboot while the rewritten file still "
+        "imports it.", where,
+        "Use `gpuplane:gpuOperator.toolkit: host` (gpuplane writes the nvidia runtime as a "
+        f"drop-in {distro} merges), or put `{marker}` back as the first line of {path} "
+        "after the toolkit has run.", Severity.ERROR)]
+
+
+__all__ = ["check_distro_unmanaged", "check_toolkit_losses"]
