@@ -236,7 +236,7 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str],
                                               or dropin), "*.toml")
     if not top:
         top = {"version": version}
-    imports = list(top.get("imports", []))
+    imports = list(top.get("imports", [])) if installer.keeps_imports else []
     if wanted not in imports:
         imports.append(wanted)
     top = {"imports": imports, **{k: v for k, v in top.items() if k != "imports"}}
