@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_env import operator_env
 
+from gpuplane import k0s_render
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.containerd.merge import merge
 from gpuplane.containerd.versions import RUNC_V2 as RUNC
@@ -455,8 +456,11 @@ def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: s
     plan = plan_node(prof, ContainerdVersion.parse(line),
                      PlanOptions(toolkit=ToolkitMode.HOST, **plan_opts))
     assert not plan.toolkit_files
+    # k0s: the CRI table is in the file k0s generates; nvidia-ctk's drop-in goes where k0s
+    # merges it (its edit of the generated file is discarded when k0s renders again).
+    source = k0s_render.CRI_FILE if prof.generates_from_dropins else prof.config_path
     configured = toolkit_oracle.host_configure(
-        "1.18.1", plan.baseline, config=prof.config_path,
+        "1.18.1", plan.baseline, config=source,
         dropin=f"{prof.dropin_dir}/99-nvidia.toml",
         args=["--nvidia-runtime-path=/usr/bin/nvidia-container-runtime", *ctk_args],
         tmp=tmp_path / "ctk")
@@ -464,6 +468,9 @@ def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: s
     views = []
     for label, layout in (("gpuplane", {**plan.baseline, **plan.files}),
                           ("nvidia-ctk", configured)):
+        # what containerd reads once the distribution has rendered (k0s merges its
+        # drop-ins into a file it generates, unless a rewrite took the file from it)
+        layout = rendered_layout(layout, prof, plan.version)
         write_layout(layout, tmp_path / label)
         dumped = oracle.dump(line, host_path(tmp_path / label, prof.config_path))
         assert dumped.ok, (label, dumped.error)
