@@ -4,6 +4,7 @@ on 1.x, version mixing on any line), refused config versions, runtimes without a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from gpuplane.containerd.effective import EffectiveConfig, file_cri
 from gpuplane.containerd.load import LoadedFile
@@ -37,8 +38,20 @@ def check_replaced_cri_table(facts: ContainerdFacts) -> list[Finding]:
 def fm02(a: Analysis) -> list[Finding]:
     replaced = [x for x in a.losses if a.rule_of(x) == "FM02"]
     losses = [x for x in replaced if x.kind != "setting"]
-    out = _fm02_runtimes(a, losses) if losses or a.builtin_runc_replaced else []
-    return out + _fm02_settings(a, [x for x in replaced if x.kind == "setting"])
+    settings = [x for x in replaced if x.kind == "setting"]
+    if losses or a.builtin_runc_replaced:
+        # One replacement, one finding: the other settings it drops are named there too.
+        return [replace(f, message=f.message + _also(settings))
+                for f in _fm02_runtimes(a, losses)]
+    return _fm02_settings(a, settings)
+
+
+def _also(settings: list[Loss]) -> str:
+    if not settings:
+        return ""
+    dropped = "; ".join(f"{items(group)} (set in {path})" for path, group in by_file(settings))
+    return (f" It also drops these CRI settings, for which containerd then uses its "
+            f"built-in defaults: {dropped}.")
 
 
 # Settings whose loss breaks every pod: containerd's built-in CNI dirs differ between
