@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 import toolkit_oracle
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
-from gpuplane.containerd import ContainerdVersion, MemoryFiles
+from gpuplane.containerd import ConfigError, ContainerdVersion, MemoryFiles
 from gpuplane.distros import Distro, profile
 from gpuplane.findings import AS_FOUND, Severity
 from gpuplane.nodecheck import check_node_config
@@ -205,3 +207,37 @@ def test_version_2_with_version_3_names_gets_a_working_plan(line: str,
     assert nvidia.runtime_type == "io.containerd.runc.v2"
     assert nvidia.options["BinaryName"].endswith("nvidia-container-runtime")
     assert plan.effective.default_runtime == "nvidia-container-runtime"
+
+
+# ---------------------------------------------------------------------------------------
+# Any layout: the plan's "as found" is what `containerd check` says of the same files.
+
+def _in_memory(files: list[tuple[str, dict]]) -> dict[str, str]:
+    """A generated layout (tests/test_differential.py) at /etc/containerd, in memory."""
+    import tempfile
+
+    import test_differential
+    with tempfile.TemporaryDirectory(prefix="gp-agree-") as tmp:
+        test_differential.materialise(files, Path(tmp))
+        return {"/etc/containerd/" + p.relative_to(tmp).as_posix():
+                p.read_text().replace(tmp, "/etc/containerd")
+                for p in Path(tmp).rglob("*.toml")}
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(files=st.deferred(lambda: __import__("test_differential").layout()),
+       line=st.sampled_from(["1.6", "1.7", "2.0", "2.1", "2.2"]))
+def test_check_and_plan_agree_on_any_node_as_found(files: list[tuple[str, dict]],
+                                                   line: str) -> None:
+    layout = _in_memory(files)
+    version = ContainerdVersion.parse(line)
+    try:
+        checked = check_node_config(MemoryFiles(layout), TOP, version)
+    except ConfigError:
+        assume(False)
+        return
+    plan = plan_node(profile(Distro.KUBEADM), version, PlanOptions(toolkit=ToolkitMode.NONE),
+                     current=layout)
+    as_found = [f for f in plan.findings if f.state == AS_FOUND]
+    assert _keys(as_found) <= _keys(checked.findings), (as_found, checked.findings)
