@@ -195,3 +195,23 @@ def test_captured_originals_travel_as_comments_and_are_sha_checked() -> None:
         payload_base_texts(stdin.replace("#|root = ", "#|root= "))
     # A plan from the model carries no texts: the pack uses the same model.
     assert payload_base_texts(apply_stdin(agent_plan(plan_node(model, version, options)))) == {}
+
+
+def test_each_node_reports_its_own_effective_runtimes_and_their_source(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`nodes[].effectiveRuntimes` describes the plan made for that node (issue #26): b1's
+    own captured file defines a `kata` runtime the distro model lacks."""
+    stacks = project(tmp_path, f"{{{CONFIG}: files/b.toml}}")
+    (tmp_path / "files" / "b.toml").write_text(
+        CAPTURED + '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\n'
+        'runtime_type = "io.containerd.kata.v2"\n')
+    code, report, _ = plan(capsys, stacks)
+    assert code == 0 and report is not None
+    a1, _, b1 = report["nodes"]
+    assert b1["effectiveRuntimes"]["source"] == {"kind": "captured",
+                                                 "files": {CONFIG: "files/b.toml"}}
+    for state in ("asFound", "afterGpuplane", "afterToolkit"):
+        assert "kata" in b1["effectiveRuntimes"][state]["runtimes"], state
+        assert "kata" not in a1["effectiveRuntimes"][state]["runtimes"], state
+    assert "kata" not in report["effectiveRuntimes"]["afterToolkit"]["runtimes"]
+    assert a1["effectiveRuntimes"]["source"]["files"] == {CONFIG: "files/a.toml"}

@@ -46,6 +46,43 @@ def assert_same(line: str, top: Path) -> None:
         return
     assert not refusals, f"model refused ({refusals}) but containerd {line} loaded:\n{files}"
     assert view == oracle.effective_from_dump(line, real.config), files
+    assert_settings_losses(line, top, real.config or {}, files)
+
+
+def assert_settings_losses(line: str, top: Path, dumped: dict[str, Any], files: str) -> None:
+    """The CRI settings other than runtimes (sandbox image, CNI dirs, registry) the model
+    says a later file dropped (FM02's `setting` losses) are exactly those whose value in
+    `config dump` is not the one the last file setting them wrote."""
+    from gpuplane.containerd import effective_config
+    from gpuplane.rules.containerd import ContainerdFacts, analyse
+
+    eff = effective_config(str(top), LocalFiles(), ContainerdVersion.parse(line))
+    analysis = analyse(ContainerdFacts(eff))
+    lost = {x.option for x in analysis.losses if x.kind == "setting"}
+    if line.startswith("2."):
+        assert not lost
+        return
+    cri = dumped.get("plugins", {}).get("io.containerd.grpc.v1.cri", {})
+    for path, (value, _) in _intended_settings(eff).items():
+        node: Any = cri
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        assert (node != value) == (path in lost), (path, value, node, lost, files)
+
+
+def _intended_settings(eff: Any) -> dict[str, tuple[Any, str]]:
+    out: dict[str, tuple[Any, str]] = {}
+    for f in eff.files:
+        table = f.plugins.get(eff.cri_key)
+        if not isinstance(table, dict):
+            continue
+        for section, keys in (("", ("sandbox_image",)), ("cni", ("conf_dir", "bin_dir")),
+                              ("registry", ("config_path",))):
+            where = table.get(section, {}) if section else table
+            for k in keys:
+                if isinstance(where, dict) and k in where:
+                    out[f"{section}.{k}" if section else k] = (where[k], f.path)
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -58,12 +95,13 @@ def runtime(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
         entry["runtime_type"] = "io.containerd.runc.v2"
     options = draw(st.dictionaries(
-        st.sampled_from(["SystemdCgroup", "BinaryName"]),
+        # Kubespray <= 2.27 writes systemdCgroup / binaryName (issue #26).
+        st.sampled_from(["SystemdCgroup", "BinaryName", "systemdCgroup", "binaryName"]),
         st.one_of(st.booleans(), st.sampled_from(["/usr/bin/nvidia-container-runtime", ""])),
         max_size=2,
     ))
     options = {k: v for k, v in options.items()
-               if isinstance(v, bool) == (k == "SystemdCgroup")}
+               if isinstance(v, bool) == (k.lower() == "systemdcgroup")}
     if options:
         entry["options"] = options
     return entry
@@ -84,6 +122,12 @@ def cri_table(draw: st.DrawFn) -> dict[str, Any]:
         table["enable_cdi"] = draw(st.booleans())
     if draw(st.integers(0, 4)) == 0:
         table["registry"] = {"config_path": "/etc/containerd/certs.d"}
+    # Settings beside the runtimes a later whole table may drop (issue #26).
+    if draw(st.integers(0, 4)) == 0:
+        table["sandbox_image"] = draw(st.sampled_from(["example.org/pause:3.10",
+                                                       "registry.k8s.io/pause:3.8"]))
+    if draw(st.integers(0, 4)) == 0:
+        table["cni"] = {"conf_dir": draw(st.sampled_from(["/etc/cni/net.d", "/srv/cni"]))}
     return table
 
 

@@ -47,6 +47,13 @@ def make_plan(name: str, line: str, mode: ToolkitMode, opts: str):
 def test_plan_is_clean_and_keeps_runc(name: str, line: str, mode: ToolkitMode, opts: str) -> None:
     plan = make_plan(name, line, mode, opts)
     errors = [f for f in plan.findings if f.severity is Severity.ERROR]
+    if name == "k0s" and mode is ToolkitMode.OPERATOR:
+        # The operator's toolkit rewrites k0s's managed top-level file without its marker
+        # line (and 1.17 writes its runtimes into it, where the generated CRI file's table
+        # replaces them): the plan refuses operator mode on k0s (issue #26).
+        assert any(f.id == "FM05" and "k0s_managed" in f.message for f in errors), errors
+        assert "after toolkit" in {f.state for f in errors}, errors
+        return
     if opts == "cdi" and line == "1.6" and mode is not ToolkitMode.NONE:
         assert [f.id for f in errors] == ["FM16"], errors
         return
@@ -159,3 +166,27 @@ def _runnable(text: str, wrapper: Path) -> str:
                    "/usr/local/nvidia/toolkit/nvidia-container-runtime"):
         text = text.replace(f'"{binary}"', f'"{wrapper}"')
     return text.replace("SystemdCgroup = true", "SystemdCgroup = false")
+
+
+@pytest.mark.parametrize("line", ["1.7", "2.1"])
+def test_host_plan_sets_every_spelling_containerd_reads(line: str) -> None:
+    """Kubespray <= 2.27 spells runc's options `systemdCgroup` / `binaryName`; on 2.x the
+    last spelling in byte order wins, so gpuplane must set that one too."""
+    cri = '"io.containerd.grpc.v1.cri"'
+    node = {"/etc/containerd/config.toml": (
+        f'version = 2\n[plugins.{cri}.containerd]\ndefault_runtime_name = "runc"\n'
+        f'[plugins.{cri}.containerd.runtimes.runc]\nruntime_type = "io.containerd.runc.v2"\n'
+        f'[plugins.{cri}.containerd.runtimes.runc.options]\n'
+        'systemdCgroup = false\nbinaryName = "/usr/local/bin/runc"\n')}
+    version = ContainerdVersion.parse(line)
+    plan = plan_node(profile(Distro.KUBEADM), version,
+                     PlanOptions(toolkit=ToolkitMode.HOST, systemd_cgroup=True), current=node)
+    from gpuplane.containerd.effective import raw_options
+    from gpuplane.containerd.options import decoded
+    for name in ("runc", "nvidia"):
+        raw = raw_options(plan.effective, name)
+        assert decoded(raw, "SystemdCgroup", version) is True, (name, raw)
+    nvidia = raw_options(plan.effective, "nvidia")
+    assert decoded(nvidia, "BinaryName", version) == "/usr/bin/nvidia-container-runtime"
+    assert decoded(raw_options(plan.effective, "runc"), "BinaryName", version) == \
+        "/usr/local/bin/runc"

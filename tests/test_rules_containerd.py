@@ -206,6 +206,37 @@ def test_wrongly_typed_field_is_reported_with_its_line() -> None:
     assert finding.where == f"{TOP}:4"
 
 
+def _k8s_snap_with_runc_drop_in() -> dict[str, str]:
+    """k8sd's top-level file (pause image, CNI dirs, registry hosts dir) plus the community
+    `00-k8s-runc.toml`, which holds a CRI table with runc only."""
+    top_text = top(body=f'[plugins.{V2}]\nsandbox_image = "ghcr.io/canonical/k8s-snap/pause:3.10"\n'
+                   f'[plugins.{V2}.cni]\nbin_dir = "/opt/cni/bin"\nconf_dir = "/etc/cni/net.d"\n'
+                   f'[plugins.{V2}.registry]\nconfig_path = "/etc/containerd/hosts.d"\n')
+    return {TOP: top_text, f"{CONF_D}/00-k8s-runc.toml": RUNC_DROP_IN}
+
+
+@pytest.mark.parametrize("line", ["1.6", "1.7", "2.1"])
+def test_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
+    findings = by_id(check(_k8s_snap_with_runc_drop_in(), line), "FM02")
+    if line == "2.1":
+        assert findings == []   # deep merge: nothing dropped
+        return
+    (finding,) = findings
+    for lost in ('sandbox_image = "ghcr.io/canonical/k8s-snap/pause:3.10"',
+                 'cni.bin_dir = "/opt/cni/bin"',
+                 'registry.config_path = "/etc/containerd/hosts.d"'):
+        assert lost in finding.message, finding.message
+    assert "conf_dir" not in finding.message   # containerd's own default: nothing lost
+    assert finding.severity is Severity.ERROR   # the CNI dirs: pod networking
+    assert finding.where.startswith(f"{CONF_D}/00-k8s-runc.toml")
+    # Without the CNI dirs the loss is a warning: images still pull from the default.
+    layout = _k8s_snap_with_runc_drop_in()
+    layout[TOP] = layout[TOP].replace(f'[plugins.{V2}.cni]\nbin_dir = "/opt/cni/bin"\n'
+                                      'conf_dir = "/etc/cni/net.d"\n', "")
+    (finding,) = by_id(check(layout, line), "FM02")
+    assert finding.severity is Severity.WARNING and "cni" not in finding.message
+
+
 # ---------------------------------------------------------------- FM07
 
 def test_systemd_cgroup_disagreement_between_runtimes() -> None:
@@ -223,6 +254,36 @@ def test_systemd_cgroup_against_the_kubelet() -> None:
     (finding,) = check(layout, "1.7", kubelet_cgroup_driver="cgroupfs")
     assert finding.id == "FM07"
     assert finding.fix == "Set SystemdCgroup = false in the options of nvidia, runc."
+
+
+def _kubespray(line_version: int, runc_key: str, nvidia_key: str) -> dict[str, str]:
+    """Kubespray <= 2.27's spelling (`systemdCgroup`) on runc, the toolkit's on nvidia."""
+    k = KEYS[line_version]
+    return {TOP: top(line_version, imports="[]", body=default("runc", line_version)
+                     + f"[plugins.{k}.containerd.runtimes.runc]\n"
+                     'runtime_type = "io.containerd.runc.v2"\n'
+                     f"[plugins.{k}.containerd.runtimes.runc.options]\n{runc_key} = true\n"
+                     f"[plugins.{k}.containerd.runtimes.nvidia]\n"
+                     'runtime_type = "io.containerd.runc.v2"\n'
+                     f"[plugins.{k}.containerd.runtimes.nvidia.options]\n"
+                     f"{nvidia_key} = true\n")}
+
+
+@pytest.mark.parametrize("line", ["1.6", "1.7", "2.0", "2.2"])
+def test_systemd_cgroup_read_with_containerds_own_key_matching(line: str) -> None:
+    version = 3 if line.startswith("2") else 2
+    # systemdCgroup and SystemdCgroup are one setting to every line: no disagreement.
+    assert check(_kubespray(version, "systemdCgroup", "SystemdCgroup"), line) == []
+    assert check(_kubespray(version, "systemdCgroup", "SystemdCgroup"), line,
+                 kubelet_cgroup_driver="systemd") == []
+    # SystemdCGroup means SystemdCgroup to 2.x only; 1.x never decodes it (runc: false).
+    findings = check(_kubespray(version, "SystemdCGroup", "SystemdCgroup"), line)
+    if line.startswith("2"):
+        assert findings == []
+    else:
+        (finding,) = findings
+        assert finding.id == "FM07" and "runc=false" in finding.message
+        assert "SystemdCGroup" in finding.message  # says why: the spelling
 
 
 # ---------------------------------------------------------------- FM16

@@ -99,10 +99,15 @@ def test_plan_json_and_text_name_the_state(capsys: pytest.CaptureFixture[str],
     (tmp_path / "Pulumi.yaml").write_text("name: gpuplane\n")
     shutil.copytree(stacks, tmp_path / "stacks")
     (tmp_path / "old.toml").write_text(V3_DROPIN[1])
+    # The node's own top-level file too: a plan is made from the node's files only.
+    kubeadm = profile(Distro.KUBEADM)
+    (tmp_path / "top.toml").write_text(
+        kubeadm.baseline(ContainerdVersion.parse("1.7"))[kubeadm.config_path])
     stack = tmp_path / "stacks" / "Pulumi.kubeadm-prod.yaml"
     stack.write_text(stack.read_text().replace(
         "    nodeAccess: ssh\n",
-        f"    nodeAccess: ssh\n    baselineFiles: {{{V3_DROPIN[0]}: old.toml}}\n"))
+        f"    nodeAccess: ssh\n    baselineFiles: {{{V3_DROPIN[0]}: old.toml, "
+        f"{kubeadm.config_path}: top.toml}}\n"))
     args = ["plan", "--stack", "kubeadm-prod", "--stacks-dir", str(tmp_path / "stacks")]
     assert main([*args, "--format", "json"]) == 1
     findings = json.loads(capsys.readouterr().out)["findings"]

@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_env import operator_env
 
+from gpuplane import k0s_render
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.containerd.merge import merge
 from gpuplane.containerd.versions import RUNC_V2 as RUNC
@@ -101,6 +102,12 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
                                               v1_names=variant == "versionless-v1")}
     if variant == "migrated-v3":
         return {**base, top: _migrated_v3(name)}
+    if variant == "v2-v3-names":
+        # `version = 2` over version-3 plugin names, run by containerd 2.x: AKS on Azure
+        # Linux 3 / Ubuntu 24.04 (AgentBaker pkg/agent/baker.go containerdV2ConfigTemplate)
+        text = _migrated_v3(name)
+        assert "version = 3" in text
+        return {**base, top: text.replace("version = 3", "version = 2", 1)}
     if variant == "runc-untyped":
         # a runc table without `runtime_type` (containerd fills in its default): what the
         # installer copies for the nvidia runtimes then lacks it too, until 1.20 fills it
@@ -112,7 +119,54 @@ def _captured(name: str, variant: str) -> dict[str, str] | None:
             return None
         del runc["runtime_type"]
         return {**base, top: tomlkit.dumps(data)}
+    if variant in _RUNTIME_SHAPES:
+        # Issue #26: vendor nodes whose default runtime is not runc, or that have no runc
+        # table, and Kubespray <= 2.27's lower-case option keys.
+        data = tomllib.loads(base[top])
+        cri = next((t for k, t in data.get("plugins", {}).items()
+                    if k in ("io.containerd.grpc.v1.cri", "cri")), None)
+        if cri is None or "runc" not in cri.get("containerd", {}).get("runtimes", {}):
+            return None
+        _RUNTIME_SHAPES[variant](cri["containerd"])
+        return {**base, top: tomlkit.dumps(data)}
     return None
+
+
+def _vendor_nvidia_default(ctd: dict[str, Any], name: str = "nvidia",
+                           extra: str | None = None) -> None:
+    """EKS's NVIDIA AMI (nodeadm config2.template.toml@v20260724: runtime `nvidia`, no
+    runc table) and AKS's GPU pools (AgentBaker pkg/agent/baker.go containerdV1
+    ConfigTemplate: `nvidia-container-runtime` plus `untrusted`, no runc table)."""
+    runc = ctd["runtimes"].pop("runc")
+    options = {**runc.get("options", {}), "BinaryName": "/usr/bin/nvidia-container-runtime",
+               "SystemdCgroup": True}
+    ctd["runtimes"][name] = {"runtime_type": RUNC, "options": options}
+    if extra:
+        ctd["runtimes"][extra] = {"runtime_type": RUNC, "options": {
+            "BinaryName": "/usr/bin/nvidia-container-runtime"}}
+    ctd["default_runtime_name"] = name
+
+
+def _other_default(ctd: dict[str, Any]) -> None:
+    """A default runtime other than runc (crun), runc still defined."""
+    ctd["runtimes"]["crun"] = {"runtime_type": RUNC, "options": {
+        "BinaryName": "/usr/bin/crun", "SystemdCgroup": True}}
+    ctd["default_runtime_name"] = "crun"
+
+
+def _lower_case_keys(ctd: dict[str, Any]) -> None:
+    """Kubespray <= 2.27 (roles/container-engine/containerd/defaults/main.yml@v2.27.0)."""
+    runc = ctd["runtimes"]["runc"]
+    runc["options"] = {"systemdCgroup": True, "binaryName": "/usr/local/bin/runc"}
+
+
+_RUNTIME_SHAPES: dict[str, Any] = {
+    "vendor-nvidia-default": _vendor_nvidia_default,
+    "vendor-aks": lambda ctd: _vendor_nvidia_default(ctd, "nvidia-container-runtime",
+                                                     "untrusted"),
+    "other-default": _other_default,
+    "lower-case-keys": _lower_case_keys,
+}
 
 
 @functools.cache
@@ -131,14 +185,14 @@ def _migrated_v3(name: str) -> str:
 
 
 BASELINES = ("model", "comments-root", "registry-dropin", "versionless", "versionless-v1",
-             "migrated-v3", "runc-untyped")
+             "migrated-v3", "v2-v3-names", "runc-untyped", *_RUNTIME_SHAPES)
 
 
 def _cases() -> list[pytest.param]:
     out = []
     for name, line, toolkit, opts, base in itertools.product(
             PROFILES, oracle.LINES, TOOLKIT_VERSIONS, OPTIONS, BASELINES):
-        if base == "migrated-v3":
+        if base in ("migrated-v3", "v2-v3-names"):
             if line.startswith("1.") or opts != "plain":
                 continue   # a version-3 config is for containerd 2.x only
         elif base != "model" and (opts != "plain" or _captured(name, base) is None):
@@ -402,8 +456,11 @@ def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: s
     plan = plan_node(prof, ContainerdVersion.parse(line),
                      PlanOptions(toolkit=ToolkitMode.HOST, **plan_opts))
     assert not plan.toolkit_files
+    # k0s: the CRI table is in the file k0s generates; nvidia-ctk's drop-in goes where k0s
+    # merges it (its edit of the generated file is discarded when k0s renders again).
+    source = k0s_render.CRI_FILE if prof.generates_from_dropins else prof.config_path
     configured = toolkit_oracle.host_configure(
-        "1.18.1", plan.baseline, config=prof.config_path,
+        "1.18.1", plan.baseline, config=source,
         dropin=f"{prof.dropin_dir}/99-nvidia.toml",
         args=["--nvidia-runtime-path=/usr/bin/nvidia-container-runtime", *ctk_args],
         tmp=tmp_path / "ctk")
@@ -411,6 +468,9 @@ def test_host_mode_runs_what_nvidia_ctk_configures(name: str, line: str, opts: s
     views = []
     for label, layout in (("gpuplane", {**plan.baseline, **plan.files}),
                           ("nvidia-ctk", configured)):
+        # what containerd reads once the distribution has rendered (k0s merges its
+        # drop-ins into a file it generates, unless a rewrite took the file from it)
+        layout = rendered_layout(layout, prof, plan.version)
         write_layout(layout, tmp_path / label)
         dumped = oracle.dump(line, host_path(tmp_path / label, prof.config_path))
         assert dumped.ok, (label, dumped.error)

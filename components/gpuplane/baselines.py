@@ -13,7 +13,8 @@ import posixpath
 from pathlib import Path
 
 from gpuplane.config import StackConfig, StackConfigError
-from gpuplane.distros import DistroProfile
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import DistroProfile, EditMode
 
 
 def plannable_paths(profile: DistroProfile) -> list[str]:
@@ -42,6 +43,27 @@ def _not_loadable(text: str, local: str) -> str | None:
         return (f"{exc}: the captured copy is not a containerd config containerd would "
                 "load; capture the node's file again (`ssh NODE sudo cat PATH > COPY`, no "
                 "other output in it)")
+    return None
+
+
+def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
+                     files: dict[str, str]) -> str | None:
+    """Why the captured files are not enough to plan from, or None. The plan is made
+    from the node's own files only (never completed with gpuplane's model): the file
+    gpuplane edits must be among them, and a file containerd reads to judge the result."""
+    if profile.edit_mode is EditMode.TEMPLATE:
+        template = profile.edit_path(version)
+        if template in files:
+            return None
+        if profile.template_always_present:
+            return (f"{template} is not captured: {profile.title} renders "
+                    f"{profile.config_path} from it at every start and gpuplane edits it, "
+                    "so it plans from the node's own template, never from its model of one; "
+                    f"capture it too (`sudo cat {template}`)")
+    if profile.config_path not in files:
+        return (f"{profile.config_path} is not captured: it is the file containerd reads "
+                "first and the plan starts from it; capture it too "
+                f"(`sudo cat {profile.config_path}`)")
     return None
 
 
@@ -81,6 +103,11 @@ def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
                     continue
             files[node_path] = texts[source]
         if files:
+            missing = _missing_sources(cfg.profile, cfg.containerd, files)
+            if missing:
+                key = next(iter(cfg.baseline_files_of(index).values()))[0]
+                problems.append((key, missing))
+                continue
             out[node.name] = files
     if problems:
         raise StackConfigError(list(dict.fromkeys(problems)))  # a cluster-wide one once

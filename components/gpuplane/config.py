@@ -544,13 +544,15 @@ class StackConfig(_Section):
         if self.cluster.kubelet_cgroup_driver:
             return self.cluster.kubelet_cgroup_driver
         from gpuplane.containerd import MemoryFiles, effective_config
+        from gpuplane.containerd.options import decoded
         from gpuplane.planner import rendered_layout
 
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(
             rendered_layout(prof.baseline(version), prof, version)), version)
         runc = eff.runtimes.get("runc")
-        return "systemd" if runc and runc.options.get("SystemdCgroup") else "cgroupfs"
+        systemd = runc and decoded(runc.options, "SystemdCgroup", version) is True
+        return "systemd" if systemd else "cgroupfs"
 
     def baseline_files_of(self, index: int) -> dict[str, tuple[str, str]]:
         """Node `index`'s captured files: node path -> (the stack key that names it, the

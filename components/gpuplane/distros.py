@@ -59,6 +59,15 @@ class DistroProfile:
     # The distribution renders a version-3 config from its own v3 template on containerd
     # 2.x (RKE2/K3s), so its fresh-node files differ by containerd line.
     baseline_v3: bool = False
+    # Template distros whose launcher substitutes placeholders while rendering: (text, value)
+    # in the launcher's order. gpuplane renders with these to see what containerd reads.
+    render_substitutions: tuple[tuple[str, str], ...] = ()
+    # The template exists on every node (MicroK8s ships one): a plan from captured files
+    # needs it, since it is the file gpuplane edits.
+    template_always_present: bool = False
+    # k0s rewrites its top-level config and a generated CRI file from its drop-in dir at
+    # every start (gpuplane.k0s_render); gpuplane writes drop-ins only.
+    generates_from_dropins: bool = False
 
     @property
     def containerd_binary(self) -> str:
@@ -74,6 +83,12 @@ class DistroProfile:
     def imports_glob(self) -> str | None:
         """The `imports` entry the top-level config needs for gpuplane's drop-ins."""
         return posixpath.join(self.dropin_dir, "*.toml") if self.dropin_dir else None
+
+    def render(self, template: str) -> str:
+        """The config the distribution renders from `template` (placeholders filled)."""
+        for placeholder, value in self.render_substitutions:
+            template = template.replace(placeholder, value)
+        return template
 
     def edit_path(self, version: ContainerdVersion) -> str:
         """The file gpuplane (and the toolkit) must change for this containerd line."""
@@ -160,6 +175,21 @@ def _rancher(name: Distro) -> DistroProfile:
     )
 
 
+# What MicroK8s's launcher substitutes in containerd-template.toml at every start
+# (canonical/microk8s `microk8s-resources/wrappers/run-containerd-with-args`@v1.35: `sed`
+# of ${SNAP}, ${SNAP_DATA}, ${SNAPSHOTTER} and ${RUNTIME}, then ${RUNTIME_TYPE}). RUNTIME is
+# always runc; RUNTIME_TYPE is io.containerd.runc.v2 on a cgroup-v2 host (runc.v1 on v1,
+# which gpuplane does not model); SNAPSHOTTER comes from the `snapshotter` helper
+# (overlayfs unless the snap's data sits on zfs/btrfs: the node's fact, modelled as
+# overlayfs).
+_MICROK8S_SUBSTITUTIONS = (
+    ("${SNAP}", "/snap/microk8s/current"),
+    ("${SNAP_DATA}", "/var/snap/microk8s/current"),
+    ("${SNAPSHOTTER}", "overlayfs"),
+    ("${RUNTIME}", "runc"),
+    ("${RUNTIME_TYPE}", "io.containerd.runc.v2"),
+)
+
 PROFILES: dict[Distro, DistroProfile] = {
     Distro.KUBEADM: DistroProfile(
         name=Distro.KUBEADM,
@@ -194,6 +224,8 @@ PROFILES: dict[Distro, DistroProfile] = {
         template_path="/var/snap/microk8s/current/args/containerd-template.toml",
         rendered_by_distro=True,
         toolkit_dir="/var/snap/microk8s/current/args/conf.d",
+        render_substitutions=_MICROK8S_SUBSTITUTIONS,
+        template_always_present=True,
     ),
     Distro.K0S: DistroProfile(
         name=Distro.K0S,
@@ -205,6 +237,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         restart_command=_units_command(_K0S_UNITS),
         restart_units=_K0S_UNITS,
         dropin_dir="/etc/k0s/containerd.d",
+        generates_from_dropins=True,
     ),
 }
 

@@ -12,16 +12,19 @@ from __future__ import annotations
 import copy
 import hashlib
 import posixpath
+import tomllib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import tomlkit
 
-from gpuplane.containerd.effective import EffectiveConfig, effective_config
+from gpuplane import k0s_render
+from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.options import set_option
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
 from gpuplane.findings import (
@@ -33,7 +36,7 @@ from gpuplane.findings import (
 )
 from gpuplane.rules import ContainerdFacts
 from gpuplane.rules.states import judge_states
-from gpuplane.rules.toolkit_losses import check_toolkit_losses
+from gpuplane.rules.toolkit_losses import check_distro_unmanaged, check_toolkit_losses
 from gpuplane.rules.toolkit_source import check_toolkit_run, check_toolkit_source_version
 from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
@@ -93,7 +96,9 @@ def plan_node(
     top = profile.config_path
     if profile.edit_mode is EditMode.TEMPLATE:
         target = profile.edit_path(version)
-        source = baseline.get(target) or baseline[top]
+        # The node's own template; without one (RKE2/K3s render a built-in one), the
+        # config it renders now.
+        source = baseline[target] if target in baseline else baseline.get(top, "")
         patch = _patch(profile, version, options, baseline)
         text = _apply_patch(source, patch, version)
         # The operator's toolkit edits the template, or creates one holding only its own
@@ -109,10 +114,20 @@ def plan_node(
             files[target] = text
     else:
         patch = _patch(profile, version, options, baseline)
+        if profile.generates_from_dropins and k0s_render.is_managed(baseline.get(top)):
+            # k0s merges its drop-ins itself and rewrites the top-level file: the change
+            # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
+            if patch and options.writes_files:
+                files[_dropin_path(profile)] = _dropin(
+                    rendered_layout(baseline, profile, version), top, version, patch,
+                    whole=False)
+            return assess(profile, version, options, files, baseline)
         operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
         top_text = baseline[top]
         if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
             top_text = _ensure_import(top_text, profile, version, baseline)
+        if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
+            top_text = _as_version_3(top_text)
         if patch and options.toolkit is ToolkitMode.OPERATOR:
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
@@ -151,7 +166,10 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
         written_layout = after
         after = rendered_layout({**after, **toolkit_files}, profile, version)
-        losses = [*check_toolkit_run(blocker, _where(profile)),
+        unmanaged = (check_distro_unmanaged(
+            top, written_layout.get(top), toolkit_files.get(top), k0s_render.MARKER,
+            profile.title, where=_where(profile)) if profile.generates_from_dropins else [])
+        losses = [*unmanaged, *check_toolkit_run(blocker, _where(profile)),
                   *check_toolkit_source_version(source, written_layout.get(source)),
                   *check_toolkit_losses(_merged(top, written_layout, version),
                                         _merged(top, after, version), where=_where(profile),
@@ -160,9 +178,9 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     effective = effective_config(top, MemoryFiles(after), version)
     facts = ContainerdFacts(
         effective=effective,
-        expected_runtimes=frozenset({"runc", *expected}),
+        expected_runtimes=frozenset({own_default(before), *expected}),
         expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
-                             and not _is_template(profile, p)),
+                             and not _is_template(profile, p) and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
     )
@@ -187,15 +205,25 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
     operator's toolkit the state after gpuplane is the final one; with it, gpuplane's files
     alone must already run (the agent restarts containerd on them) and must still run
     once the toolkit is uninstalled (the operator goes before the agent restores)."""
-    as_found = ContainerdFacts(effective=before, expected_runtimes=frozenset({"runc"}))
+    # As found, the node is judged exactly as `gpuplane containerd check` judges its files
+    # (gpuplane.nodecheck): nothing is expected of it yet.
+    as_found = ContainerdFacts(effective=before)
     if options.toolkit is not ToolkitMode.OPERATOR:
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
     mine = ContainerdFacts(
-        effective=written, expected_runtimes=frozenset({"runc"}),
-        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)),
+        effective=written, expected_runtimes=frozenset({own_default(before)}),
+        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)
+                             and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver)
     return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
             (AFTER_UNINSTALL, mine)]
+
+
+def own_default(before: EffectiveConfig) -> str:
+    """The runtime the node's pods run as found, which every later state must still
+    define: its own default (EKS's and AKS's GPU nodes have no runc table), runc where the
+    node as found does not start."""
+    return before.default_runtime if before.starts else "runc"
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:
@@ -225,6 +253,13 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _read_directly(profile: DistroProfile, path: str) -> bool:
+    """Whether containerd itself must read `path`; k0s folds its drop-ins into the file it
+    generates instead (what they set is checked through the runtimes)."""
+    return not (profile.generates_from_dropins and profile.dropin_dir is not None
+                and posixpath.dirname(path) == profile.dropin_dir)
+
+
 def _is_template(profile: DistroProfile, path: str) -> bool:
     return path in (profile.template_path, profile.template_v3_path)
 
@@ -240,7 +275,9 @@ def rendered_layout(layout: dict[str, str], profile: DistroProfile,
     if profile.edit_mode is EditMode.TEMPLATE:
         template = profile.edit_path(version)
         if template in layout:
-            return {**layout, profile.config_path: layout[template]}
+            return {**layout, profile.config_path: profile.render(layout[template])}
+    if profile.generates_from_dropins:
+        return k0s_render.render(layout, profile.config_path)
     return layout
 
 
@@ -255,13 +292,24 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     if systemd is not None:
         for name, runtime in current.runtimes.items():
             if runtime.runtime_type in (RUNC_V2, None):
-                runtimes[name] = {"options": {"SystemdCgroup": systemd}}
+                runtimes[name] = {"options": set_option(
+                    {k: v for k, v in raw_options(current, name).items()
+                     if k.lower() == "systemdcgroup"}, "SystemdCgroup", systemd)}
+                if not _configured(current, name):
+                    # containerd 2.x's built-in runc, which no file defines: a table with
+                    # options only would be what the toolkit copies, without a type.
+                    runtimes[name]["runtime_type"] = RUNC_V2
     if options.toolkit is ToolkitMode.HOST:
-        base = current.runtimes.get(current.default_runtime) or current.runtimes.get("runc")
-        opts = dict(base.options) if base else {}
+        base_name = (current.default_runtime if current.default_runtime in current.runtimes
+                     else "runc")
+        base = current.runtimes.get(base_name)
+        # Spellings normalising dropped (`systemdCgroup = false`) still shadow ours on 2.x.
+        shadows = {k: v for k, v in raw_options(current, base_name).items()
+                   if k.lower() in ("systemdcgroup", "binaryname")}
+        opts = {**shadows, **base.options} if base else {}
         if systemd is not None:
-            opts["SystemdCgroup"] = systemd
-        opts["BinaryName"] = HOST_TOOLKIT_BIN
+            opts = set_option(opts, "SystemdCgroup", systemd)
+        opts = set_option(opts, "BinaryName", HOST_TOOLKIT_BIN)
         runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
         if options.nvidia_default:
             ctd["default_runtime_name"] = options.runtime_name
@@ -275,18 +323,49 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     return patch
 
 
-def _cri_key(config_version: int) -> str:
-    return CRI_V3_RUNTIME if config_version >= 3 else CRI_V2
+def _configured(eff: EffectiveConfig, name: str) -> bool:
+    """Whether some file defines runtime `name` (not only containerd's built-in runc)."""
+    table = eff.plugins.get(eff.cri_key)
+    for key in ("containerd", "runtimes"):
+        table = table.get(key) if isinstance(table, dict) else None
+    return isinstance(table, dict) and name in table
+
+
+def _cri_key(config_version: int, version: ContainerdVersion | None = None,
+             plugin_keys: Any = ()) -> str:
+    """The CRI runtime table gpuplane writes to. On 2.x a version-2 file may already use
+    the version-3 name (AKS's AgentBaker `containerdV2ConfigTemplate`): a version-2 CRI
+    table beside it would be migrated only for keys the v3 one lacks, so the write goes
+    where the node's runtimes are."""
+    if config_version >= 3:
+        return CRI_V3_RUNTIME
+    if version is not None and version.deep_merges and CRI_V3_RUNTIME in plugin_keys:
+        return CRI_V3_RUNTIME
+    return CRI_V2
+
+
+def v3_names_in_v2(text: str, version: ContainerdVersion) -> bool:
+    """A version-2 file that names only the version-3 CRI plugins, on containerd 2.x: the
+    toolkit would copy its (absent) version-2 CRI table and write a version-2 drop-in
+    whose runtimes 2.x never migrates; as version 3 the file means the same to 2.x."""
+    if not version.deep_merges:
+        return False
+    data = tomllib.loads(text)
+    plugins = data.get("plugins", {})
+    return (data.get("version") == 2 and isinstance(plugins, dict)
+            and CRI_V3_RUNTIME in plugins and CRI_V2 not in plugins)
 
 
 def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
-            patch: dict[str, Any]) -> str:
+            patch: dict[str, Any], whole: bool | None = None) -> str:
     """gpuplane's drop-in. On 1.x it carries the whole merged CRI table, because a file's
-    CRI table replaces every earlier one; on 2.x only the change, which deep-merges."""
+    CRI table replaces every earlier one; on 2.x only the change, which deep-merges (and
+    with `whole=False` wherever something else merges it, as k0s does)."""
     loaded = load_config(top, MemoryFiles(layout), version)
     top_version = loaded.files[0].version or 2
-    key = _cri_key(top_version)
-    if version.deep_merges:
+    key = _cri_key(top_version, version, {k for f in loaded.files for k in f.plugins})
+    copy_whole = not version.deep_merges if whole is None else whole
+    if not copy_whole:
         table = copy.deepcopy(patch)
     else:
         merged = merge(loaded)
@@ -304,10 +383,17 @@ def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -
     if not patch:
         return text
     doc = tomlkit.parse(text)
-    key = _cri_key(int(doc.get("version", 2)))
+    key = _cri_key(int(doc.get("version", 2)), version, set(doc.get("plugins", {})))
     plugins = doc.setdefault("plugins", tomlkit.table(is_super_table=True))
     table = plugins.setdefault(key, tomlkit.table())
     _merge_into_toml(table, patch)
+    return tomlkit.dumps(doc)
+
+
+def _as_version_3(text: str) -> str:
+    """`text` with `version = 3`, comments and layout kept."""
+    doc = tomlkit.parse(text)
+    doc["version"] = 3
     return tomlkit.dumps(doc)
 
 

@@ -70,6 +70,15 @@ class EffectiveConfig:
         }
 
 
+def raw_options(eff: EffectiveConfig, name: str) -> dict[str, Any]:
+    """Runtime `name`'s options as merged, before normalising (`false` and "" kept: they
+    still shadow another spelling of the same field, see gpuplane.containerd.options)."""
+    table = eff.plugins.get(eff.cri_key)
+    for key in ("containerd", "runtimes", name, "options"):
+        table = table.get(key) if isinstance(table, dict) else None
+    return dict(table) if isinstance(table, dict) else {}
+
+
 def normalise_options(options: Any) -> dict[str, Any]:
     if not isinstance(options, dict):
         return {}

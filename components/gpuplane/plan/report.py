@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -20,12 +21,27 @@ from gpuplane.config import (
 from gpuplane.findings import Finding, Severity, has_errors
 from gpuplane.plan.engine import Registered
 from gpuplane.plan.toolkit_view import toolkit_view
+from gpuplane.planner import NodeContainerdPlan
 from gpuplane.stack.cluster import GpuCluster
 
 PLAN_FORMAT = 1
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 SECRET_MASK = "[secret]"
 AGENT_MARK = "gp_self() {"
+
+
+def node_runtimes(plan: NodeContainerdPlan,
+                  captured: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+    """The runtimes of the plan made for this node: as found, after gpuplane's files, after
+    the operator's toolkit (modelled), and what they were derived from (`source`:
+    `captured` with each node path's local copy, or gpuplane's `model` of the distro)."""
+    return {
+        "source": {"kind": "captured" if captured else "model",
+                   "files": {path: local for path, (_, local) in sorted(captured.items())}},
+        "asFound": plan.before.to_dict(),
+        "afterGpuplane": plan.written.to_dict(),
+        "afterToolkit": plan.effective.to_dict(),
+    }
 
 
 def effective_sha(effective: dict[str, Any]) -> str:
@@ -60,6 +76,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "withheldFiles": dict(mine.files) if held else {},
             "restart": managed and mine.restarts and node.name in batch_of,
             "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
+            "effectiveRuntimes": node_runtimes(mine, cfg.baseline_files_of(index)),
         })
     helm = {}
     sections: dict[str, GpuOperatorConfig | HamiConfig] = {

@@ -52,7 +52,10 @@ _ALL = [
         "runtime or SystemdCgroup silently vanish.",
         "containerd 1.6 and 1.7 do not merge imported files key by key: for each plugin the "
         "last file that has the plugin's table wins, whole. Anything an earlier file put in "
-        "the CRI table is gone, even when the later file only sets one unrelated key.",
+        "the CRI table is gone, even when the later file only sets one unrelated key: "
+        "runtimes (an error), and every other setting too — sandbox image, registry "
+        "`config_path`, CNI dirs — which fall back to containerd's built-in defaults "
+        "(an error for the CNI dirs, whose default differs between builds; else a warning).",
         "00-k8s-runc.toml defines runc (SystemdCgroup = true, default runtime) and "
         "99-nvidia.toml only adds the nvidia runtime: containerd 1.7 keeps nvidia alone and "
         'refuses `default_runtime_name = "runc"`.',
@@ -116,7 +119,10 @@ _ALL = [
         "Pods killed at random, cgroup path errors on sandbox creation.",
         "The kubelet and every runc-based runtime must use the same cgroup driver; when "
         "one runtime uses systemd and another cgroupfs, two managers fight over the same "
-        "hierarchy.",
+        "hierarchy. The value read is the one runc gets: 1.x also takes `systemdCgroup`, "
+        "`systemdcgroup` and `SYSTEMDCGROUP`, 2.x any case. A warning only when the odd "
+        "runtime is neither the default nor one the plan uses (containerd 2.x's built-in "
+        "runc beside a vendor's default).",
         "runc has `SystemdCgroup = true` (kubelet cgroupDriver: systemd) but the nvidia "
         "runtime was added without options, so it uses cgroupfs.",
         "Set `SystemdCgroup` in every io.containerd.runc.v2 runtime's options to match the "
@@ -278,7 +284,9 @@ _UPSTREAM = {
             "survive a restart, CRI and image pulls stop while it runs)",
     "FM07": "kubernetes/kubernetes pkg/kubelet/cm/cgroup_manager_linux.go@v1.31.4 (the "
             "kubelet's cgroup driver); containerd/containerd runtime/v2/runc/options/"
-            "oci.proto@v1.7.24 (SystemdCgroup)",
+            "oci.proto@v1.7.24 (SystemdCgroup); pkg/cri/server/helpers.go@v1.7.24 and "
+            "internal/cri/config/config.go@v2.1.4 (options decoded by go-toml v1.9.5 / "
+            "v2.2.x: the key spellings each accepts)",
     "FM08": f"{_OPERATOR} (driver.enabled)",
     "FM09": f"{_CRI17} (a default runtime that is not configured is refused)",
     "FM10": f"{_OPERATOR} (devicePlugin.config.name / .default: the sharing ConfigMap)",

@@ -34,16 +34,34 @@ def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, data
 
 
-def _toolkits_own(path: str, runtimes: set[str]) -> bool:
+# What the toolkit sets in a runtime the node already had under its name (EKS's and
+# AKS's vendor `nvidia` runtimes): the rest of that runtime's table is the node's.
+_SET_IN_EXISTING = ("options.BinaryName", "options.Runtime", "container_annotations")
+
+
+def _toolkits_own(path: str, runtimes: set[str], existing: set[str]) -> bool:
     _, _, rest = path.partition("plugins.")
     for key in ("io.containerd.grpc.v1.cri.", "io.containerd.cri.v1.runtime.", "cri."):
         if rest.startswith(key):
             inner = rest[len(key):]
             if inner.startswith("containerd.runtimes."):
-                name = inner[len("containerd.runtimes."):].split(".")[0]
+                name, _, setting = inner[len("containerd.runtimes."):].partition(".")
+                if name in existing:
+                    # A runtime the node had: the toolkit may only set its binary.
+                    return setting.startswith(_SET_IN_EXISTING)
                 return name in runtimes
             return inner.startswith(_OWN[1:])
     return False
+
+
+def _runtime_names(merged: Mapping[str, Any]) -> set[str]:
+    names: set[str] = set()
+    for key in ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "cri"):
+        table = merged.get("plugins", {}).get(key)
+        runtimes = table.get("containerd", {}).get("runtimes") if isinstance(table, dict) else None
+        if isinstance(runtimes, Mapping):
+            names |= set(runtimes)
+    return names
 
 
 def _origin(path: str, origins: Sequence[tuple[str, Mapping[str, Any]]]) -> str | None:
@@ -72,10 +90,11 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
     if not before or not after:
         return []   # a config containerd refuses is reported by the containerd rules
     runtimes = {runtime_name, *MODE_RUNTIMES}
+    existing = runtimes & _runtime_names(before)
     now = dict(_leaves(after.get("plugins", {}), "plugins"))
     lost = [(path, value, now.get(path)) for path, value in
             _leaves(before.get("plugins", {}), "plugins")
-            if now.get(path) != value and not _toolkits_own(path, runtimes)]
+            if now.get(path) != value and not _toolkits_own(path, runtimes, existing)]
     if not lost:
         return []
     def source(path: str) -> str:
@@ -98,4 +117,24 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
         + ", or set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]
 
 
-__all__ = ["check_toolkit_losses"]
+def check_distro_unmanaged(path: str, before: str | None, after: str | None, marker: str,
+                           distro: str, *, where: str) -> list[Finding]:
+    """FM05: the toolkit rewrites a file the distribution manages only while it starts with
+    `marker` (k0s: `# k0s_managed=true`, pkg/component/worker/containerd/component.go
+    @v1.35.1+k0s.0 `isK0sManagedConfig`). The rewrite keeps no comments, so the
+    distribution stops generating its containerd config from then on."""
+    if after is None or before is None or not before.startswith(marker + "\n") \
+            or after.startswith(marker + "\n"):
+        return []
+    return [finding(
+        "FM05", f"the toolkit rewrites {path} without its first line `{marker}`: {distro} "
+        "then treats it as the user's and stops generating containerd's config — its "
+        "drop-ins are no longer merged into the CRI config it writes, and that file, under "
+        "/run (tmpfs), is not written again after a reboot while the rewritten file still "
+        "imports it.", where,
+        "Use `gpuplane:gpuOperator.toolkit: host` (gpuplane writes the nvidia runtime as a "
+        f"drop-in {distro} merges), or put `{marker}` back as the first line of {path} "
+        "after the toolkit has run.", Severity.ERROR)]
+
+
+__all__ = ["check_distro_unmanaged", "check_toolkit_losses"]

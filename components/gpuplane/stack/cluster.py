@@ -173,7 +173,9 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
         captured = dict(baselines.get(node.name, {}))
         key = frozenset(captured.items())
         if key not in plans:
+            # The node's own files only: what it lacks, it lacks (gpuplane.baselines
+            # refuses a capture that misses the file the plan edits).
             plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
-                                   current={**cfg.profile.baseline(cfg.containerd), **captured})
+                                   current=captured)
         out[node.name] = plans[key]
     return out

@@ -91,6 +91,24 @@ class Installer:
         return self.version >= (1, 17, 5)
 
     @property
+    def keeps_imports(self) -> bool:
+        """1.18.0 reads the top-level `imports` as a Go `[]string`, which the TOML library
+        never returns: it replaces them with its own entry (`ensureImports`,
+        pkg/config/engine/containerd/config_drop_in.go@v1.18.0; fixed @v1.18.1)."""
+        return self.version >= (1, 18, 1)
+
+    @property
+    def skips_nvidia_default(self) -> bool:
+        """From 1.17 a default runtime named `nvidia*` is not copied for a new runtime."""
+        return self.version >= (1, 17, 0)
+
+    @property
+    def unsets_default(self) -> bool:
+        """From 1.18 adding a runtime that is not to be the default removes it as the
+        default when it already was."""
+        return self.version >= (1, 18, 0)
+
+    @property
     def fills_runtime_type(self) -> bool:
         return self.version >= (1, 20, 0)
 

@@ -95,8 +95,8 @@ def _load(text: str | None) -> dict[str, Any]:
     return tomllib.loads(text) if text else {}
 
 
-def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any], *,
-              installer: Installer, v1: bool = False) -> None:
+def _runtimes(table: dict[str, Any], env: Mapping[str, str], *, installer: Installer,
+              v1: bool = False) -> None:
     """Add the nvidia runtimes (and the default and CDI settings) to a CRI table; `v1`: the
     version-1 engine's shape (`options.Runtime` too, `enable_cdi` under `containerd`)."""
     ctd = table.setdefault("containerd", {})
@@ -109,7 +109,9 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any
                 env.get("NVIDIA_CONTAINER_RUNTIME_MODES_CDI_ANNOTATION_PREFIXES", "").split(",")
                 if p.strip()]
     for runtime, suffix in {name: "", **MODE_RUNTIMES}.items():
-        entry = copy.deepcopy(base)
+        # Each runtime is added in turn, its base chosen from the table as it is by then
+        # (the main runtime may already be the default, which 1.17+ then skips).
+        entry = runtime_base(table, runtime, installer)
         if prefixes:
             entry["container_annotations"] = [
                 *prefixes, *entry.get("container_annotations", [])]
@@ -120,17 +122,45 @@ def _runtimes(table: dict[str, Any], env: Mapping[str, str], base: dict[str, Any
         if v1:
             entry["options"]["Runtime"] = binary
         runtimes[runtime] = entry
-    if set_as_default(env):
-        ctd["default_runtime_name"] = name
+        if runtime == name and set_as_default(env):
+            ctd["default_runtime_name"] = name
+        elif installer.unsets_default and ctd.get("default_runtime_name") == runtime:
+            # Not to be the default: 1.18+ removes it as the default if it already was
+            # (pkg/config/engine/containerd/config.go@v1.18.1 AddRuntimeWithOptions).
+            del ctd["default_runtime_name"]
     if installer.writes_enable_cdi and (_truthy(env.get("CDI_ENABLED"))
                                         or _truthy(env.get("RUNTIME_ENABLE_CDI"))):
         (ctd if v1 else table)["enable_cdi"] = True
 
 
-def _default_runtime(table: dict[str, Any]) -> dict[str, Any] | None:
-    ctd = table.get("containerd", {})
-    runtime = ctd.get("runtimes", {}).get(ctd.get("default_runtime_name") or "runc")
-    return copy.deepcopy(runtime) if isinstance(runtime, dict) else None
+def low_level_runtimes(table: dict[str, Any], installer: Installer) -> list[str]:
+    """The runtimes whose table the installer copies for a new one, first found wins:
+    1.15 `runc` only, 1.16 `runc` then the default (`pkg/config/engine/containerd/
+    config_v2.go`@v1.15.0 and @v1.16.2 `AddRuntime`); from 1.17 the default unless its
+    name starts with `nvidia`, then `runc`, then `crun` (`pkg/config/engine/engine.go`
+    @v1.17.8 and @v1.20.0 `GetLowLevelRuntimes`)."""
+    default = table.get("containerd", {}).get("default_runtime_name")
+    default = default if isinstance(default, str) else ""
+    if installer.version < (1, 16, 0):
+        return ["runc"]   # config_v2.go@v1.15.0: runc only
+    if not installer.skips_nvidia_default:
+        return ["runc", *([default] if default else [])]
+    keep = default and not default.startswith("nvidia")
+    return [*([default] if keep else []), "runc", "crun"]
+
+
+def runtime_base(table: dict[str, Any], name: str, installer: Installer) -> dict[str, Any]:
+    """The table the installer gives runtime `name` before setting its BinaryName. None of
+    the low-level runtimes defined: up to 1.17 an existing `name` table is kept, else a bare
+    runc.v2 entry; from 1.18 the bare entry replaces whatever `name` held
+    (`GetDefaultRuntimeOptions`@v1.18.1), dropping e.g. a vendor's SystemdCgroup."""
+    runtimes = table.get("containerd", {}).get("runtimes", {})
+    for candidate in low_level_runtimes(table, installer):
+        if isinstance(runtimes.get(candidate), dict):
+            return copy.deepcopy(runtimes[candidate])
+    if not installer.writes_dropin and isinstance(runtimes.get(name), dict):
+        return copy.deepcopy(runtimes[name])
+    return copy.deepcopy(_BARE_RUNTIME_117)
 
 
 def _text(data: dict[str, Any]) -> str:
@@ -199,15 +229,14 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str],
     version = int(source.get("version", 2))
     key = _cri_key(version)
     table = copy.deepcopy(source.get("plugins", {}).get(key, {}))
-    base = _default_runtime(table) or {"runtime_type": RUNC_V2}
-    _runtimes(table, env, base, installer=installer)
+    _runtimes(table, env, installer=installer)
     out = {dropin: _text({"version": version, "plugins": {key: table}})}
     top = _load(files.get(target))
     wanted = posixpath.join(posixpath.dirname(env.get("RUNTIME_DROP_IN_CONFIG_HOST_PATH")
                                               or dropin), "*.toml")
     if not top:
         top = {"version": version}
-    imports = list(top.get("imports", []))
+    imports = list(top.get("imports", [])) if installer.keeps_imports else []
     if wanted not in imports:
         imports.append(wanted)
     top = {"imports": imports, **{k: v for k, v in top.items() if k != "imports"}}
@@ -217,8 +246,9 @@ def toolkit_writes(files: Mapping[str, str], env: Mapping[str, str],
 
 # The `runc` runtime containerd 1.x has by default, as `config dump` prints it (measured:
 # Debian's containerd 1.6.20 and 1.7.24, `config dump` of a config holding only
-# `version = 2`). The dump keeps it whenever the config's CRI table does not define `runc`,
-# and the installer copies it for the nvidia runtimes.
+# `version = 2`). The dump shows it only when the config defines no runtimes at all (a
+# `runtimes` table replaces the built-in one on 1.x: an EKS/AKS-style node without a runc
+# table dumps without runc), and the installer copies it for the nvidia runtimes.
 _RUNC_OPTIONS_1X = {"BinaryName": "", "CriuImagePath": "", "CriuPath": "", "CriuWorkPath": "",
                     "IoGid": 0, "IoUid": 0, "NoNewKeyring": False, "NoPivotRoot": False,
                     "Root": "", "ShimCgroup": "", "SystemdCgroup": False}
@@ -262,7 +292,9 @@ def _dump(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any
 def _with_default_runc(doc: dict[str, Any], version: ContainerdVersion) -> dict[str, Any]:
     ctd = doc["plugins"].setdefault(CRI_V2, {}).setdefault("containerd", {})
     ctd.setdefault("default_runtime_name", "runc")
-    ctd.setdefault("runtimes", {}).setdefault("runc", copy.deepcopy(_DUMPED_RUNC[version.minor]))
+    runtimes = ctd.setdefault("runtimes", {})
+    if not runtimes:   # a configured `runtimes` table replaces the built-in one (1.x)
+        runtimes["runc"] = copy.deepcopy(_DUMPED_RUNC[version.minor])
     return doc
 
 
@@ -273,8 +305,7 @@ def _edit_v1(doc: dict[str, Any], env: Mapping[str, str],
     doc = copy.deepcopy(doc)
     doc["version"] = 1
     table = doc.setdefault("plugins", {}).setdefault(CRI_V1, {})
-    base = _default_runtime(table) or copy.deepcopy(_BARE_RUNTIME_117)
-    _runtimes(table, env, base, installer=installer, v1=True)
+    _runtimes(table, env, installer=installer, v1=True)
     return doc
 
 
@@ -288,8 +319,7 @@ def _edit_in_place(doc: dict[str, Any], env: Mapping[str, str],
     version = int(doc.setdefault("version", 2))
     key = _cri_key(version)
     table = doc.setdefault("plugins", {}).setdefault(key, {})
-    base = _default_runtime(table) or copy.deepcopy(_BARE_RUNTIME_117)
-    _runtimes(table, env, base, installer=installer)
+    _runtimes(table, env, installer=installer)
     return doc
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from gpuplane.containerd.effective import EffectiveConfig, FileCRI, file_cri, normalise_options
 from gpuplane.containerd.load import LoadedFile
 from gpuplane.containerd.toml_io import line_of
-from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
+from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, ContainerdVersion
 from gpuplane.intent import CgroupDriver
 
 # The containerd model words its refusals; these tell them apart.
@@ -45,7 +45,8 @@ class ContainerdFacts:
 class Loss:
     """A setting some file made (the last one to set it) that the effective config lacks."""
 
-    kind: Literal["runtime", "runtime_type", "option", "default_runtime_name", "enable_cdi"]
+    kind: Literal["runtime", "runtime_type", "option", "default_runtime_name", "enable_cdi",
+                  "setting"]
     runtime: str | None
     option: str | None
     intended: Any
@@ -53,6 +54,8 @@ class Loss:
     key: str
 
     def describe(self) -> str:
+        if self.kind == "setting":
+            return f"{self.option} = {fmt(self.intended)}"
         if self.kind == "runtime":
             return f"runtime {self.runtime}"
         if self.kind == "option":
@@ -65,6 +68,8 @@ class Loss:
     def dotted(self) -> tuple[str, ...]:
         """Where the source file set it, for `path:line`."""
         base = ("plugins", self.key)
+        if self.kind == "setting":
+            return (*base, *(self.option or "").split("."))
         if self.kind == "enable_cdi":
             return (*base, "enable_cdi")
         if self.kind == "default_runtime_name":
@@ -189,6 +194,7 @@ def analyse(facts: ContainerdFacts) -> Analysis:
     if (intent.cdi is not None and eff.containerd_version.supports_cdi
             and intent.cdi[0] != eff.cdi):
         losses.append(Loss("enable_cdi", None, None, *intent.cdi))
+    losses += _setting_losses(eff, cris)
     default_refusal = next((r for r in eff.refusals if NO_DEFAULT.match(r)), None)
     # 1.x: a `runtimes` table replaces the built-in one, so runc is gone unless defined.
     replaced = (
@@ -199,6 +205,60 @@ def analyse(facts: ContainerdFacts) -> Analysis:
     )
     return Analysis(facts, cris, losses, list(eff.refusals), default_refusal, replaced,
                     set(intent.runtimes))
+
+
+# Parts of the CRI table the losses above already cover, by what they mean.
+_RUNTIME_PARTS = (("containerd", "runtimes"), ("containerd", "default_runtime_name"),
+                  ("enable_cdi",))
+
+
+def _leaves(table: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(table, dict) and table:
+        return [leaf for k, v in table.items() for leaf in _leaves(v, (*prefix, str(k)))]
+    return [(prefix, table)]
+
+
+def _get(table: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(table, dict) or part not in table:
+            return _MISSING
+        table = table[part]
+    return table
+
+
+_MISSING = object()
+
+
+def _setting_losses(eff: EffectiveConfig,
+                    cris: list[tuple[LoadedFile, FileCRI]]) -> list[Loss]:
+    """1.x: every other CRI setting (sandbox image, registry, CNI dirs, ...) a file made
+    that a later file's whole CRI table replaced: containerd runs with its own default
+    instead (the runtimes are compared above, by what they mean)."""
+    if eff.containerd_version.deep_merges:
+        return []
+    intended: dict[tuple[str, ...], tuple[Any, LoadedFile]] = {}
+    for f, cri in cris:
+        table = f.plugins.get(eff.cri_key)
+        if cri.key != eff.cri_key or not isinstance(table, dict):
+            continue
+        for path, value in _leaves(table):
+            if path and not any(path[:len(p)] == p for p in _RUNTIME_PARTS):
+                intended[path] = (value, f)
+    merged = eff.plugins.get(eff.cri_key)
+    defaults = cri_defaults(eff.containerd_version)
+    return [Loss("setting", None, ".".join(path), value, f, eff.cri_key)
+            for path, (value, f) in intended.items()
+            if _get(merged, path) != value and defaults.get(".".join(path), _MISSING) != value]
+
+
+def cri_defaults(line: ContainerdVersion) -> dict[str, Any]:
+    """containerd 1.x's own value of CRI settings a dropped file may have restated
+    (`pkg/cri/config/config_unix.go` DefaultConfig@v1.6.20 and @v1.7.24): losing a
+    setting equal to it loses nothing. `cni.bin_dir` is left out on purpose: builds
+    change it (Debian's 1.7.24 uses /usr/lib/cni)."""
+    return {"sandbox_image": "registry.k8s.io/pause:3.8" if line.minor >= 7
+            else "registry.k8s.io/pause:3.6",
+            "cni.conf_dir": "/etc/cni/net.d", "registry.config_path": ""}
 
 
 # ---------------------------------------------------------------- helpers

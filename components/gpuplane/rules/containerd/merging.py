@@ -4,6 +4,7 @@ on 1.x, version mixing on any line), refused config versions, runtimes without a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from gpuplane.containerd.effective import EffectiveConfig, file_cri
 from gpuplane.containerd.load import LoadedFile
@@ -35,10 +36,56 @@ def check_replaced_cri_table(facts: ContainerdFacts) -> list[Finding]:
 
 
 def fm02(a: Analysis) -> list[Finding]:
-    eff = a.eff
-    losses = [x for x in a.losses if a.rule_of(x) == "FM02"]
-    if not losses and not a.builtin_runc_replaced:
+    replaced = [x for x in a.losses if a.rule_of(x) == "FM02"]
+    losses = [x for x in replaced if x.kind != "setting"]
+    settings = [x for x in replaced if x.kind == "setting"]
+    if losses or a.builtin_runc_replaced:
+        # One replacement, one finding: the other settings it drops are named there too.
+        return [replace(f, message=f.message + _also(settings))
+                for f in _fm02_runtimes(a, losses)]
+    return _fm02_settings(a, settings)
+
+
+def _also(settings: list[Loss]) -> str:
+    if not settings:
+        return ""
+    dropped = "; ".join(f"{items(group)} (set in {path})" for path, group in by_file(settings))
+    return (f" It also drops these CRI settings, for which containerd then uses its "
+            f"built-in defaults: {dropped}.")
+
+
+# Settings whose loss breaks every pod: containerd's built-in CNI dirs differ between
+# builds (measured: Debian's 1.6.20 dumps bin_dir /opt/cni/bin, its 1.7.24 /usr/lib/cni),
+# so pod networking may stop. Others (sandbox image, registry mirrors and auth, ...) fall
+# back to defaults that still work where the default registry is reachable.
+_BREAKS_PODS = ("cni.",)
+
+
+def _fm02_settings(a: Analysis, losses: list[Loss]) -> list[Finding]:
+    """The CRI settings other than runtimes a later file's table silently drops."""
+    if not losses:
         return []
+    eff = a.eff
+    key, line = eff.cri_key, eff.containerd_version
+    winner = next((f for f in reversed(eff.files) if key in f.plugins), eff.files[-1])
+    dropped = [f"{items(group)} (set in {path})" for path, group in by_file(losses)]
+    breaking = [x for x in losses if (x.option or "").startswith(_BREAKS_PODS)]
+    severity = Severity.ERROR if breaking else Severity.WARNING
+    sources = sorted({x.source.path for x in losses} - {winner.path})
+    return [Finding(
+        "FM02", severity,
+        f"containerd {line} replaces the whole `plugins.\"{key}\"` table with each file that "
+        f"has one, and {winner.path} is read last without these CRI settings: it drops "
+        f"{'; '.join(dropped)}. containerd runs with its built-in defaults instead"
+        + (" (CNI dirs: pod networking may stop)." if breaking else "."),
+        a.where(at(winner, ("plugins", key))),
+        f"On containerd < 2.1 keep the whole CRI table in one file: copy these settings "
+        f"from {', '.join(sources) or 'the earlier files'} into {winner.path}; or upgrade "
+        "containerd to 2.1 or later, which deep-merges drop-ins.")]
+
+
+def _fm02_runtimes(a: Analysis, losses: list[Loss]) -> list[Finding]:
+    eff = a.eff
     key, line = eff.cri_key, eff.containerd_version
     winner = next((f for f in reversed(eff.files) if key in f.plugins), eff.files[-1])
     dropped = [f"{items(group)} (set in {path})" for path, group in by_file(losses)]

@@ -3,6 +3,8 @@ and CRI settings mean for the pods that will use them."""
 
 from __future__ import annotations
 
+from gpuplane.containerd import ContainerdVersion, RuntimeView
+from gpuplane.containerd.options import decoded, odd_spellings
 from gpuplane.containerd.versions import RUNC_V2
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
@@ -29,40 +31,81 @@ def check_systemd_cgroup(facts: ContainerdFacts) -> list[Finding]:
 
 def fm07(a: Analysis) -> list[Finding]:
     eff, driver = a.eff, a.facts.kubelet_cgroup_driver
+    line = eff.containerd_version
     # A SystemdCgroup lost by replacement or version mixing is reported there, once.
-    lost = {x.runtime for x in a.losses if x.kind == "option" and x.option == "SystemdCgroup"}
-    values = {
-        name: view.options.get("SystemdCgroup") is True
-        for name, view in sorted(eff.runtimes.items())
-        if view.runtime_type == RUNC_V2 and name not in lost
-    }
+    lost = {x.runtime for x in a.losses
+            if x.kind == "option" and (x.option or "").lower() == "systemdcgroup"}
+    runc_based = {name: view for name, view in sorted(eff.runtimes.items())
+                  if view.runtime_type == RUNC_V2 and name not in lost}
+    # The value runc gets, by this line's own key matching (systemdCgroup counts).
+    values = {name: decoded(view.options, "SystemdCgroup", line) is True
+              for name, view in runc_based.items()}
     if not values:
         return []
-    shown = ", ".join(f"{n}={fmt(v)}" for n, v in values.items())
+    shown = ", ".join(f"{n}={fmt(v)}" for n, v in values.items()) + _spelling_note(
+        runc_based, line)
     if driver is not None:
         want = driver == "systemd"
         bad = [n for n, v in values.items() if v != want]
         if not bad:
             return []
         return [Finding(
-            "FM07", Severity.ERROR,
+            "FM07", _severity(a, bad),
             f"the kubelet uses the {driver} cgroup driver, but SystemdCgroup is {shown}: "
-            f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet.",
+            f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet."
+            + _unused_note(a, bad),
             a.where(runtime_at(a, bad[0], "SystemdCgroup")),
             f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}.",
         )]
     if len(set(values.values())) < 2:
         return []
-    reference = values.get("runc", next(iter(values.values())))
+    # The default runtime is what every pod without a RuntimeClass gets: the others are
+    # measured against it (against runc where the default is not runc-based).
+    reference = values.get(eff.default_runtime, values.get("runc", next(iter(values.values()))))
     odd = [n for n, v in values.items() if v != reference]
     return [Finding(
-        "FM07", Severity.ERROR,
+        "FM07", _severity(a, odd),
         f"runc-based runtimes disagree on SystemdCgroup ({shown}; absent means false): "
-        "containers of one runtime use another cgroup manager than the rest.",
+        "containers of one runtime use another cgroup manager than the rest."
+        + _unused_note(a, odd),
         a.where(runtime_at(a, odd[0], "SystemdCgroup")),
         "Give every io.containerd.runc.v2 runtime the same SystemdCgroup, matching the "
         "kubelet's cgroupDriver (true for systemd, false for cgroupfs).",
     )]
+
+
+def _used(a: Analysis) -> set[str]:
+    """The runtimes pods are known to run: the default and those the plan relies on."""
+    return {a.eff.default_runtime, *a.facts.expected_runtimes}
+
+
+def _severity(a: Analysis, odd: list[str]) -> Severity:
+    """An error when a runtime pods run is the odd one; a runtime nothing is known to use
+    (containerd 2.x's built-in runc beside a vendor's default, AKS's `untrusted`) breaks
+    no pod by itself: a warning."""
+    return Severity.ERROR if set(odd) & _used(a) else Severity.WARNING
+
+
+def _unused_note(a: Analysis, odd: list[str]) -> str:
+    if set(odd) & _used(a):
+        return ""
+    builtin = [n for n in odd if n not in a.defined]
+    why = (f" ({', '.join(builtin)}: containerd's built-in runtime, which no file "
+           "configures)" if builtin else "")
+    return (f" Neither the default runtime ({a.eff.default_runtime}) nor a runtime the plan "
+            f"uses is among them{why}: only pods whose RuntimeClass names "
+            f"{', '.join(odd)} are affected.")
+
+
+def _spelling_note(runtimes: dict[str, RuntimeView], line: ContainerdVersion) -> str:
+    """Why a runtime that looks set reads as unset: a key containerd `line` ignores."""
+    ignored = [f"{name}.{key}" for name, view in runtimes.items()
+               for key in odd_spellings(view.options, "SystemdCgroup")
+               if decoded({key: True}, "SystemdCgroup", line) is None]
+    if not ignored:
+        return ""
+    return (f"; containerd {line} does not read {', '.join(ignored)} as SystemdCgroup "
+            "(1.x accepts SystemdCgroup, systemdCgroup, systemdcgroup, SYSTEMDCGROUP)")
 
 
 # ---------------------------------------------------------------- FM09: default
