@@ -7,10 +7,10 @@ is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`, HAMi labels e
 through a NodePatch, so the work grows with N), its charts from ../shared/charts and the
 post-deploy checks off (there is no kubelet to run them). The N Node objects are
 registered in the API server first, and the charts' Helm hook Jobs are completed in the
-missing kubelet's stead (tests/control_plane.py). For each size: `pulumi preview` of the new stack, the
-first `pulumi up`, then a second `pulumi up` that changes nothing (the no-op), then `pulumi destroy` (not
-timed: the next size's stack makes the same objects). "state B/node" is the local
-backend's checkpoint file after the first `up` divided by N.
+missing kubelet's stead (tests/control_plane.py). For each size: `pulumi preview` of the
+new stack, the first `pulumi up`, then a second `pulumi up` that changes nothing (the
+no-op), then `pulumi destroy` (not timed: the next size's stack makes the same objects).
+"state B/node" is the local backend's checkpoint file after the first `up` divided by N.
 
 `nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
 which the Go module proxy does not serve (docs/real-engine.md).

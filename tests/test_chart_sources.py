@@ -337,3 +337,14 @@ def test_components_hand_each_source_to_the_release(project: Path, form: str) ->
                                  "v25.10.1"),
                 "hami": ("oci://registry.airgap.internal/c/hami", None, "2.10.0")},
     }[form]
+
+
+def test_skip_await_reaches_each_release(project: Path) -> None:
+    """`skipAwait` (clusters whose nodes join later; the engine tests' API server has no
+    kubelet) is the Release's own `skipAwait`; unset, Helm waits as before."""
+    assert {n: bool(i.get("skipAwait")) for n, i in _releases(project).items()} == {
+        "gpu-operator": False, "hami": False}
+    _set(project, "gpuOperator", "    skipAwait: true\n")
+    _set(project, "hami", "    skipAwait: true\n")
+    assert {n: i.get("skipAwait") for n, i in _releases(project).items()} == {
+        "gpu-operator": True, "hami": True}

@@ -14,7 +14,6 @@ from pulumi_policy import (
     PolicyResourceOptions,
     StackValidationArgs,
 )
-
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from gpuplane.findings import Finding, Severity
@@ -35,7 +34,8 @@ def policy_resources(resources: list[Registered]) -> list[PolicyResource]:
             delete_before_replace=r.delete_before_replace, aliases=[],
             custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
             additional_secret_outputs=r.additional_secret_outputs, parent=r.parent or None)
-        by_urn[r.urn] = PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name, opts, None, None, [], {})
+        by_urn[r.urn] = PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name,
+                                       opts, None, None, [], {})
     for r in resources:
         res = by_urn[r.urn]
         res.parent = by_urn.get(r.parent)
