@@ -3,7 +3,9 @@
 #   make test                ruff, mypy, shellcheck, the docs site (--strict), then the whole
 #                            test suite against real containerd 1.6 / 1.7 / 2.0 / 2.1 / 2.2
 #                            and the real NVIDIA toolkit installers of every supported chart,
-#                            each built from its Go module (scripts/build-oracles.sh, cached)
+#                            and the real Pulumi CLI and kubernetes provider against a real
+#                            Kubernetes control plane, each built from its Go module
+#                            (scripts/build-oracles.sh, cached; scripts/test.sh)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
