@@ -84,6 +84,15 @@ class DistroProfile:
         """The `imports` entry the top-level config needs for gpuplane's drop-ins."""
         return posixpath.join(self.dropin_dir, "*.toml") if self.dropin_dir else None
 
+    @property
+    def toolkit_source(self) -> str:
+        """The file the operator's toolkit reads containerd's CRI config from
+        (`RUNTIME_CONFIG_SOURCE=file=`): on k0s the CRI file it generates from its drop-ins
+        (gpuplane.k0s_render), elsewhere the top-level config."""
+        from gpuplane.k0s_render import CRI_FILE
+
+        return CRI_FILE if self.generates_from_dropins else self.config_path
+
     def render(self, template: str) -> str:
         """The config the distribution renders from `template` (placeholders filled)."""
         for placeholder, value in self.render_substitutions:

@@ -186,7 +186,8 @@ def _source_reads(source: str, prof: DistroProfile, version: ContainerdVersion,
     `command` runs `containerd config dump` without --config: the default path, through
     whatever containerd is on the host's PATH (Docker's, on a two-daemon host).
     """
-    good = {_norm(prof.config_path), _norm(prof.edit_path(version))}
+    good = {_norm(prof.config_path), _norm(prof.edit_path(version)),
+            _norm(prof.toolkit_source)}
     for src in (s.strip() for s in source.split(",")):
         if src == "command":
             return _norm(prof.config_path) == DEFAULT_CONFIG

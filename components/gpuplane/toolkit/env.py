@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import posixpath
 
-from gpuplane import k0s_render
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile
 from gpuplane.toolkit.options import PlanOptions
@@ -21,8 +20,7 @@ def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
         "CONTAINERD_CONFIG": profile.edit_path(version),
         "CONTAINERD_SOCKET": profile.socket,
         # k0s: the CRI table lives in the file k0s generates from its drop-ins.
-        "RUNTIME_CONFIG_SOURCE": "file=" + (k0s_render.CRI_FILE if profile.generates_from_dropins
-                                            else profile.config_path),
+        "RUNTIME_CONFIG_SOURCE": "file=" + profile.toolkit_source,
         # 1.18+ reads RUNTIME_CONFIG_SOURCE (the file above). Before 1.18 the installer
         # ignores that and asks `containerd config dump` first, and 1.17.8 runs
         # RUNTIME_EXECUTABLE_PATH for it: left unset, the dump runs only where the
