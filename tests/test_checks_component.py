@@ -218,3 +218,38 @@ def test_disabled_checks_register_nothing_but_the_component(world) -> None:
     # Both registrations, not only the component's: the ConfigMap's may land later (a
     # race seen under load when only `checks.urn` was awaited).
     return pulumi.Output.all(checks.urn, deploy.id).apply(verify)
+
+
+class FailingAllocatable(Recorder):
+    """The allocatable verdict comes back failed, as the provider returns it."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        rid, state = super().new_resource(args)
+        if args.typ.endswith(":GpuAllocatableCheck"):
+            report = "gpuplane check failed: [FM10] gpu-a1 advertises 2 nvidia.com/gpu\n  fix: x"
+            state = {**state, "passed": False,
+                     "result": {"passed": False, "report": report, "findings": ["FM10"]}}
+        return rid, state
+
+
+def test_a_failed_verdict_fails_the_program_cleanly_and_stops_later_checks() -> None:
+    """The report reaches the user as an error on the check, the program stops with a
+    `RunError` (no traceback) and the time-slicing proof after it is never registered."""
+    mocks = FailingAllocatable()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    logged: list[tuple[str, Any]] = []
+    program = pulumi.runtime.test(
+        lambda: build(ClusterIntent(nodes=NODES, time_slicing_replicas=4))[1].urn)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pulumi.log, "error",
+                      lambda msg, resource=None, **_: logged.append((msg, resource)))
+        with pytest.raises(pulumi.RunError, match="checks-allocatable failed"):
+            program()
+    assert [(m.splitlines()[0], r.pulumi_resource_name) for m, r in logged] == [
+        ("gpuplane check failed: [FM10] gpu-a1 advertises 2 nvidia.com/gpu",
+         "checks-allocatable")]
+    assert "checks-nodes-check" in monitor.registered
+    assert "checks-timeslicing" not in monitor.registered
+    assert "checks-timeslicing-check" not in monitor.registered

@@ -4,16 +4,18 @@ recorded API objects (as the real client's model classes), with a fake clock."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import sys
 import textwrap
 
 import checkdata as cd
 import pytest
-from pulumi.dynamic import Config, ConfigureRequest
+from kubernetes.config.config_exception import ConfigException
+from pulumi.dynamic import Config, ConfigureRequest, CreateResult
 from pulumi.dynamic.dynamic import serialize_provider
 
-from gpuplane.checks.live import CheckFailed, KubeCluster, Waiter, job_finished
+from gpuplane.checks.live import KubeCluster, Waiter, job_finished
 from gpuplane.checks.manifests import CheckJob, plan_checks
 from gpuplane.checks.provider import (
     AllocatableCheckProvider,
@@ -34,6 +36,14 @@ def provider(cls, fake: cd.FakeKube, clock: cd.FakeClock):
     p.cluster_factory = lambda kubeconfig, context: KubeCluster(fake, fake, cd._API)
     p.clock, p.sleep, p.poll_seconds = clock, clock.sleep, 5.0
     return p
+
+
+def failed(result: CreateResult) -> tuple[str, list[str]]:
+    """A failed verdict: returned, not raised (the SDK's host would wrap an exception in a
+    traceback); the report and the finding ids."""
+    outs = result.outs
+    assert outs["passed"] is False and outs["result"]["passed"] is False, outs
+    return outs["result"]["report"], outs["result"]["findings"]
 
 
 def job_props(check: CheckJob = NODE_CHECK, intent: ClusterIntent = INTENT,
@@ -71,13 +81,12 @@ def test_create_fails_with_finding_fix_and_pod_output() -> None:
         jobs={JOB: [cd.job(condition="Failed", reason="BackoffLimitExceeded")]},
         pods={JOB: [[cd.pod("p1", phase="Failed", exit_code=code)]]},
         logs={"p1": log})
-    with pytest.raises(CheckFailed) as err:
-        provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
-    text = str(err.value)
+    outcome = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    text, findings = failed(outcome)
     assert text.startswith("gpuplane check failed: node check probe-gpu-a1 on node gpu-a1")
     assert "[FM01]" in text and "gpuplane:cluster.distro" in text
     assert "libcuda.so.1 not found" in text and "Test FAILED" in text
-    assert [f.id for f in err.value.findings] == ["FM01"]
+    assert findings == ["FM01"]
 
 
 def test_pending_pod_times_out_with_the_scheduler_reason() -> None:
@@ -88,9 +97,8 @@ def test_pending_pod_times_out_with_the_scheduler_reason() -> None:
         pods={JOB: [[cd.pod("p1", phase="Pending", unschedulable=msg)]]},
         events=[cd.event("p1", "FailedScheduling", msg)])
     clock = cd.FakeClock()
-    with pytest.raises(CheckFailed) as err:
-        provider(ProbeJobCheckProvider, fake, clock).create(job_props(timeout=100.0))
-    text = str(err.value)
+    outcome = provider(ProbeJobCheckProvider, fake, clock).create(job_props(timeout=100.0))
+    text, _findings = failed(outcome)
     assert "gave up after 90s" in text                      # before the Job's deadline
     assert "[FM01]" in text and "Insufficient nvidia.com/gpu" in text
     assert sum(clock.sleeps) == pytest.approx(90.0)
@@ -101,8 +109,8 @@ def test_job_rejected_before_any_pod() -> None:
         jobs={JOB: [cd.job(condition="Failed")]}, pods={JOB: [[]]},
         events=[cd.event(JOB, "FailedCreate", 'Error creating: pods "x" is forbidden: pod '
                          'rejected: RuntimeClass "nvidia" not found', kind="Job")])
-    with pytest.raises(CheckFailed, match=r"\[FM11\].*RuntimeClass \"nvidia\" not found"):
-        provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    outcome = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    assert re.search(r"\[FM11\].*RuntimeClass \"nvidia\" not found", failed(outcome)[0])
 
 
 def ts_pod(i: int, start: int, end: int | None) -> dict:
@@ -137,11 +145,12 @@ def test_timeslicing_check_stops_early_when_pods_run_one_by_one() -> None:
         pods={name: [[ts_pod(0, 0, 31), ts_pod(1, 32, None), pending]]},
         logs={"ts-0": cd.probe_log(), "ts-1": cd.probe_log()})
     clock = cd.FakeClock()
-    with pytest.raises(CheckFailed) as err:
-        provider(ProbeJobCheckProvider, fake, clock).create(job_props(TS_CHECK, TS_INTENT, name))
+    outcome = provider(ProbeJobCheckProvider, fake, clock).create(
+        job_props(TS_CHECK, TS_INTENT, name))
+    text, findings = failed(outcome)
     assert clock.sleeps == []                       # no point waiting for the deadline
-    assert [f.id for f in err.value.findings] == ["FM10"]
-    assert "only 1 of 3 time-sliced pods" in str(err.value)
+    assert findings == ["FM10"]
+    assert "only 1 of 3 time-sliced pods" in text
 
 
 def node_props(intent: ClusterIntent, split: float | None = None) -> dict:
@@ -168,18 +177,19 @@ def test_allocatable_not_multiplied_fails_fm10_after_the_timeout() -> None:
     intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 2),), time_slicing_replicas=4)
     fake = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 2)]})
     clock = cd.FakeClock()
-    with pytest.raises(CheckFailed) as err:
-        provider(AllocatableCheckProvider, fake, clock).create(node_props(intent))
-    assert [f.id for f in err.value.findings] == ["FM10"]
+    outcome = provider(AllocatableCheckProvider, fake, clock).create(node_props(intent))
+    _text, findings = failed(outcome)
+    assert findings == ["FM10"]
     assert sum(clock.sleeps) == pytest.approx(60.0)
 
 
 def test_allocatable_hami_flip_and_split() -> None:
     intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),), device_plugin="hami")
     flip = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 4), cd.node("gpu-a1", 1)]})
-    with pytest.raises(CheckFailed) as err:
-        provider(AllocatableCheckProvider, flip, cd.FakeClock()).create(node_props(intent, 4.0))
-    assert [f.id for f in err.value.findings] == ["FM12"]
+    outcome = provider(AllocatableCheckProvider, flip, cd.FakeClock()).create(
+        node_props(intent, 4.0))
+    _text, findings = failed(outcome)
+    assert findings == ["FM12"]
     good = cd.FakeKube(nodes={"gpu-a1": [cd.node("gpu-a1", 4)]})
     out = provider(AllocatableCheckProvider, good, cd.FakeClock()).create(
         node_props(intent, 4.0))
@@ -188,8 +198,8 @@ def test_allocatable_hami_flip_and_split() -> None:
 
 def test_allocatable_missing_node() -> None:
     fake = cd.FakeKube(nodes={})
-    with pytest.raises(CheckFailed, match="not in the cluster"):
-        provider(AllocatableCheckProvider, fake, cd.FakeClock()).create(node_props(INTENT))
+    outcome = provider(AllocatableCheckProvider, fake, cd.FakeClock()).create(node_props(INTENT))
+    assert re.search("not in the cluster", failed(outcome)[0])
 
 
 def test_diff_and_update_rerun_the_check() -> None:
@@ -227,13 +237,12 @@ def test_one_verdict_waits_for_every_node_and_names_each_failure() -> None:
     props = {**job_props(), "intent": intent.to_json(), "jobNames": names,
              "checks": [job_props(c)["checks"][0] for c in checks]}
     clock = cd.FakeClock()
-    with pytest.raises(CheckFailed) as err:
-        provider(ProbeJobCheckProvider, fake, clock).create(props)
-    text = str(err.value)
+    outcome = provider(ProbeJobCheckProvider, fake, clock).create(props)
+    text, findings = failed(outcome)
     assert text.startswith("gpuplane: 1 of 3 GPU checks failed")
     assert "on node gpu-b1" in text and "on node gpu-a1" not in text
     assert "libcuda.so.1 not found" in text
-    assert [f.id for f in err.value.findings] == ["FM01"]
+    assert findings == ["FM01"]
     assert clock.sleeps == [5.0, 5.0]            # one poller for all three Jobs
     # A finished Job is not read again: a1 once, b1 twice, c1 three times.
     assert [fake.calls.count(f"job {n}") for n in names] == [1, 2, 3]
@@ -299,3 +308,23 @@ def test_provider_pickles_by_reference_and_loads_in_a_fresh_process() -> None:
                          check=True).stdout.split()
     assert out == ["gpuplane.checks.provider", "ProbeJobCheckProvider", "False"]
     assert len(base64.b64decode(blob)) < 1000
+
+
+def test_a_failed_verdict_reruns_on_the_next_up() -> None:
+    p = provider(ProbeJobCheckProvider, cd.FakeKube(), cd.FakeClock())
+    failed_before = {**job_props(), "passed": False, "result": {"passed": False}}
+    assert p.diff("id", failed_before, job_props()).changes is True
+
+
+def test_a_cluster_it_cannot_read_is_a_failed_verdict_with_the_fix() -> None:
+    p = ProbeJobCheckProvider()
+
+    def refuse(kubeconfig: str | None, context: str | None) -> KubeCluster:
+        raise ConfigException("Invalid kube-config file. No configuration found.")
+
+    p.cluster_factory = refuse
+    text, findings = failed(p.create(job_props()))
+    assert findings == []
+    assert text.startswith("gpuplane check checks-nodes-check could not read the cluster: "
+                           "ConfigException: Invalid kube-config file")
+    assert "fix: check the stack's kubeconfig" in text

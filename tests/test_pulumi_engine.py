@@ -349,9 +349,8 @@ def test_checks_fail_up_when_gpu_nodes_never_become_ready(
         tmp_path: Path) -> None:
     """A GPU node that registered but never runs a kubelet (so never announces
     `nvidia.com/gpu`): the post-deploy checks fail `pulumi up` within their timeout with the
-    finding, the node and the fix, not a hang. (The SDK's dynamic-provider host wraps any
-    exception of a provider in its traceback, `pulumi.dynamic.__main__`
-    `_abort_with_traceback`: the user reads gpuplane's message under that wrapper.)"""
+    finding, the node and the fix, not a hang and no traceback; the next `pulumi up` runs
+    the failed check again."""
     stack_nodes(["gpu-never-01"])
     timeout = 30
     path = stack_file(tmp_path / "stacks", "kind-smoke", {
@@ -362,8 +361,17 @@ def test_checks_fail_up_when_gpu_nodes_never_become_ready(
     text = up.stdout + up.stderr
     assert "[FM01] node gpu-never-01 advertises no nvidia.com/gpu" in text, text[-4000:]
     assert "fix: " in text, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
+    # Both checks ran to their verdicts; the program stopped once, naming them.
+    assert ("the post-deploy checks gpu-checks-allocatable, gpu-checks-nodes-check failed"
+            in text), text[-4000:]
     # The wait is the checks' own budget, not the Helm timeout (900 s) or a hang.
     assert up.seconds < timeout + 240, up.seconds
+    # Nothing changed in the stack, yet the failed check runs (and fails) again.
+    again = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
+    assert not again.ok
+    assert sorted(s["name"] for s in again.steps if s["op"] in ("update", "replace")) == [
+        "gpu-checks-allocatable", "gpu-checks-nodes-check"], again.steps
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         down = engine.run("destroy", "kind-smoke", stack_file=path)
     assert down.ok, down.stdout + down.stderr

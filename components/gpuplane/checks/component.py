@@ -8,7 +8,8 @@ Children, all after the rest of the deployment (`depends_on`):
   that waits for all of them;
 * with time-slicing a Job `<name>-timeslicing` (after the allocatable check and the node
   checks); with HAMi and the vectoradd sample a Job `<name>-hami`, each with a verdict.
-Any failing verdict fails `pulumi up` with the finding, its fix and the pod's output.
+Any failing verdict fails `pulumi up` with the finding, its fix and the pod's output
+(`provider.gate`), and the checks after it do not start.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from gpuplane.checks.manifests import (
     probe_configmap_name,
     short_name,
 )
-from gpuplane.checks.provider import GpuAllocatableCheck, GpuJobCheck
+from gpuplane.checks.provider import GpuAllocatableCheck, GpuJobCheck, gate, verdict
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
 from gpuplane.intent import ClusterIntent
@@ -75,7 +76,7 @@ class GpuChecks(pulumi.ComponentResource):
                                    "checks": {}})
             return
 
-        def child(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+        def child(*after: pulumi.Input[pulumi.Resource]) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*deps, *after])
 
         source = probe_source()
@@ -95,7 +96,7 @@ class GpuChecks(pulumi.ComponentResource):
             f"{name}-allocatable", intent=intent, timeout_seconds=settings.timeout_seconds,
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
-        def job_for(check: CheckJob, *after: pulumi.Resource) -> k8s.batch.v1.Job:
+        def job_for(check: CheckJob, *after: pulumi.Input[pulumi.Resource]) -> k8s.batch.v1.Job:
             manifest = self._manifest(check, intent, settings, namespace, stamp,
                                       configmap_name)
             if check.sample == "probe" and self.configmap is not None:
@@ -106,8 +107,8 @@ class GpuChecks(pulumi.ComponentResource):
             self.jobs[check.key] = job
             return job
 
-        def verdict(key: str, checks: list[CheckJob], jobs: list[k8s.batch.v1.Job],
-                    *after: pulumi.Resource) -> GpuJobCheck:
+        def check_jobs(key: str, checks: list[CheckJob], jobs: list[k8s.batch.v1.Job],
+                       *after: pulumi.Input[pulumi.Resource]) -> GpuJobCheck:
             self.checks[key] = GpuJobCheck(
                 f"{name}-{key}-check", checks=checks, intent=intent, namespace=namespace,
                 job_names=[job.metadata.name for job in jobs],
@@ -115,19 +116,25 @@ class GpuChecks(pulumi.ComponentResource):
                 opts=child(*jobs, *after))
             return self.checks[key]
 
+        # Wave 1: allocatable and every node's probe, side by side. Wave 2: the sharing
+        # proofs, only once every wave-1 check passed (`gate`).
+        first: list[GpuJobCheck | GpuAllocatableCheck] = [self.allocatable]
         node_checks = [c for c in plan if c.kind == "node"]
-        after: tuple[pulumi.Resource, ...] = (self.allocatable,)
         if node_checks:
-            after += (verdict("nodes", node_checks, [job_for(c) for c in node_checks]),)
-        for check in plan:
-            if check.kind != "node":
-                verdict(check.key, [check], [job_for(check, *after)], *after)
+            first.append(check_jobs("nodes", node_checks, [job_for(c) for c in node_checks]))
+        verdicts = [verdict(c) for c in first]
+        after = gate(first, verdicts)
+        second = [check_jobs(c.key, [c], [job_for(c, after)], after)
+                  for c in plan if c.kind != "node"]
+        verdicts += [verdict(c) for c in second]
 
         self.register_outputs({
             "enabled": True,
             "namespace": namespace,
             "checks": {key: c.passed for key, c in self.checks.items()},
             "allocatable": self.allocatable.result,
+            # Fails the program, after every verdict is in, when any check failed.
+            "verdicts": gate([*first, *second], verdicts).apply(lambda _: "passed"),
         })
 
     @staticmethod

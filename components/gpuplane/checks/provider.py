@@ -2,8 +2,13 @@
 
 The probe Jobs are created with `pulumi.com/skipAwait`, because the Kubernetes provider's
 own Job await fails a Job with only "BackoffLimitExceeded". These resources wait instead,
-read the pods' logs and events, apply verdicts.py, and raise with the finding, its fix and
-the pod's output. They re-run whenever an input changes (new Job name, intent, settings).
+read the pods' logs and events and apply verdicts.py. A failed check is not raised here:
+the SDK's dynamic-provider host would print any exception under its own traceback
+(`pulumi.dynamic.__main__._abort_with_traceback`, pulumi 3.260.0). The verdict comes back
+as the `result` output (`passed: false`, the report with the finding, its fix and the pod's
+output); `verdict()` logs the report on the resource and `gate()` stops the program
+cleanly. The resources re-run whenever an input changes (new Job name, intent, settings)
+and after a failed verdict.
 
 Pulumi pickles the provider object (dill) into the state and runs it in the Python
 dynamic-provider host, where this module is imported by name: the gpuplane package must be
@@ -19,6 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 import pulumi
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
 from pulumi.dynamic import (
     ConfigureRequest,
     CreateResult,
@@ -28,6 +36,7 @@ from pulumi.dynamic import (
 )
 
 from gpuplane.checks.live import (
+    CheckFailed,
     Cluster,
     KubeCluster,
     Waiter,
@@ -92,13 +101,26 @@ class _CheckProvider(ResourceProvider):
 
     def _outs(self, props: dict[str, Any]) -> dict[str, Any]:
         inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
-        result = self.run(props)
+        try:
+            result = self.run(props)
+        except CheckFailed as failed:
+            result = {"passed": False, "report": str(failed),
+                      "findings": [f.id for f in failed.findings]}
+        except (ApiException, ConfigException, urllib3.exceptions.HTTPError) as error:
+            # The cluster could not be read: a failed check too, with what went wrong.
+            result = {"passed": False, "findings": [], "report": (
+                f"gpuplane check {props.get('checkName', 'check')} could not read the "
+                f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
+                "kubeconfig (`kubernetes:kubeconfig`) and that it may read Jobs, pods, "
+                "events and nodes")}
         return {**inputs, "passed": bool(result.get("passed")), "result": result}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Changed inputs re-run the check; so does a failed verdict, whose cause the user
+        has presumably fixed on the nodes, outside this stack's inputs."""
         keys = {k for k in {*olds, *news} if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
         changed = sorted(k for k in keys if olds.get(k) != news.get(k))
-        return DiffResult(changes=bool(changed))
+        return DiffResult(changes=bool(changed) or olds.get("passed") is False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         outs = self._outs(props)
@@ -181,6 +203,45 @@ class GpuAllocatableCheck(pulumi.dynamic.Resource, module="gpuplane",
         super().__init__(provider or AllocatableCheckProvider(), name, props, _secret(opts))
 
 
+Check = GpuJobCheck | GpuAllocatableCheck
+
+
+def verdict(check: Check) -> pulumi.Output[bool]:
+    """Whether `check` passed; a failed verdict's report (finding, fix, pod output) is
+    logged as an error on `check`, where the CLI shows it. Unknown in preview."""
+
+    def judge(result: Any) -> bool:
+        if isinstance(result, dict) and result.get("passed") is False:
+            pulumi.log.error(str(result.get("report") or "failed"), resource=check)
+            return False
+        return True
+
+    return check.result.apply(judge)
+
+
+def gate(checks: Sequence[Check],
+         verdicts: Sequence[pulumi.Output[bool]]) -> pulumi.Output[pulumi.Resource]:
+    """One of `checks` once every verdict is in, for `depends_on` of what must wait for
+    them (it carries all of them as dependencies, in preview too).
+
+    When any failed it raises `pulumi.RunError`: the program stops, which the language
+    host reports without a traceback, and what depends on the gate is never registered.
+    Waiting for every verdict first lets the checks running beside the failed one finish
+    and report too."""
+    names = [c.pulumi_resource_name for c in checks]
+
+    def judge(passed: list[bool]) -> pulumi.Resource:
+        failed = [name for name, ok in zip(names, passed, strict=True) if not ok]
+        if failed:
+            raise pulumi.RunError(
+                f"gpuplane: the post-deploy check{'s' if len(failed) > 1 else ''} "
+                f"{', '.join(failed)} failed; the report is above. Fix what it says and "
+                "run `pulumi up` again: a failed check always re-runs.")
+        return checks[0]
+
+    return pulumi.Output.all(*verdicts).apply(judge)
+
+
 def _secret(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
     """The kubeconfig stays a secret in the state."""
     return pulumi.ResourceOptions.merge(
@@ -194,5 +255,7 @@ __all__ = [
     "GpuJobCheck",
     "ProbeJobCheckProvider",
     "check_job_from",
+    "gate",
+    "verdict",
     "wait_budget",
 ]
