@@ -251,6 +251,10 @@ def objects_match_the_plan(cluster: control_plane.ControlPlane,
             assert got == r["inputs"]["data"]
         elif kind == "kubernetes:node.k8s.io/v1:RuntimeClass":
             assert node.read_runtime_class(meta["name"]).handler == r["inputs"]["handler"]
+        elif kind == "pulumi-python:dynamic/gpuplane:NodeLabels":
+            for name in r["inputs"]["nodes"]:
+                got = core.read_node(name).metadata.labels or {}
+                assert got.items() >= r["inputs"]["labels"].items(), (name, got)
     for name, release in plan["helm"].items():
         got = helm_release(cluster, release["namespace"], name)
         assert got["info"]["status"] == "deployed"
@@ -340,6 +344,10 @@ def test_up_is_what_the_plan_printed_then_a_noop_then_destroy(
             with pytest.raises(ApiException) as gone:
                 core.read_namespaced_config_map(meta["name"], meta["namespace"])
             assert gone.value.status == 404
+        if r["type"] == "pulumi-python:dynamic/gpuplane:NodeLabels":
+            for name in r["inputs"]["nodes"]:
+                got = core.read_node(name).metadata.labels or {}
+                assert not got.keys() & r["inputs"]["labels"].keys(), (name, got)
     assert not core.list_namespaced_secret(
         plan["helm"]["gpu-operator"]["namespace"], label_selector="owner=helm").items
 

@@ -126,12 +126,11 @@ def test_hami_shared_disables_the_operator_plugin_and_labels_nodes() -> None:
     assert values["scheduler"]["admissionWebhook"]["failurePolicy"] == "Fail"
     assert values["scheduler"]["replicas"] == 2
     assert values["devicePlugin"]["runtimeClassName"] == "nvidia"
-    for node in ("infer-01", "infer-02"):
-        patch = res[f"gpu-hami-label-{node}"]
-        assert patch.type == "kubernetes:core/v1:NodePatch"
-        assert patch.inputs["metadata"]["labels"] == {"gpu": "on"}
-    assert {"gpu-gpu-operator", "gpu-hami-label-infer-01", "gpu-hami-label-infer-02"} <= deps(
-        resources, "gpu-hami")
+    labels = res["gpu-hami-node-labels"]
+    assert labels.type == "pulumi-python:dynamic/gpuplane:NodeLabels"
+    assert labels.inputs["nodes"] == ["infer-01", "infer-02"]
+    assert labels.inputs["labels"] == {"gpu": "on"}
+    assert {"gpu-gpu-operator", "gpu-hami-node-labels"} <= deps(resources, "gpu-hami")
 
 
 def test_kubeadm_prod_rolls_out_canary_then_batches_of_two() -> None:

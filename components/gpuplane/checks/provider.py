@@ -27,13 +27,7 @@ import pulumi
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
-from pulumi.dynamic import (
-    ConfigureRequest,
-    CreateResult,
-    DiffResult,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from gpuplane.checks.live import (
     CheckFailed,
@@ -46,6 +40,7 @@ from gpuplane.checks.live import (
 from gpuplane.checks.manifests import CheckJob
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
 from gpuplane.intent import ClusterIntent
+from gpuplane.kube_provider import KubeResourceProvider
 
 PROVIDER_KEY = "__provider"
 # Inputs that carry results, never compared by diff.
@@ -71,7 +66,7 @@ def check_job_from(data: dict[str, Any]) -> CheckJob:
     )
 
 
-class _CheckProvider(ResourceProvider):
+class _CheckProvider(KubeResourceProvider):
     """Shared lifecycle: create and update run the check; delete has nothing to undo."""
 
     # Test seams; None means the real thing. Kept as plain attributes so dill can pickle.
@@ -79,18 +74,10 @@ class _CheckProvider(ResourceProvider):
     clock: Callable[[], float] | None = None
     sleep: Callable[[float], None] | None = None
     poll_seconds: float = 5.0
-    # The Kubernetes provider's own stack config, read in configure(): the checks talk to
-    # the cluster the Jobs went to unless the resource names a kubeconfig itself.
-    stack_kubeconfig: str | None = None
-    stack_context: str | None = None
-
-    def configure(self, req: ConfigureRequest) -> None:
-        self.stack_kubeconfig = req.config.get("kubernetes:kubeconfig") or None
-        self.stack_context = req.config.get("kubernetes:context") or None
 
     def _cluster(self, props: dict[str, Any]) -> Cluster:
         factory = self.cluster_factory or KubeCluster.connect
-        return factory(props.get("kubeconfig") or self.stack_kubeconfig, self.stack_context)
+        return factory(self.kubeconfig(props), self.stack_context)
 
     def _waiter(self, timeout: float) -> Waiter:
         return Waiter(timeout=timeout, poll=self.poll_seconds,

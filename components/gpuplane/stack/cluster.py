@@ -37,9 +37,10 @@ class GpuClusterArgs:
     `config_from_pulumi()` inside a program). `private_key`: the SSH key for the node
     rollout (a secret). `baselines`: node name -> {node path: content} captured from that
     node (`gpuplane.baselines.node_baselines`); other nodes are planned from the model.
-    `kubeconfig` / `kube_context`: where the post-deploy verdicts and the device plugin
-    restart connect (they use the Kubernetes client, not a Pulumi provider): pass the
-    same kubeconfig as the `kubernetes.Provider` given in `opts` when there is one.
+    `kubeconfig` / `kube_context`: where the post-deploy verdicts, HAMi's node labels and
+    the device plugin restart connect (they use the Kubernetes client, not a Pulumi
+    provider): pass the same kubeconfig as the `kubernetes.Provider` given in `opts` when
+    there is one.
     Every Kubernetes resource gpuplane creates uses the provider from `opts`.
     """
 
@@ -134,7 +135,7 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{name}-hami", namespace=cfg.hami.namespace,
                 chart_version=cfg.hami.chart_version, values=hami_values(cfg),
                 source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
-                gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
+                gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0], kubeconfig=args.kubeconfig,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.operator]))
             deployed.append(self.hami)
         if time_slicing is not None and time_slicing.restart is not None:

@@ -1,5 +1,5 @@
 """HAMi (GPU sharing scheduler + device plugin) as a Helm release, and the `gpu=on`
-labels its device plugin DaemonSet selects on."""
+labels its device plugin DaemonSet selects on (one `NodeLabels` for every GPU node)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pulumi_kubernetes as k8s
 
 from gpuplane.chartsource import UPSTREAM, ChartSource
 from gpuplane.config import HAMI_CHART, HAMI_CHART_REPO
+from gpuplane.rules.hami import NODE_LABEL
 from gpuplane.stack import child_options
+from gpuplane.stack.node_labels import NodeLabels
 
 
 class Hami(pulumi.ComponentResource):
@@ -20,16 +22,11 @@ class Hami(pulumi.ComponentResource):
     def __init__(self, name: str, *, namespace: str, chart_version: str,
                  values: dict[str, Any], gpu_nodes: Sequence[str],
                  source: ChartSource = UPSTREAM, skip_await: bool = False,
+                 kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:Hami", name, None, opts)
-        labels = [
-            k8s.core.v1.NodePatch(
-                f"{name}-label-{node}",
-                metadata={"name": node, "labels": {"gpu": "on"},
-                          "annotations": {"pulumi.com/patchForce": "true"}},
-                opts=child_options(self, opts))
-            for node in gpu_nodes
-        ]
+        labels = NodeLabels(f"{name}-node-labels", nodes=gpu_nodes, labels=dict([NODE_LABEL]),
+                            kubeconfig=kubeconfig, opts=child_options(self, opts))
         chart, repo = source.release_chart(HAMI_CHART, HAMI_CHART_REPO)
         self.release = k8s.helm.v3.Release(
             name,
@@ -42,5 +39,5 @@ class Hami(pulumi.ComponentResource):
             values=values,
             timeout=600,
             skip_await=skip_await,
-            opts=child_options(self, opts).merge(pulumi.ResourceOptions(depends_on=labels)))
+            opts=child_options(self, opts).merge(pulumi.ResourceOptions(depends_on=[labels])))
         self.register_outputs({"release": self.release.status})
