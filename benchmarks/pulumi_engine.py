@@ -3,8 +3,8 @@ GPU nodes: wall time, the peak RSS of the CLI and of the Python host, and state 
 
 The engine, the kubernetes provider and the control plane are the tests' own
 (tests/pulumi_engine.py, tests/control_plane.py; `make containerd` builds them). The stack
-is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`, HAMi labels each node
-through a NodePatch, so the work grows with N), its charts from ../shared/charts and the
+is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`; HAMi's `gpu=on` label
+goes on every node from one NodeLabels resource, so the work grows with N), its charts from ../shared/charts and the
 post-deploy checks off (there is no kubelet to run them). The N Node objects are
 registered in the API server first, and the charts' Helm hook Jobs are completed in the
 missing kubelet's stead (tests/control_plane.py). For each size: `pulumi preview` of the

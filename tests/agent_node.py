@@ -6,7 +6,8 @@ containerd (tests/oracle.py's Daemon) runs on whatever the root holds. The agent
 exactly as Pulumi runs it (the program from `apply_stdin` piped to `sh -s -- apply`) with
 three substitutions: `--root` (the sandbox), `--restart-cmd` (asks this process to stop
 the daemon and start a fresh one on the files now under the root, logging each restart;
-template distros get their config regenerated from the template first, as RKE2 does) and
+template distros get their config regenerated from the template first, as RKE2 does, and
+k0s its files from its drop-ins) and
 `--address` (the sandbox daemon's socket, for the readiness check).
 
 Two substitutions keep the layouts runnable here without changing what the merge sees:
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuplane import k0s_render
 from gpuplane.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import DistroProfile
@@ -129,6 +131,8 @@ class SandboxNode:
                 template = host_path(self.root, self.profile.edit_path(self.version))
                 text = template.read_text() if template.is_file() else self.builtin
                 self.write(self.profile.config_path, text)
+            if self.profile.generates_from_dropins:  # k0s merges its drop-ins at start
+                self._k0s_render()
             daemon = oracle.Daemon(self.line, host_path(self.root, self.profile.config_path),
                                    self.workdir)
             daemon.start()
@@ -139,6 +143,21 @@ class SandboxNode:
             self.daemon = daemon
             self.starts += 1
             return "ok"
+
+    def _k0s_render(self) -> None:
+        """What k0s does before it starts containerd (gpuplane.k0s_render, the model held
+        against real containerd in tests/test_k0s_layout.py): regenerate the top-level
+        file and the CRI file from the drop-ins now under the root."""
+        paths = [self.profile.config_path, k0s_render.CRI_FILE]
+        dropins = host_path(self.root, k0s_render.DROPIN_DIR)
+        if dropins.is_dir():
+            paths += [f"{k0s_render.DROPIN_DIR}/{f.name}" for f in sorted(dropins.glob("*.toml"))]
+        layout = {p: host_path(self.root, p).read_text() for p in paths
+                  if host_path(self.root, p).is_file()}
+        rendered = k0s_render.render(layout, self.profile.config_path)
+        for path in (self.profile.config_path, k0s_render.CRI_FILE):
+            if rendered.get(path) not in (None, layout.get(path)):
+                self.write(path, self.runnable(rendered[path]))
 
     def _serve(self, path: Path) -> socketserver.UnixStreamServer:
         node = self

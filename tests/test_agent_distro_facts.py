@@ -100,14 +100,6 @@ def test_the_agent_restarts_the_unit_that_is_active_on_the_node(
         assert all(u in refused.err for u in units)
         assert node.snapshot() == snap and systemd.restarted == []
 
-    if distro == "k0s":
-        # k0s 1.27+ (issue #26): gpuplane writes only a drop-in into /etc/k0s/containerd.d,
-        # which k0s renders into /run/k0s/containerd-cri.toml when it restarts. The agent
-        # verifies the merged config before that render and refuses ("no runtime
-        # 'nvidia'", nothing restarted), and this stand-in systemd does not run k0s's
-        # render. Applying through the agent on k0s is open work; the unit detection
-        # above is what this test still holds for k0s.
-        return
     for unit in units:
         systemd.activate(unit)
         applied = node.run("apply", plan, env=systemd.env, restart_cmd=False)

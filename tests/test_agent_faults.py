@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -132,9 +132,47 @@ def test_every_crash_point_of_apply_and_restore_is_recoverable(containerd_line: 
     assert steps == STEPS, "the agent's step boundaries changed: update STEPS"
     _is_original(node, original)
     every = FULL or containerd_line == "2.1"
-    covered = 0
+    covered = _every_crash_point(node, original, plan, STEPS if every else REPRESENTATIVE)
+    print(f"containerd {containerd_line}: {covered} crash points x 2 reruns")
 
-    for step in STEPS["apply"] if every else REPRESENTATIVE["apply"]:
+
+@pytest.mark.real
+def test_every_crash_point_on_k0s_is_recoverable(node_of) -> None:
+    """k0s renders the config containerd reads from gpuplane's drop-in only at its restart
+    (the sandbox's restart runs gpuplane.k0s_render, as k0s does): the agent checks the
+    merged config after the restart, and every crash point still converges."""
+    node = node_of("1.7", "k0s")
+    original = node.snapshot()
+    plan = node.plan(nvidia_default=True)
+    assert plan.rendered and list(plan.files) == ["/etc/k0s/containerd.d/50-gpuplane.toml"]
+    steps = _steps_of(node, plan)
+    assert "write-2" not in steps["apply"] and "restart" in steps["apply"]
+    _is_original(node, original)
+    covered = _every_crash_point(node, original, plan, steps)
+    print(f"k0s on containerd 1.7: {covered} crash points x 2 reruns")
+
+
+@pytest.mark.real
+def test_a_drop_in_containerd_refuses_is_caught_before_the_k0s_restart(node_of) -> None:
+    node = node_of("1.7", "k0s")
+    original, restarts = node.snapshot(), node.restarts
+    plan = node.plan()
+    broken = dataclasses.replace(plan, files={p: t + "\n[plugins\nbroken"
+                                              for p, t in plan.files.items()})
+    run = node.run("apply", broken)
+    assert run.rc == 1, run.err
+    assert "containerd refuses /etc/k0s/containerd.d/50-gpuplane.toml" in run.err, run.err
+    assert "nothing was restarted" in run.err, run.err
+    assert node.snapshot() == original and node.restarts == restarts
+    assert "nvidia" not in node.effective()["runtimes"]
+
+
+def _every_crash_point(node: SandboxNode, original: dict[str, str], plan: AgentPlan,
+                       steps: Mapping[str, Sequence[str]]) -> int:
+    """Kill apply and restore at each of `steps`; each is followed once by a rerun of the
+    same mode and once by the other mode, and the node must end as that mode promises."""
+    covered = 0
+    for step in steps["apply"]:
         # killed, then apply again: the plan is applied
         _killed(node, "apply", step, plan)
         rerun = node.run("apply", plan)
@@ -150,7 +188,7 @@ def test_every_crash_point_of_apply_and_restore_is_recoverable(containerd_line: 
         covered += 1
 
     assert node.run("apply", plan).rc == 0
-    for step in STEPS["restore"] if every else REPRESENTATIVE["restore"]:
+    for step in steps["restore"]:
         # killed, then restore again: the original is back
         _killed(node, "restore", step, None)
         rerun = node.run("restore")
@@ -169,7 +207,7 @@ def test_every_crash_point_of_apply_and_restore_is_recoverable(containerd_line: 
     assert node.daemon is not None
     result = oracle.run_sandbox(node.daemon, "runc")
     assert result.ok, result.error
-    print(f"containerd {containerd_line}: {covered} crash points x 2 reruns")
+    return covered
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpuplane.distros import EditMode
 from gpuplane.findings import Severity
-from gpuplane.planner import NodeContainerdPlan, ToolkitMode
+from gpuplane.planner import NodeContainerdPlan, ToolkitMode, renders_dropins
 
 AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 """Where the agent installs a copy of itself, so that restore runs without stdin."""
@@ -158,6 +158,10 @@ class AgentPlan:
     # systemd units of which the one active on the node is restarted (RKE2, K3s, k0s: the
     # unit depends on the node's role); empty: run restart_command.
     restart_units: tuple[str, ...] = ()
+    # k0s: the distribution renders the config containerd reads from gpuplane's drop-in at
+    # its restart, so nothing previews the merged config: the agent checks that containerd
+    # reads each written file, restarts, then checks the merged config (rolling back).
+    rendered: bool = False
 
     def __post_init__(self) -> None:
         for unit in self.restart_units:
@@ -201,6 +205,8 @@ class AgentPlan:
             data["containerd_alternatives"] = list(self.containerd_alternatives)
         if self.restart_units:
             data["restart_units"] = list(self.restart_units)
+        if self.rendered:
+            data["rendered"] = True
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -243,6 +249,7 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         expected_default=options.runtime_name if host and options.nvidia_default else None,
         runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
         bases=dict(plan.bases),
+        rendered=renders_dropins(profile, plan.baseline),
         base_texts={path: text for path, text in plan.baseline.items()
                     if path in plan.bases and profile.baseline(plan.version).get(path) != text},
     )
@@ -328,6 +335,7 @@ def _plan_lines(plan: AgentPlan) -> list[str]:
         ("containerd_version", plan.containerd_version),
         ("config", plan.config_path),
         ("template", plan.template_path),
+        ("rendered", "1" if plan.rendered else None),
         ("socket", plan.socket),
         *(("containerd", p) for p in (plan.containerd_binary, *plan.containerd_alternatives)),
         ("restart", plan.restart_command),

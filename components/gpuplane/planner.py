@@ -13,6 +13,7 @@ import copy
 import hashlib
 import posixpath
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,7 +115,7 @@ def plan_node(
             files[target] = text
     else:
         patch = _patch(profile, version, options, baseline)
-        if profile.generates_from_dropins and k0s_render.is_managed(baseline.get(top)):
+        if renders_dropins(profile, baseline):
             # k0s merges its drop-ins itself and rewrites the top-level file: the change
             # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
             if patch and options.writes_files:
@@ -251,6 +252,13 @@ def _where(profile: DistroProfile) -> str:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def renders_dropins(profile: DistroProfile, baseline: Mapping[str, str]) -> bool:
+    """Whether the distribution merges gpuplane's drop-in into the config containerd reads
+    itself, at its restart (k0s while it manages its top-level file)."""
+    return profile.generates_from_dropins and k0s_render.is_managed(
+        baseline.get(profile.config_path))
 
 
 def _read_directly(profile: DistroProfile, path: str) -> bool:

@@ -209,7 +209,7 @@ gp_begin() {
 	GP_HAVE_PLAN=0
 	GP_NFILES=0
 	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
-	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS=''
+	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS='' P_RENDERED=''
 	gp_now_ms
 	GP_T0=$GP_MS
 	GP_T_RESTART=
@@ -240,6 +240,7 @@ gp_plan() {
 	containerd_version) P_VERSION=$2 ;;
 	config) P_CONFIG=$2 ;;
 	template) P_TEMPLATE=$2 ;;
+	rendered) P_RENDERED=$2 ;;
 	socket) P_SOCKET=$2 ;;
 	containerd) P_CONTAINERD=$P_CONTAINERD$2$GP_NL ;;
 	restart) P_RESTART=$2 ;;
@@ -518,9 +519,12 @@ gp_setters() {
 
 # The config the distribution will generate from the template, when it can be previewed
 # (a template without Go template actions or ${VARIABLES} is the config itself).
-# Sets GP_PREVIEW to a node path, or empty when only a restart can tell.
+# Sets GP_PREVIEW to a node path, or empty when only a restart can tell: also where the
+# distribution renders the config containerd reads from gpuplane's drop-in itself, at its
+# restart (k0s: the plan says `rendered`).
 gp_preview_path() {
 	GP_PREVIEW=
+	[ -z "$P_RENDERED" ] || return 0
 	if [ -z "$P_TEMPLATE" ]; then
 		GP_PREVIEW=$P_CONFIG
 		return 0
@@ -1130,6 +1134,7 @@ gp_load_state() {
 		containerd_version) S_VERSION=$gp_lv ;;
 		config) S_CONFIG=$gp_lv ;;
 		template) S_TEMPLATE=$gp_lv ;;
+		rendered) S_RENDERED=$gp_lv ;;
 		socket) S_SOCKET=$gp_lv ;;
 		containerd) S_CONTAINERD=$gp_lv ;;
 		restart) S_RESTART=$gp_lv ;;
@@ -1143,14 +1148,14 @@ gp_load_state() {
 }
 
 gp_state_reset() {
-	S_ID='' S_DISTRO='' S_VERSION='' S_CONFIG='' S_TEMPLATE='' S_SOCKET='' S_CONTAINERD='' S_RESTART=''
+	S_ID='' S_DISTRO='' S_VERSION='' S_CONFIG='' S_TEMPLATE='' S_RENDERED='' S_SOCKET='' S_CONTAINERD='' S_RESTART=''
 	S_DEFAULT='' S_NVIDIA='' S_ORIGINAL_DEFAULT='' S_CONFIG_SHA=''
 }
 
 # Use the state as the plan (restore and status run without a payload).
 gp_plan_from_state() {
 	P_ID=$S_ID P_DISTRO=$S_DISTRO P_VERSION=$S_VERSION P_CONFIG=$S_CONFIG
-	P_TEMPLATE=$S_TEMPLATE P_SOCKET=$S_SOCKET P_CONTAINERD=$S_CONTAINERD
+	P_TEMPLATE=$S_TEMPLATE P_RENDERED=$S_RENDERED P_SOCKET=$S_SOCKET P_CONTAINERD=$S_CONTAINERD
 	P_RESTART=$S_RESTART P_DEFAULT=$S_DEFAULT P_NVIDIA=$S_NVIDIA
 }
 
@@ -1160,6 +1165,7 @@ gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
 	printf 'template=%s\nsocket=%s\ncontainerd=%s\nrestart=%s\ndefault=%s\nnvidia=%s\n' \
 		"$P_TEMPLATE" "$P_SOCKET" "${P_CONTAINERD%%"$GP_NL"*}" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
 	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
+	[ -z "$P_RENDERED" ] || printf 'rendered=%s\n' "$P_RENDERED"
 }
 
 gp_manifest_sha() { # NODEPATH: the sha256 gpuplane wrote to it, as the manifest records
@@ -1594,6 +1600,17 @@ gp_apply() {
 
 	# Check the new config with the node's own containerd before anything restarts.
 	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	if [ -n "$P_RENDERED" ]; then
+		# Only the distribution's restart merges the drop-ins: before it, containerd
+		# checks that it reads each written file; after it, the merged config is checked
+		# like any other (and rolled back when wrong).
+		gp_ap_n=0
+		while IFS="$GP_TAB" read -r gp_ap_path _ gp_ap_file; do
+			gp_ap_n=$((gp_ap_n + 1))
+			gp_dump_host "$gp_ap_file" "written-$gp_ap_n" ||
+				gp_fail 1 "containerd refuses $gp_ap_path ($GP_DUMP_ERR); nothing was restarted"
+		done <"$GP_STAGE/files"
+	fi
 	gp_want_def=${P_DEFAULT:-$gp_before_def}
 	gp_need_restart=1
 	if [ -n "$GP_PREVIEW" ]; then
