@@ -4,18 +4,22 @@ GPU nodes: wall time, the peak RSS of the CLI and of the Python host, and state 
 The engine, the kubernetes provider and the control plane are the tests' own
 (tests/pulumi_engine.py, tests/control_plane.py; `make containerd` builds them). The stack
 is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`; HAMi's `gpu=on` label
-goes on every node from one NodeLabels resource, so the work grows with N), its charts from ../shared/charts and the
-post-deploy checks off (there is no kubelet to run them). The N Node objects are
-registered in the API server first, and the charts' Helm hook Jobs are completed in the
-missing kubelet's stead (tests/control_plane.py). For each size: `pulumi preview` of the
-new stack, the first `pulumi up`, then a second `pulumi up` that changes nothing (the
-no-op), then `pulumi destroy` (not timed: the next size's stack makes the same objects).
-"state B/node" is the local backend's checkpoint file after the first `up` divided by N.
+goes on every node from one NodeLabels resource), its charts from ../shared/charts. The N
+Node objects are registered in the API server first, and the charts' Helm hook Jobs are
+completed in the missing kubelet's stead (tests/control_plane.py). For each size: `pulumi
+preview` of the new stack, the first `pulumi up`, then a second `pulumi up` that changes
+nothing (the no-op), then `pulumi destroy` (not timed: the next size's stack makes the
+same objects). "state B/node" is the local backend's checkpoint file after the first `up`
+divided by N.
+
+The post-deploy checks are off by default (there is no kubelet to run their pods). With
+`--checks` they are on (a probe Job per GPU node, timeout 30 s): the first `up` then ends
+with the checks' failure, by design, after writing its state, and there is no no-op `up`.
 
 `nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
 which the Go module proxy does not serve (docs/real-engine.md).
 
-    .venv/bin/python benchmarks/pulumi_engine.py [SIZES...]     default: 10 100 1000
+    .venv/bin/python benchmarks/pulumi_engine.py [--checks] [SIZES...]   default: 10 100 1000
 """
 
 from __future__ import annotations
@@ -37,12 +41,15 @@ import control_plane  # noqa: E402 - tests/ on the path
 import pulumi_engine  # noqa: E402
 
 
-def _stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
+def _stack(dest: Path, nodes: int, charts: dict[str, Path], checks: bool) -> Path:
     data: dict[str, Any] = yaml.safe_load((REPO / "stacks" / "Pulumi.hami-shared.yaml").read_text())
     cfg = data["config"]
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 4, "os": "ubuntu22.04",
                               "pool": "inference"} for i in range(nodes)]
-    cfg["gpuplane:checks"] = {"enabled": False}
+    # With checks: a probe Job per GPU node and their verdicts, which fail after the
+    # timeout (no kubelet runs the pods): the first `up` fails, but its state is written.
+    cfg["gpuplane:checks"] = {"enabled": True, "timeoutSeconds": 30} if checks else \
+        {"enabled": False}
     op, hami = cfg["gpuplane:gpuOperator"], cfg["gpuplane:hami"]
     op.update(chart=str(charts["gpu-operator"]), skipAwait=True)
     hami.update(chart=str(charts["hami"]), skipAwait=True)
@@ -56,6 +63,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000])
     ap.add_argument("--charts", type=Path, default=REPO.parent / "shared" / "charts")
+    ap.add_argument("--checks", action="store_true",
+                    help="post-deploy checks on (the first up fails at their timeout)")
     a = ap.parse_args()
     for why in (pulumi_engine.missing(), control_plane.missing()):
         if why:
@@ -83,13 +92,17 @@ def main() -> int:
             made = max(made, n)
             stack = f"bench{n}"
             engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
-            path = _stack(root / stack / "stacks", n, charts)
+            path = _stack(root / stack / "stacks", n, charts, a.checks)
             state = ""
-            for label, op in (("preview", "preview"), ("first up", "up"),
-                              ("no-op up", "up")):
+            ops = [("preview", "preview"), ("first up", "up")]
+            if not a.checks:
+                ops.append(("no-op up", "up"))
+            for label, op in ops:
                 with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
                     res = engine.run(op, stack, stack_file=path, timeout=3600)
-                if not res.ok:
+                failed_checks = a.checks and label == "first up" and \
+                    "post-deploy check" in res.stdout + res.stderr
+                if not res.ok and not failed_checks:
                     print(f"{label} of {n} nodes failed:\n{res.stdout[-3000:]}\n"
                           f"{res.stderr[-3000:]}", file=sys.stderr)
                     return 1

@@ -29,9 +29,9 @@ from pulumi import automation as auto
 
 
 def _program() -> None:
-    from gpuplane.program import run
+    from gpuplane.program import main
 
-    run()
+    main()
 
 
 def _cli_peak(cli: Path, stop: threading.Event, peak: list[int]) -> None:

@@ -383,3 +383,18 @@ def test_checks_fail_up_when_gpu_nodes_never_become_ready(
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         down = engine.run("destroy", "kind-smoke", stack_file=path)
     assert down.ok, down.stdout + down.stderr
+
+
+def test_bad_stack_config_fails_preview_with_the_key_and_no_traceback(
+        engine: pulumi_engine.Engine, tmp_path: Path) -> None:
+    """A stack key the config refuses, under the real CLI: the preview fails naming the key
+    and what is wrong, as `gpuplane plan` does, without a Python traceback."""
+    path = stack_file(tmp_path / "stacks", "kind-smoke", {
+        "gpuplane:checks": {"enabled": True, "timeoutSeconds": 5}})
+    preview = engine.run("preview", "kind-smoke", stack_file=path)
+    assert not preview.ok
+    text = preview.stdout + preview.stderr
+    assert "the stack config is invalid (nothing was changed)" in text, text[-3000:]
+    assert "gpuplane:checks.timeoutSeconds: Input should be greater than or equal to 30" \
+        in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

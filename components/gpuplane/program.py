@@ -1,6 +1,7 @@
 """The Pulumi program every stack runs: read `gpuplane:*`, build `GpuCluster`, export.
 
-`__main__.py` only calls `run()`; the offline plan calls it too, under the mock engine.
+`__main__.py` only calls `main()`; the offline plan calls `run()`, under the mock engine,
+and reports bad input its own way.
 """
 
 from __future__ import annotations
@@ -21,7 +22,30 @@ from gpuplane.config import (
     StackConfigError,
     config_from_pulumi,
 )
+from gpuplane.containerd.errors import ConfigError
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
+
+
+def main() -> None:
+    """`run()` for `pulumi preview`/`up`: bad input (a stack key, a captured node file) is
+    one clean error naming the key and the fix, as `gpuplane plan` prints it, instead of a
+    Python traceback (`pulumi.RunError` is reported as its message alone)."""
+    try:
+        run()
+    except StackConfigError as exc:
+        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n{exc}") \
+            from None
+    except ConfigError as exc:
+        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n"
+                              f"{captured_file_problem(exc)}") from None
+
+
+def captured_file_problem(exc: ConfigError) -> StackConfigError:
+    """A captured node file the containerd model cannot read, as a stack-key problem."""
+    return StackConfigError([(
+        f"{NAMESPACE}:cluster.baselineFiles",
+        f"{exc}: a captured file (or what it imports) is not a config containerd would "
+        "load; capture the node's files again")])
 
 
 def run() -> GpuCluster:
@@ -59,4 +83,4 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
         raise StackConfigError(problems)
 
 
-__all__ = ["check_local_charts", "run"]
+__all__ = ["captured_file_problem", "check_local_charts", "main", "run"]

@@ -36,10 +36,7 @@ def _plan(name: str, stack: StackFile, cfg: StackConfig, stacks_dir: Path,
     except StackConfigError as exc:   # e.g. a captured node file that cannot be read
         raise stack.located(exc) from None
     except ConfigError as exc:        # a captured file the containerd model cannot read
-        raise stack.located(StackConfigError([(
-            f"{NAMESPACE}:cluster.baselineFiles",
-            f"{exc}: a captured file (or what it imports) is not a config containerd "
-            "would load; capture the node's files again")])) from None
+        raise stack.located(program.captured_file_problem(exc)) from None
     findings = run_policies(resources, pack_config)
     # The planner's own findings cover a plan the components refused to roll out.
     seen = {(f.id, f.message) for f in findings}
