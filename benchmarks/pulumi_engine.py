@@ -100,11 +100,12 @@ def main() -> int:
             for label, op in ops:
                 with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
                     res = engine.run(op, stack, stack_file=path, timeout=3600)
+                errors = [d["message"] for d in res.diagnostics if d["severity"] == "error"]
                 failed_checks = a.checks and label == "first up" and \
-                    "post-deploy check" in res.stdout + res.stderr
+                    any("post-deploy check" in e for e in errors)
                 if not res.ok and not failed_checks:
-                    print(f"{label} of {n} nodes failed:\n{res.stdout[-3000:]}\n"
-                          f"{res.stderr[-3000:]}", file=sys.stderr)
+                    print(f"{label} of {n} nodes failed:\n" + "\n".join(errors)
+                          + f"\n{res.stderr[-3000:]}", file=sys.stderr)
                     return 1
                 count = sum(res.changes.values())
                 if label == "first up":
