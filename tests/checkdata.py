@@ -17,6 +17,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuplane.checks.manifests import job_name
 from gpuplane.probe import PROBE_PATH
 from gpuplane.probe import cuda_probe as cp
 
@@ -24,6 +25,8 @@ MIB = 1 << 20
 UUID_A = "GPU-8f6d1c2e-1a2b-4c3d-9e8f-0123456789ab"
 UUID_B = "GPU-11111111-2222-3333-4444-555555555555"
 T0 = "2026-01-10T12:00:00Z"
+FP = "fp0123"                                       # the checks' fingerprint in these tests
+JOB = job_name("checks", "probe-gpu-a1", FP, 1)     # gpu-a1's probe Job, first run
 
 
 def device(index: int = 0, uuid: str = UUID_A, memory_mib: int = 81559,
@@ -71,7 +74,7 @@ def pod(name: str, node: str | None = "gpu-a1", phase: str = "Succeeded",
         finished: str | None = "2026-01-10T12:00:05Z", reason: str | None = None,
         message: str | None = None, waiting: str | None = None,
         unschedulable: str | None = None, scheduler: str = "default-scheduler",
-        job: str = "checks-probe-gpu-a1-1a2b3c4d") -> dict[str, Any]:
+        job: str = JOB) -> dict[str, Any]:
     """A Job's pod in one of its lifecycle states."""
     status: dict[str, Any] = {"phase": phase, "conditions": []}
     if unschedulable:
@@ -107,7 +110,7 @@ def pod(name: str, node: str | None = "gpu-a1", phase: str = "Succeeded",
             "spec": spec, "status": status}
 
 
-def job(name: str = "checks-probe-gpu-a1-1a2b3c4d", condition: str | None = "Complete",
+def job(name: str = JOB, condition: str | None = "Complete",
         reason: str | None = None) -> dict[str, Any]:
     status: dict[str, Any] = {"startTime": T0}
     if condition:
@@ -165,6 +168,7 @@ class FakeKube:
         self.jobs, self.pods = jobs or {}, pods or {}
         self.logs, self.event_list, self.nodes = logs or {}, list(events), nodes or {}
         self.calls: list[str] = []
+        self.created: dict[str, dict[str, Any]] = {}    # Job name -> manifest
         self._at: dict[tuple[str, str], int] = {}
 
     def _frame(self, kind: str, name: str, frames: list) -> Any:
@@ -173,6 +177,19 @@ class FakeKube:
         return frames[min(i, len(frames) - 1)]
 
     # BatchV1Api
+    def create_namespaced_job(self, namespace: str, body: dict[str, Any]) -> Any:
+        name = body["metadata"]["name"]
+        self.calls.append(f"create job {name}")
+        self.created[name] = body
+        return model(body, "V1Job")
+
+    def delete_namespaced_job(self, name: str, namespace: str,
+                              propagation_policy: str = "") -> Any:
+        self.calls.append(f"delete job {name} ({propagation_policy})")
+        if name not in self.jobs and name not in self.created:
+            raise ApiException(status=404, reason="Not Found")
+        return None
+
     def read_namespaced_job(self, name: str, namespace: str) -> Any:
         self.calls.append(f"job {name}")
         frames = self.jobs.get(name) or [None]

@@ -12,9 +12,9 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi.runtime.mocks import MockMonitor
 
-from gpuplane.checks.component import SKIP_AWAIT, TYPE, GpuChecks, GpuChecksArgs
-from gpuplane.checks.manifests import job_manifest, plan_checks
-from gpuplane.checks.provider import check_job_from
+from gpuplane.checks.component import TYPE, GpuChecks, GpuChecksArgs
+from gpuplane.checks.manifests import job_manifest, job_name, plan_checks
+from gpuplane.checks.provider import check_manifests, checks_of
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.intent import ClusterIntent, NodeIntent
 
@@ -87,14 +87,14 @@ def build(intent: ClusterIntent, settings: ChecksSettings | None = None):
 
 def settled(checks: GpuChecks) -> pulumi.Output:
     """Resolves once every child has been registered."""
-    outs = [c.passed for c in checks.checks.values()] + [j.id for j in checks.jobs.values()]
+    outs = [c.passed for c in checks.checks.values()]
     if checks.allocatable is not None:
         outs.append(checks.allocatable.id)
     return pulumi.Output.all(*outs)
 
 
 @pulumi.runtime.test
-def test_registers_configmap_jobs_and_verdicts(world) -> None:
+def test_registers_configmap_and_verdicts_that_make_the_jobs(world) -> None:
     mocks, monitor = world
     intent = ClusterIntent(nodes=NODES)
     _, checks = build(intent)
@@ -106,18 +106,13 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
         assert {n: r["type"] for n, r in children.items()} == {
             "checks-probe": "kubernetes:core/v1:ConfigMap",
             "checks-allocatable": "pulumi-python:dynamic/gpuplane:GpuAllocatableCheck",
-            "checks-probe-gpu-a1": "kubernetes:batch/v1:Job",
-            "checks-probe-gpu-b1": "kubernetes:batch/v1:Job",
             "checks-nodes-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
         }
         deploy_urn, parent_urn = reg["gpuplane-intent"]["urn"], reg["checks"]["urn"]
         for name, r in children.items():
             assert r["parent"] == parent_urn, name
             assert deploy_urn in r["deps"], name          # after the rest of the deployment
-        for node in ("gpu-a1", "gpu-b1"):
-            job = f"checks-probe-{node}"
-            assert reg["checks-probe"]["urn"] in reg[job]["deps"]
-            assert reg[job]["urn"] in reg["checks-nodes-check"]["deps"]
+        assert reg["checks-probe"]["urn"] in reg["checks-nodes-check"]["deps"]
 
         cm = mocks.inputs["checks-probe"]
         assert set(cm["data"]) == {"cuda_probe.py"}
@@ -126,18 +121,21 @@ def test_registers_configmap_jobs_and_verdicts(world) -> None:
         digest = hashlib.sha256(cm["data"]["cuda_probe.py"].encode()).hexdigest()[:10]
         assert cm["metadata"]["name"] == f"checks-probe-{digest}"
         planned = list(plan_checks(intent, ChecksSettings()))
-        for check in planned:
-            job = mocks.inputs[f"checks-{check.key}"]
-            want = job_manifest(check, intent, ChecksSettings(), namespace="gpu-operator",
-                                configmap=cm["metadata"]["name"], annotations=SKIP_AWAIT,
-                                fingerprint_value=job["spec"]["template"]["metadata"]
-                                ["annotations"]["gpuplane.dev/checks-fingerprint"])
-            assert ints(job["spec"]) == want["spec"]
-            assert job["metadata"] == want["metadata"]
-        # One verdict waits for every node's Job; the checks survive the engine.
+        # One verdict makes every node's Job and waits for them all; the checks and the
+        # settings survive the engine, and the Jobs are the manifests' (first run).
         verdict = mocks.inputs["checks-nodes-check"]
-        assert verdict["jobNames"] == [f"checks-{c.key}{SUFFIX}" for c in planned]
-        assert [check_job_from(c) for c in verdict["checks"]] == planned
+        assert verdict["checks"] == [c.key for c in planned]
+        assert checks_of(ints(verdict)) == planned
+        assert verdict["configmap"] == cm["metadata"]["name"]
+        assert verdict["jobPrefix"] == "checks" and verdict.get("jobNames") is None
+        made = check_manifests(ints(verdict), 1)
+        for (check, job), want in zip(made, planned, strict=True):
+            assert check == want
+            assert job == job_manifest(
+                want, intent, ChecksSettings(), namespace="gpu-operator",
+                configmap=cm["metadata"]["name"],
+                name=job_name("checks", want.key, verdict["fingerprint"], 1),
+                fingerprint_value=verdict["fingerprint"])
         # Only the checked (GPU) nodes travel with it: the state stays linear in them.
         assert [n["name"] for n in json.loads(verdict["intent"])["nodes"]] == [
             c.node for c in planned]
@@ -157,14 +155,15 @@ def test_timeslicing_proof_runs_after_allocatable_and_the_node_checks(world) -> 
 
     def verify(_: Any) -> None:
         reg = monitor.registered
-        deps = reg["checks-timeslicing"]["deps"]
+        deps = reg["checks-timeslicing-check"]["deps"]
         assert reg["checks-allocatable"]["urn"] in deps
         assert reg["checks-nodes-check"]["urn"] in deps
-        spec = ints(mocks.inputs["checks-timeslicing"]["spec"])
+        verdict = mocks.inputs["checks-timeslicing-check"]
+        [(_, job)] = check_manifests(ints(verdict), 1)
+        spec = job["spec"]
         assert spec["parallelism"] == spec["completions"] == 4
         assert spec["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "gpu-b1"}
-        verdict = mocks.inputs["checks-timeslicing-check"]
-        assert [ints(c)["kind"] for c in verdict["checks"]] == ["timeslicing"]
+        assert verdict["checks"] == ["timeslicing"]
         # Only the node it runs on (gpu-b1 has fewest GPUs): the state stays small.
         assert [n["name"] for n in json.loads(verdict["intent"])["nodes"]] == ["gpu-b1"]
 
@@ -178,18 +177,17 @@ def test_hami_with_vectoradd_adds_the_memory_proof(world) -> None:
     _, checks = build(intent, ChecksSettings(sample="vectoradd", hami_gpumem=512))
 
     def verify(_: Any) -> None:
-        node_job = ints(mocks.inputs["checks-probe-gpu-a1"]["spec"])
-        pod = node_job["template"]["spec"]
+        node_jobs = check_manifests(ints(mocks.inputs["checks-nodes-check"]), 1)
+        pod = node_jobs[0][1]["spec"]["template"]["spec"]
         assert pod["containers"][0]["image"].startswith("nvcr.io/nvidia/k8s/cuda-sample:")
         assert "volumes" not in pod
-        hami = ints(mocks.inputs["checks-hami"]["spec"])["template"]["spec"]
+        [(_, hami_job)] = check_manifests(ints(mocks.inputs["checks-hami-check"]), 1)
+        hami = hami_job["spec"]["template"]["spec"]
         assert hami["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] == "512"
         assert hami["volumes"][0]["configMap"]["name"] == mocks.inputs["checks-probe"][
             "metadata"]["name"]
         assert monitor.registered["checks-probe"]["urn"] in monitor.registered[
-            "checks-hami"]["deps"]
-        assert monitor.registered["checks-probe"]["urn"] not in monitor.registered[
-            "checks-probe-gpu-a1"]["deps"]
+            "checks-hami-check"]["deps"]
 
     return settled(checks).apply(verify)
 
@@ -201,7 +199,8 @@ def test_vectoradd_only_needs_no_configmap(world) -> None:
 
     def verify(_: Any) -> None:
         assert checks.configmap is None and "checks-probe" not in monitor.registered
-        assert set(checks.jobs) == {"probe-gpu-a1", "probe-gpu-b1"}
+        assert set(checks.checks) == {"nodes"}
+        assert monitor.registered["checks-nodes-check"]
 
     return settled(checks).apply(verify)
 
@@ -213,7 +212,7 @@ def test_disabled_checks_register_nothing_but_the_component(world) -> None:
 
     def verify(_: Any) -> None:
         assert set(monitor.registered) == {"gpuplane-intent", "checks"}
-        assert checks.jobs == {} and checks.allocatable is None
+        assert checks.checks == {} and checks.allocatable is None
 
     # Both registrations, not only the component's: the ConfigMap's may land later (a
     # race seen under load when only `checks.urn` was awaited).

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from dataclasses import asdict
 
 import checkdata as cd
 import pytest
@@ -16,17 +17,18 @@ from pulumi.dynamic import Config, ConfigureRequest, CreateResult
 from pulumi.dynamic.dynamic import serialize_provider
 
 from gpuplane.checks.live import KubeCluster, Waiter, job_finished
-from gpuplane.checks.manifests import CheckJob, plan_checks
+from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
 from gpuplane.checks.provider import (
     AllocatableCheckProvider,
     ProbeJobCheckProvider,
-    check_job_from,
+    check_manifests,
+    checks_of,
     wait_budget,
 )
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.intent import ClusterIntent, NodeIntent
 
-JOB = "checks-probe-gpu-a1-1a2b3c4d"
+JOB = cd.JOB
 INTENT = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),))
 NODE_CHECK = plan_checks(INTENT, ChecksSettings())[0]
 
@@ -46,14 +48,25 @@ def failed(result: CreateResult) -> tuple[str, list[str]]:
     return outs["result"]["report"], outs["result"]["findings"]
 
 
+def floats(data: dict) -> dict:
+    """What the engine hands back: numbers as floats."""
+    return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in data.items()}
+
+
+def jname(key: str, run: int = 1) -> str:
+    return job_name("checks", key, cd.FP, run)
+
+
 def job_props(check: CheckJob = NODE_CHECK, intent: ClusterIntent = INTENT,
-              job_name: str = JOB, timeout: float = 600.0) -> dict:
-    # What the engine hands back: numbers as floats, plus the serialized provider.
-    data = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-            for k, v in check.to_dict().items()}
-    return {"__provider": "opaque", "checkName": "checks-nodes-check", "checks": [data],
-            "intent": intent.to_json(), "namespace": "gpu-operator", "jobNames": [job_name],
-            "timeoutSeconds": timeout}
+              timeout: float = 600.0) -> dict:
+    # The inputs as the engine hands them back, plus the serialized provider.
+    settings = floats(asdict(ChecksSettings(timeout_seconds=int(timeout))))
+    return {"__provider": "opaque", "checkName": "checks-nodes-check",
+            "checks": [check.key], "intent": intent.to_json(),
+            "namespace": "gpu-operator", "settings": settings, "jobPrefix": "checks",
+            "fingerprint": cd.FP, "configmap": "checks-probe-0123456789",
+            "timeoutSeconds": timeout, "kubeconfig": None}
 
 
 def test_create_passes_after_the_pod_completes() -> None:
@@ -125,19 +138,19 @@ TS_CHECK = next(j for j in plan_checks(TS_INTENT, ChecksSettings()) if j.kind ==
 
 
 def test_timeslicing_check_passes_when_all_replicas_overlap() -> None:
-    name = "checks-timeslicing-1a2b3c4d"
+    name = jname("timeslicing")
     fake = cd.FakeKube(
         jobs={name: [cd.job(name, condition=None), cd.job(name)]},
         pods={name: [[ts_pod(0, 0, None), ts_pod(1, 1, None), ts_pod(2, 2, None)],
                      [ts_pod(0, 0, 31), ts_pod(1, 1, 32), ts_pod(2, 2, 33)]]},
         logs={f"ts-{i}": cd.probe_log() for i in range(3)})
     result = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(
-        job_props(TS_CHECK, TS_INTENT, name))
+        job_props(TS_CHECK, TS_INTENT))
     assert result.outs["result"]["checks"]["timeslicing"]["sharing"] == {cd.UUID_A: 3}
 
 
 def test_timeslicing_check_stops_early_when_pods_run_one_by_one() -> None:
-    name = "checks-timeslicing-1a2b3c4d"
+    name = jname("timeslicing")
     pending = cd.pod("ts-2", phase="Pending", unschedulable="0/1 nodes are available: 1 "
                      "Insufficient nvidia.com/gpu.")
     fake = cd.FakeKube(
@@ -146,7 +159,7 @@ def test_timeslicing_check_stops_early_when_pods_run_one_by_one() -> None:
         logs={"ts-0": cd.probe_log(), "ts-1": cd.probe_log()})
     clock = cd.FakeClock()
     outcome = provider(ProbeJobCheckProvider, fake, clock).create(
-        job_props(TS_CHECK, TS_INTENT, name))
+        job_props(TS_CHECK, TS_INTENT))
     text, findings = failed(outcome)
     assert clock.sleeps == []                       # no point waiting for the deadline
     assert findings == ["FM10"]
@@ -202,23 +215,50 @@ def test_allocatable_missing_node() -> None:
     assert re.search("not in the cluster", failed(outcome)[0])
 
 
-def test_diff_and_update_rerun_the_check() -> None:
-    fake = cd.FakeKube(jobs={"new": [cd.job("new")]}, pods={"new": [[cd.pod("p2")]]},
+def test_create_makes_each_check_job_from_the_manifests() -> None:
+    fake = cd.FakeKube(jobs={JOB: [cd.job()]}, pods={JOB: [[cd.pod("p1")]]},
+                       logs={"p1": cd.probe_log()})
+    result = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    assert result.outs["jobNames"] == [JOB] and result.outs["run"] == 1
+    want = job_manifest(NODE_CHECK, INTENT, ChecksSettings(), namespace="gpu-operator",
+                        configmap="checks-probe-0123456789", name=JOB,
+                        fingerprint_value=cd.FP)
+    assert fake.created == {JOB: want}
+    assert fake.calls[0] == f"create job {JOB}"      # created before it is waited for
+
+
+def test_diff_and_update_rerun_the_check_in_new_jobs() -> None:
+    second = jname("probe-gpu-a1", run=2)
+    fake = cd.FakeKube(jobs={JOB: [cd.job()], second: [cd.job(second)]},
+                       pods={second: [[cd.pod("p2", job=second)]]},
                        logs={"p2": cd.probe_log()})
     p = provider(ProbeJobCheckProvider, fake, cd.FakeClock())
-    old = {**job_props(), "passed": True, "result": {"passed": True}}
+    old = {**job_props(), "passed": True, "result": {"passed": True}, "jobNames": [JOB],
+           "run": 1.0}
     assert p.diff("id", old, {**job_props(), "__provider": "other"}).changes is False
-    assert p.diff("id", old, job_props(job_name="new")).changes is True
-    updated = p.update("id", old, job_props(job_name="new"))
-    assert updated.outs["passed"] is True and updated.outs["jobNames"] == ["new"]
+    changed = {**job_props(), "fingerprint": "fp-new"}
+    assert p.diff("id", old, changed).changes is True
+    updated = p.update("id", old, job_props())
+    assert updated.outs["passed"] is True
+    assert updated.outs["jobNames"] == [second] and updated.outs["run"] == 2
+    # The last run's Job goes first (in the background), then the new one is made.
+    assert fake.calls[:2] == [f"delete job {JOB} (Background)", f"create job {second}"]
     assert "log p2/probe" in fake.calls
+
+
+def test_delete_removes_the_last_runs_jobs() -> None:
+    fake = cd.FakeKube(jobs={JOB: [cd.job()]})
+    p = provider(ProbeJobCheckProvider, fake, cd.FakeClock())
+    p.delete("id", {**job_props(), "jobNames": [JOB, "gone-already"]})
+    assert fake.calls == [f"delete job {JOB} (Background)",
+                          "delete job gone-already (Background)"]
 
 
 def test_one_verdict_waits_for_every_node_and_names_each_failure() -> None:
     intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1), NodeIntent("gpu-b1", 1),
                                   NodeIntent("gpu-c1", 1)))
     checks = plan_checks(intent, ChecksSettings())
-    names = [f"checks-{c.key}-0000" for c in checks]
+    names = [jname(c.key) for c in checks]
     code, log = cd.real_no_driver_log()
     fake = cd.FakeKube(
         # a1 passes at once; b1 fails after one more poll; c1 passes after two.
@@ -234,8 +274,7 @@ def test_one_verdict_waits_for_every_node_and_names_each_failure() -> None:
                          [cd.pod("p-c", phase="Running", node="gpu-c1")],
                          [cd.pod("p-c", node="gpu-c1")]]},
         logs={"p-a": cd.probe_log(), "p-b": log, "p-c": cd.probe_log()})
-    props = {**job_props(), "intent": intent.to_json(), "jobNames": names,
-             "checks": [job_props(c)["checks"][0] for c in checks]}
+    props = {**job_props(), "intent": intent.to_json(), "checks": [c.key for c in checks]}
     clock = cd.FakeClock()
     outcome = provider(ProbeJobCheckProvider, fake, clock).create(props)
     text, findings = failed(outcome)
@@ -249,8 +288,18 @@ def test_one_verdict_waits_for_every_node_and_names_each_failure() -> None:
 
 
 def test_state_numbers_come_back_as_ints() -> None:
-    check = check_job_from(job_props()["checks"][0])
-    assert check == NODE_CHECK and isinstance(check.gpus, int)
+    """The checks are rebuilt from the intent and the settings as the engine returns them
+    (numbers as floats): the same checks, the same Job manifests."""
+    props = job_props()
+    assert checks_of(props) == [NODE_CHECK]
+    [(_, job)] = check_manifests(props, 1)
+    assert job["spec"]["activeDeadlineSeconds"] == 600
+    assert isinstance(job["spec"]["activeDeadlineSeconds"], int)
+
+
+def test_a_check_the_intent_does_not_have_is_refused() -> None:
+    with pytest.raises(ValueError, match="no check probe-gpu-z9 in its intent"):
+        checks_of({**job_props(), "checks": ["probe-gpu-z9"]})
 
 
 def test_wait_budget_leaves_room_before_the_job_deadline() -> None:

@@ -40,7 +40,7 @@ def _compose(stack: str, how: str) -> tuple[str, list[Registered]]:
 def test_every_kubernetes_resource_uses_the_users_provider(stack: str, how: str) -> None:
     provider_urn, resources = _compose(stack, how)
     kube = [r for r in resources if r.type.startswith("kubernetes:")]
-    assert len(kube) >= 5
+    assert len(kube) >= 4
     strays = [f"{r.type} {r.name}: {r.provider or 'default provider'}" for r in kube
               if not r.provider.startswith(provider_urn + "::")]
     assert not strays

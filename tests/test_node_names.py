@@ -11,6 +11,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gpuplane.checks.provider import check_manifests
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.plan.engine import run_program
 from gpuplane.plan.stackfile import load_stack_file
@@ -23,8 +24,8 @@ SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 KINDS = {"kubernetes:core/v1:Namespace": ("v1", "Namespace"),
-         "kubernetes:core/v1:ConfigMap": ("v1", "ConfigMap"),
-         "kubernetes:batch/v1:Job": ("batch/v1", "Job")}
+         "kubernetes:core/v1:ConfigMap": ("v1", "ConfigMap")}
+JOB_CHECK = "pulumi-python:dynamic/gpuplane:GpuJobCheck"
 
 
 def _stack(name: str, tmp_path: Path) -> Path:
@@ -43,19 +44,26 @@ def _valid_label_values(labels: dict[str, Any], where: str) -> None:
         assert len(value) <= 63 and LABEL_VALUE.match(value), f"{where}: label {key}={value!r}"
 
 
+def _check_jobs(r: Any) -> None:
+    """The Jobs a GpuJobCheck creates (their manifests, pure: checks.provider)."""
+    for _, job in check_manifests(r.inputs, 1):
+        name = job["metadata"]["name"]
+        assert len(name) <= 63 and LABEL.match(name), name   # the job-name label on its pods
+        _valid_label_values(job["metadata"].get("labels") or {}, name)
+        template = job["spec"]["template"]
+        _valid_label_values(template["metadata"].get("labels") or {}, name)
+        _valid_label_values(template["spec"].get("nodeSelector") or {}, name)
+        for c in template["spec"]["containers"]:
+            assert LABEL.match(c["name"]), c["name"]
+        kubernetes_validate.validate(job, "1.31", strict=True)
+
+
 def _check_object(r: Any) -> None:
     meta = r.inputs.get("metadata") or {}
     name = meta.get("name") or f"{r.name}-abcd1234"   # the provider's auto-name
     rule = LABEL if r.type == "kubernetes:core/v1:Namespace" else SUBDOMAIN
     assert name and len(name) <= 253 and rule.match(name), f"{r.type} {r.name}: {name!r}"
     _valid_label_values(meta.get("labels") or {}, r.name)
-    if r.type == "kubernetes:batch/v1:Job":
-        assert len(name) <= 63, name   # the job-name label on its pods
-        template = r.inputs["spec"]["template"]
-        _valid_label_values(template["metadata"].get("labels") or {}, r.name)
-        _valid_label_values(template["spec"].get("nodeSelector") or {}, r.name)
-        for c in template["spec"]["containers"]:
-            assert LABEL.match(c["name"]), c["name"]
     if r.type in KINDS:
         api_version, kind = KINDS[r.type]
         kubernetes_validate.validate({**r.inputs, "apiVersion": api_version, "kind": kind},
@@ -77,8 +85,11 @@ def test_dns_subdomain_node_names_give_valid_names(stack: str, tmp_path: Path) -
         assert "::" not in r.name and r.name.strip() == r.name and "/" not in r.name, r.name
         if r.type.startswith("kubernetes:") and isinstance(r.inputs.get("metadata"), dict):
             _check_object(r)
+        if r.type == JOB_CHECK:
+            _check_jobs(r)
+            derived += len(r.inputs["checks"])
         derived += any(n in r.name for n in names)
-    assert derived >= len(names)   # one node command, check Job or label patch per node
+    assert derived >= len(names)   # one node command or check Job per node
 
 
 @pytest.mark.parametrize(("name", "message"), [

@@ -40,7 +40,7 @@ def plan_changed(stack: str, tmp: Path, edit: Any) -> dict[str, Any]:
     return plan_stack(stack, tmp)
 
 
-def test_time_slicing_replicas_change_shows_nine_resources(tmp_path: Path) -> None:
+def test_time_slicing_replicas_change_shows_six_resources(tmp_path: Path) -> None:
     def edit(c: dict[str, Any]) -> None:
         c["gpuplane:timeSlicing"]["replicas"] = 8
 
@@ -48,7 +48,9 @@ def test_time_slicing_replicas_change_shows_nine_resources(tmp_path: Path) -> No
     assert not is_empty(diff)
     assert diff["config"] == [{"key": "gpuplane:timeSlicing.replicas", "base": 4, "new": 8}]
     changed = {c["resource"]: c for c in diff["resources"]["changed"]}
-    assert len(changed) == 9
+    # The two ConfigMaps, the device plugin restart and the three checks (their intent and
+    # fingerprint): the Jobs the checks run are not resources.
+    assert len(changed) == 6, sorted(changed)
     sharing = changed["kubernetes:core/v1:ConfigMap::gpu-time-slicing"]
     assert sharing["paths"] == ["inputs.data.any"]
     # The embedded sharing config diffs line by line (YAML literal block), not as one line.

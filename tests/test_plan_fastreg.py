@@ -10,7 +10,7 @@ from test_stacks import registered
 
 from gpuplane.plan import fastreg
 
-STACKS = ["kubeadm-prod", "microk8s-edge", "rke2-lab", "k8s-snap-dgx", "hami-shared"]
+STACKS = ["kubeadm-prod", "microk8s-edge", "rke2-lab"]   # the stacks with node commands
 
 
 def _records(stack: str) -> dict[str, dict]:

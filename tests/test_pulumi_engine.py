@@ -375,14 +375,30 @@ def test_checks_fail_up_when_gpu_nodes_never_become_ready(
             in text), text[-4000:]
     # The wait is the checks' own budget, not the Helm timeout (900 s) or a hang.
     assert up.seconds < timeout + 240, up.seconds
-    # Nothing changed in the stack, yet the failed check runs (and fails) again.
+    # The check resource made its Job in the API server (no Job is a Pulumi resource).
+    first = check_jobs(cluster)
+    assert len(first) == 1 and first[0].startswith("gpu-checks-probe-gpu-never-01-"), first
+    # Nothing changed in the stack, yet the failed check runs (and fails) again, in a new
+    # Job; the last run's is deleted.
     again = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
     assert not again.ok
     assert sorted(s["name"] for s in again.steps if s["op"] in ("update", "replace")) == [
         "gpu-checks-allocatable", "gpu-checks-nodes-check"], again.steps
+    second = check_jobs(cluster)
+    assert len(second) == 1 and second != first, (first, second)
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         down = engine.run("destroy", "kind-smoke", stack_file=path)
     assert down.ok, down.stdout + down.stderr
+    assert check_jobs(cluster) == []
+
+
+def check_jobs(cluster: control_plane.ControlPlane) -> list[str]:
+    """The GPU checks' Jobs in the API server (being deleted ones left out)."""
+    from kubernetes import client
+
+    jobs = client.BatchV1Api(_api(cluster)).list_namespaced_job(
+        "gpu-operator", label_selector="app.kubernetes.io/name=gpuplane-checks")
+    return sorted(j.metadata.name for j in jobs.items if j.metadata.deletion_timestamp is None)
 
 
 def test_bad_stack_config_fails_preview_with_the_key_and_no_traceback(

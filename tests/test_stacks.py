@@ -10,6 +10,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from gpuplane.checks.provider import check_manifests
 from gpuplane.plan.engine import Registered, run_program
 from gpuplane.plan.run import plan_stack
 from gpuplane.plan.stackfile import available_stacks, load_stack_file
@@ -222,7 +223,6 @@ _KIND = {
     "kubernetes:core/v1:Namespace": ("v1", "Namespace"),
     "kubernetes:core/v1:ConfigMap": ("v1", "ConfigMap"),
     "kubernetes:node.k8s.io/v1:RuntimeClass": ("node.k8s.io/v1", "RuntimeClass"),
-    "kubernetes:batch/v1:Job": ("batch/v1", "Job"),
 }
 
 
@@ -232,6 +232,10 @@ def test_every_rendered_manifest_validates_strictly(name: str) -> None:
     version = cfg.cluster.kubernetes_version
     checked = 0
     for r in registered(name):
+        if r.type.endswith(":GpuJobCheck"):   # the Jobs it creates
+            for _, job in check_manifests(r.inputs, 1):
+                kubernetes_validate.validate(job, version, strict=True)
+                checked += 1
         if r.type not in _KIND:
             continue
         api_version, kind = _KIND[r.type]

@@ -4,11 +4,13 @@ Children, all after the rest of the deployment (`depends_on`):
 * ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe),
   named `<name>-probe-<sha256 of the script, 10>` in the cluster;
 * `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable nvidia.com/gpu;
-* per GPU node a Job `<name>-probe-<node>`, and one `GpuJobCheck` `<name>-nodes-check`
-  that waits for all of them;
-* with time-slicing a Job `<name>-timeslicing` (after the allocatable check and the node
-  checks); with HAMi and the vectoradd sample a Job `<name>-hami`, each with a verdict.
-Any failing verdict fails `pulumi up` with the finding, its fix and the pod's output
+* `GpuJobCheck` `<name>-nodes-check`: it creates a Job per GPU node
+  (`<name>-probe-<node>-<8 hex>`, checks.manifests) and judges them all;
+* with time-slicing a `GpuJobCheck` `<name>-timeslicing-check` (Job
+  `<name>-timeslicing-…`), with HAMi and the vectoradd sample `<name>-hami-check`: both
+  only after the allocatable check and the node checks passed.
+The Jobs are not Pulumi resources (the state would keep a whole Job per GPU node). Any
+failing verdict fails `pulumi up` with the finding, its fix and the pod's output
 (`provider.gate`), and the checks after it do not start.
 """
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,7 +25,6 @@ import pulumi_kubernetes as k8s
 from gpuplane.checks.manifests import (
     CheckJob,
     fingerprint,
-    job_manifest,
     needs_probe_configmap,
     plan_checks,
     probe_configmap,
@@ -38,8 +38,6 @@ from gpuplane.intent import ClusterIntent
 from gpuplane.probe import probe_source
 
 TYPE = "gpuplane:index:GpuChecks"
-# The Job's own await would fail with only "BackoffLimitExceeded"; the verdicts wait.
-SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
 
 
 @dataclass
@@ -59,7 +57,6 @@ class GpuChecks(pulumi.ComponentResource):
     """Post-deploy proofs that pods really compute on the GPUs the stack promised."""
 
     configmap: k8s.core.v1.ConfigMap | None
-    jobs: dict[str, k8s.batch.v1.Job]
     checks: dict[str, GpuJobCheck]
     allocatable: GpuAllocatableCheck | None
 
@@ -70,7 +67,7 @@ class GpuChecks(pulumi.ComponentResource):
         namespace = args.namespace or intent.operator_namespace
         deps = list(args.depends_on)
         plan = plan_checks(intent, settings)
-        self.configmap, self.jobs, self.checks, self.allocatable = None, {}, {}, None
+        self.configmap, self.checks, self.allocatable = None, {}, None
         if not plan:
             self.register_outputs({"enabled": settings.enabled, "namespace": namespace,
                                    "checks": {}})
@@ -84,9 +81,8 @@ class GpuChecks(pulumi.ComponentResource):
         configmap_name: str | None = None
         if needs_probe_configmap(plan):
             # Named by its content (as kustomize's generated ConfigMaps are): every probe
-            # Job's spec names it as plain text, with no Output per Job (a fleet has a Job
-            # per GPU node), and a changed probe is a new ConfigMap, created before the
-            # old one is deleted.
+            # Job's spec names it as plain text, and a changed probe is a new ConfigMap,
+            # created before the old one is deleted.
             configmap_name = probe_configmap_name(name, source)
             cm = probe_configmap(namespace, source, configmap_name)
             self.configmap = k8s.core.v1.ConfigMap(
@@ -96,24 +92,15 @@ class GpuChecks(pulumi.ComponentResource):
             f"{name}-allocatable", intent=intent, timeout_seconds=settings.timeout_seconds,
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
-        def job_for(check: CheckJob, *after: pulumi.Input[pulumi.Resource]) -> k8s.batch.v1.Job:
-            manifest = self._manifest(check, intent, settings, namespace, stamp,
-                                      configmap_name)
-            if check.sample == "probe" and self.configmap is not None:
-                after = (*after, self.configmap)
-            job = k8s.batch.v1.Job(
-                short_name(f"{name}-{check.key}"),
-                metadata=manifest["metadata"], spec=manifest["spec"], opts=child(*after))
-            self.jobs[check.key] = job
-            return job
+        probe_deps = (self.configmap,) if self.configmap is not None else ()
 
-        def check_jobs(key: str, checks: list[CheckJob], jobs: list[k8s.batch.v1.Job],
+        def check_jobs(key: str, checks: list[CheckJob],
                        *after: pulumi.Input[pulumi.Resource]) -> GpuJobCheck:
             self.checks[key] = GpuJobCheck(
-                f"{name}-{key}-check", checks=checks, intent=intent, namespace=namespace,
-                job_names=[job.metadata.name for job in jobs],
-                timeout_seconds=settings.timeout_seconds, kubeconfig=args.kubeconfig,
-                opts=child(*jobs, *after))
+                f"{name}-{key}-check", checks=checks, intent=intent, settings=settings,
+                namespace=namespace, job_prefix=name, fingerprint=stamp,
+                configmap=configmap_name, kubeconfig=args.kubeconfig,
+                opts=child(*probe_deps, *after))
             return self.checks[key]
 
         # Wave 1: allocatable and every node's probe, side by side. Wave 2: the sharing
@@ -121,11 +108,10 @@ class GpuChecks(pulumi.ComponentResource):
         first: list[GpuJobCheck | GpuAllocatableCheck] = [self.allocatable]
         node_checks = [c for c in plan if c.kind == "node"]
         if node_checks:
-            first.append(check_jobs("nodes", node_checks, [job_for(c) for c in node_checks]))
+            first.append(check_jobs("nodes", node_checks))
         verdicts = [verdict(c) for c in first]
         after = gate(first, verdicts)
-        second = [check_jobs(c.key, [c], [job_for(c, after)], after)
-                  for c in plan if c.kind != "node"]
+        second = [check_jobs(c.key, [c], after) for c in plan if c.kind != "node"]
         verdicts += [verdict(c) for c in second]
 
         self.register_outputs({
@@ -137,13 +123,5 @@ class GpuChecks(pulumi.ComponentResource):
             "verdicts": gate([*first, *second], verdicts).apply(lambda _: "passed"),
         })
 
-    @staticmethod
-    def _manifest(check: CheckJob, intent: ClusterIntent, settings: ChecksSettings,
-                  namespace: str, stamp: str, configmap: str | None) -> dict[str, Any]:
-        """The Job manifest (a probe's mounts the ConfigMap `configmap`)."""
-        return job_manifest(check, intent, settings, namespace=namespace,
-                            configmap=configmap if check.sample == "probe" else None,
-                            fingerprint_value=stamp, annotations=SKIP_AWAIT)
 
-
-__all__ = ["SKIP_AWAIT", "TYPE", "GpuChecks", "GpuChecksArgs"]
+__all__ = ["TYPE", "GpuChecks", "GpuChecksArgs"]

@@ -1,4 +1,5 @@
-"""The checks' only I/O: read Jobs, pods, logs, events and nodes, wait, then ask verdicts.py.
+"""The checks' only I/O: create the check Jobs, read Jobs, pods, logs, events and nodes,
+wait, then ask verdicts.py.
 
 `KubeCluster` wraps the official kubernetes client and hands back plain camelCase dicts
 (exactly what `kubectl get -o json` shows), so the verdicts never see client classes and
@@ -48,8 +49,11 @@ class CheckFailed(Exception):
 
 
 class Cluster(Protocol):
-    """The reads the checks need; dicts in API shape, None/[] when absent."""
+    """The reads the checks need (dicts in API shape, None/[] when absent), and the check
+    Jobs they create and delete."""
 
+    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
     def job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]: ...
     def pod_log(self, namespace: str, pod: str) -> str: ...
@@ -86,6 +90,14 @@ class KubeCluster:
             if exc.status == 404:
                 return None
             raise
+
+    def create_job(self, namespace: str, manifest: dict[str, Any]) -> None:
+        self.batch.create_namespaced_job(namespace, manifest)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete the Job and, in the background, its pods; a Job already gone is fine."""
+        self._or_none(lambda: self.batch.delete_namespaced_job(
+            name, namespace, propagation_policy="Background"))
 
     def job(self, namespace: str, name: str) -> dict[str, Any] | None:
         obj = self._or_none(lambda: self.batch.read_namespaced_job(name, namespace))

@@ -44,7 +44,7 @@ APP = "gpuplane-checks"
 # running at one moment even when pods start a few seconds apart.
 HOLD_SECONDS = 30
 TTL_SECONDS = 3600          # finished Jobs stay an hour for `kubectl logs`
-MAX_NAME = 54               # Pulumi appends "-" and 8 characters; Job names stay <= 63
+MAX_NAME = 54               # "-" and 8 hex characters follow; Job names stay <= 63
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,15 @@ def short_name(text: str, limit: int = MAX_NAME) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[: limit - 9].rstrip('-')}-{digest}"
+
+
+def job_name(prefix: str, key: str, fingerprint_value: str, run: int) -> str:
+    """The name of check `key`'s Job in its `run`: `<prefix>-<key>` (cut to MAX_NAME), then
+    8 hex digits of the fingerprint and the run, so every run of a check is a new Job (the
+    pods of the last one may still be terminating) and names stay DNS labels (<= 63, the
+    `job-name` label on its pods)."""
+    digest = hashlib.sha256(f"{fingerprint_value}/{run}".encode()).hexdigest()[:8]
+    return f"{short_name(f'{prefix}-{key}')}-{digest}"
 
 
 def fingerprint(intent: ClusterIntent, settings: ChecksSettings, probe_source: str) -> str:
@@ -265,6 +274,7 @@ __all__ = [
     "fingerprint",
     "gpu_limits",
     "job_manifest",
+    "job_name",
     "needs_probe_configmap",
     "plan_checks",
     "probe_configmap",

@@ -1,14 +1,18 @@
 """Dynamic-provider resources that make a failing GPU check fail `pulumi up`.
 
-The probe Jobs are created with `pulumi.com/skipAwait`, because the Kubernetes provider's
-own Job await fails a Job with only "BackoffLimitExceeded". These resources wait instead,
-read the pods' logs and events and apply verdicts.py. A failed check is not raised here:
-the SDK's dynamic-provider host would print any exception under its own traceback
-(`pulumi.dynamic.__main__._abort_with_traceback`, pulumi 3.260.0). The verdict comes back
-as the `result` output (`passed: false`, the report with the finding, its fix and the pod's
-output); `verdict()` logs the report on the resource and `gate()` stops the program
-cleanly. The resources re-run whenever an input changes (new Job name, intent, settings)
-and after a failed verdict.
+`GpuJobCheck` creates its check Jobs itself, with the official client, from the same pure
+manifests (checks.manifests), waits for them, reads the pods' logs and events and applies
+verdicts.py. No Job is a Pulumi resource: the state keeps each check's few fields, not a
+Job object per GPU node (about 11.6 KB each under the Kubernetes provider: its inputs and
+the live object), and one resource's diff shows which node checks change.
+
+A failed check is not raised here: the SDK's dynamic-provider host would print any
+exception under its own traceback (`pulumi.dynamic.__main__._abort_with_traceback`, pulumi
+3.260.0). The verdict comes back as the `result` output (`passed: false`, the report with
+the finding, its fix and the pod's output); `verdict()` logs the report on the resource and
+`gate()` stops the program cleanly. The resources re-run (new Jobs) whenever an input
+changes (the checks, the intent, the settings, the probe's fingerprint) and after a
+failed verdict.
 
 Pulumi pickles the provider object (dill) into the state and runs it in the Python
 dynamic-provider host, where this module is imported by name: the gpuplane package must be
@@ -19,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
 import pulumi
@@ -37,14 +41,15 @@ from gpuplane.checks.live import (
     run_allocatable_check,
     run_job_checks,
 )
-from gpuplane.checks.manifests import CheckJob
+from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
+from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
 from gpuplane.intent import ClusterIntent
 from gpuplane.kube_provider import KubeResourceProvider
 
 PROVIDER_KEY = "__provider"
-# Inputs that carry results, never compared by diff.
-_OUTPUT_KEYS = frozenset({"passed", "result"})
+# Outputs: results and the Jobs of the last run, never compared by diff.
+_OUTPUT_KEYS = frozenset({"passed", "result", "jobNames", "run"})
 SETTLE_READS = 3
 
 
@@ -55,15 +60,16 @@ def wait_budget(timeout_seconds: float) -> float:
     return max(1.0, timeout - min(15.0, timeout / 10))
 
 
-def check_job_from(data: dict[str, Any]) -> CheckJob:
-    """CheckJob from state: numbers come back from the engine as floats."""
-    limit = data.get("max_memory_mib")
-    return CheckJob(
-        key=str(data["key"]), kind=data["kind"], node=str(data["node"]),
-        gpus=int(data["gpus"]), pods=int(data["pods"]), sample=data["sample"],
-        max_memory_mib=None if limit is None else int(limit),
-        hold_seconds=int(data.get("hold_seconds") or 0),
-    )
+def checks_of(props: Mapping[str, Any]) -> list[CheckJob]:
+    """The checks a `GpuJobCheck` names by key, as `plan_checks` makes them from its intent
+    and settings (the state keeps a key per check, not the check: at a check per GPU node
+    the inputs stay small and the SDK serializes a string per node, not a table)."""
+    intent = ClusterIntent.from_json(str(props["intent"]))
+    planned = {c.key: c for c in plan_checks(intent, settings_from(props["settings"]))}
+    missing = [str(k) for k in props["checks"] if str(k) not in planned]
+    if missing:
+        raise ValueError(f"GpuJobCheck: no check {', '.join(missing)} in its intent")
+    return [planned[str(k)] for k in props["checks"]]
 
 
 class _CheckProvider(KubeResourceProvider):
@@ -86,10 +92,17 @@ class _CheckProvider(KubeResourceProvider):
     def run(self, props: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _outs(self, props: dict[str, Any]) -> dict[str, Any]:
+    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        """Outputs to set up before the check runs (its Jobs); `props` merged with them is
+        what `run` gets."""
+        return {}
+
+    def _outs(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+        extra: dict[str, Any] = {}
         try:
-            result = self.run(props)
+            extra = self.prepare(props, olds)
+            result = self.run({**props, **extra})
         except CheckFailed as failed:
             result = {"passed": False, "report": str(failed),
                       "findings": [f.id for f in failed.findings]}
@@ -100,7 +113,7 @@ class _CheckProvider(KubeResourceProvider):
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may read Jobs, pods, "
                 "events and nodes")}
-        return {**inputs, "passed": bool(result.get("passed")), "result": result}
+        return {**inputs, **extra, "passed": bool(result.get("passed")), "result": result}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Changed inputs re-run the check; so does a failed verdict, whose cause the user
@@ -110,21 +123,41 @@ class _CheckProvider(KubeResourceProvider):
         return DiffResult(changes=bool(changed) or olds.get("passed") is False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        outs = self._outs(props)
+        outs = self._outs(props, None)
         digest = hashlib.sha256(repr(sorted((k, str(v)) for k, v in outs.items()
                                             if k != "kubeconfig")).encode()).hexdigest()
         return CreateResult(id_=f"{props.get('checkName', 'check')}-{digest[:12]}", outs=outs)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._outs(news))
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._outs(news, olds))
 
 
 class ProbeJobCheckProvider(_CheckProvider):
-    """Waits for check Jobs and judges their pods (node, time-slicing or HAMi checks)."""
+    """Creates the check Jobs (node, time-slicing or HAMi checks), waits for them and
+    judges their pods. Each run is new Jobs (`run` counts); the last run's Jobs stay for
+    `kubectl logs` until their TTL, or until the next run or `pulumi destroy` deletes
+    them."""
+
+    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+        cluster = self._cluster(props)
+        namespace = str(props["namespace"])
+        for name in (olds or {}).get("jobNames") or []:
+            cluster.delete_job(namespace, str(name))
+        run = int((olds or {}).get("run") or 0) + 1
+        names = []
+        for _check, manifest in check_manifests(props, run):
+            cluster.create_job(namespace, manifest)
+            names.append(manifest["metadata"]["name"])
+        return {"jobNames": names, "run": run}
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        cluster = self._cluster(props)
+        for name in props.get("jobNames") or []:
+            cluster.delete_job(str(props["namespace"]), str(name))
 
     def run(self, props: dict[str, Any]) -> dict[str, Any]:
-        checks = [(check_job_from(c), str(name))
-                  for c, name in zip(props["checks"], props["jobNames"], strict=True)]
+        checks = [(check, str(name))
+                  for check, name in zip(checks_of(props), props["jobNames"], strict=True)]
         intent = ClusterIntent.from_json(props["intent"])
         return run_job_checks(self._cluster(props), checks, intent,
                               namespace=props["namespace"],
@@ -145,30 +178,56 @@ class AllocatableCheckProvider(_CheckProvider):
                                                     or HAMI_DEFAULT_SPLIT))
 
 
-class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"):
-    """Fails `pulumi up` unless every check Job in `job_names` proves its GPU claim.
+def check_manifests(props: Mapping[str, Any], run: int) -> list[tuple[CheckJob, dict[str, Any]]]:
+    """Each check of a `GpuJobCheck` and the Job manifest of its `run` (pure: the plan's
+    tests validate exactly what the provider creates)."""
+    intent = ClusterIntent.from_json(str(props["intent"]))
+    settings = settings_from(props["settings"])
+    out = []
+    for check in checks_of(props):
+        name = job_name(str(props["jobPrefix"]), check.key, str(props["fingerprint"]), run)
+        out.append((check, job_manifest(
+            check, intent, settings, namespace=str(props["namespace"]),
+            configmap=props.get("configmap") if check.sample == "probe" else None,
+            name=name, fingerprint_value=str(props["fingerprint"]))))
+    return out
 
-    One resource waits for all of a wave's Jobs (every node's probe, say): one poller
-    against the API server instead of one per node, one pickled provider in the state,
-    and one failure that lists every failing node."""
+
+def settings_from(data: Mapping[str, Any]) -> ChecksSettings:
+    """ChecksSettings from state: numbers come back from the engine as floats."""
+    values: dict[str, Any] = {k: int(v) if isinstance(v, float) else v for k, v in data.items()}
+    return ChecksSettings(**values)
+
+
+class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"):
+    """Fails `pulumi up` unless every check in `checks` proves its GPU claim, each in a Job
+    this resource creates (`<job_prefix>-<key>-<8 hex>`).
+
+    One resource runs and waits for all of a wave's Jobs (every node's probe, say): one
+    poller against the API server instead of one per node, one pickled provider in the
+    state, and one failure that lists every failing node."""
 
     passed: pulumi.Output[bool]
     result: pulumi.Output[dict]
+    jobNames: pulumi.Output[list[str]]
 
     def __init__(self, name: str, *, checks: Sequence[CheckJob], intent: ClusterIntent,
-                 namespace: str, job_names: Sequence[pulumi.Input[str]], timeout_seconds: int,
+                 settings: ChecksSettings, namespace: str, job_prefix: str,
+                 fingerprint: str, configmap: str | None,
                  kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None,
                  provider: ProbeJobCheckProvider | None = None):
-        if len(checks) != len(job_names) or not checks:
-            raise ValueError("GpuJobCheck: one Job name per check, at least one check")
+        if not checks:
+            raise ValueError("GpuJobCheck: at least one check")
         # Only the checks' nodes: the state stays linear in nodes.
         nodes = {c.node for c in checks}
         mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name in nodes))
-        props = {"checkName": name, "checks": [c.to_dict() for c in checks],
+        props = {"checkName": name, "checks": [c.key for c in checks],
                  "intent": mine.to_json(), "namespace": namespace,
-                 "jobNames": list(job_names), "timeoutSeconds": timeout_seconds,
-                 "kubeconfig": kubeconfig, "passed": None, "result": None}
+                 "settings": asdict(settings), "jobPrefix": job_prefix,
+                 "fingerprint": fingerprint, "configmap": configmap,
+                 "timeoutSeconds": settings.timeout_seconds, "kubeconfig": kubeconfig,
+                 "passed": None, "result": None, "jobNames": None, "run": None}
         super().__init__(provider or ProbeJobCheckProvider(), name, props, _secret(opts))
 
 
@@ -241,8 +300,10 @@ __all__ = [
     "GpuAllocatableCheck",
     "GpuJobCheck",
     "ProbeJobCheckProvider",
-    "check_job_from",
+    "check_manifests",
+    "checks_of",
     "gate",
+    "settings_from",
     "verdict",
     "wait_budget",
 ]

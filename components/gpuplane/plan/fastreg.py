@@ -2,14 +2,13 @@
 
 The SDK registers every resource through a protobuf request, a hop to a thread pool, the
 monitor and back, and resolves every output property from the response: a few
-milliseconds each, which at 10,000 nodes (three resources per node) is most of a plan.
+milliseconds each, which at 10,000 nodes (their node commands) is most of a plan.
 The plan engine only records what the engine would see, so for simple custom resources
 (plain inputs, input types, Outputs, file assets; among the options only `parent`,
 `depends_on` and what the generated classes set themselves) this path computes the same
 record directly: the inputs under their wire names with secrets unwrapped
 (`secret_paths` remembers them) and the dependencies (expanded by the SDK's own helpers);
-the SDK then resolves, from the echoed state, the outputs gpuplane reads (`_READ_OUTPUTS`);
-the others stay unset.
+their outputs, which gpuplane does not read, stay unset.
 tests/test_plan_fastreg.py checks that it records exactly what the SDK path records for
 every stack; anything else takes the SDK path.
 """
@@ -32,12 +31,9 @@ from pulumi.runtime._depends_on import _resolve_depends_on_urns
 from pulumi.runtime.resource import _get_rpc_manager, resource_output
 
 _ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
-FAST_TYPES = _ECHO_TYPES | {"kubernetes:batch/v1:Job"}
-# The outputs gpuplane reads (the checks read each Job's metadata.name), resolved by the
-# SDK as output types. The others are read by nothing and stay unset (None) under the
-# plan, as the node commands' do: an Output per property costs four futures and a task,
-# which at a Job per GPU node is a tenth of a 10,000-node plan's memory.
-_READ_OUTPUTS: dict[str, frozenset[str]] = {"kubernetes:batch/v1:Job": frozenset({"metadata"})}
+# The node commands: gpuplane reads none of their outputs, which stay unset (None) under
+# the plan (an Output per property costs four futures and a task per resource).
+FAST_TYPES = _ECHO_TYPES
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
@@ -101,10 +97,6 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
               record: Callable[..., None], make_urn: Callable[[str, str, str], str]) -> None:
     resolve_urn, res.__dict__["urn"] = resource_output(res)
     resolve_id, res.__dict__["id"] = resource_output(res)
-    # Only the outputs gpuplane reads get an Output (the node commands' stdout etc. and a
-    # Job's spec are read by nothing): most of the memory of a 10,000-node plan.
-    read = _READ_OUTPUTS.get(ty, frozenset())
-    resolvers = rpc.transfer_properties(res, {k: v for k, v in props.items() if k in read}, True)
     names = _wire_names(typ) if typ is not None else {}
 
     async def do_register() -> None:
@@ -141,17 +133,11 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             record(urn, ty, name, parent_urn, inputs, list(dependencies), property_dependencies,
                    secret_paths, extra)
         except Exception as exn:
-            for resolver in resolvers.values():
-                resolver(None, True, False, set(), exn)
             resolve_urn(None, True, False, exn)
             resolve_id(None, True, False, exn)
             raise
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
-        if resolvers:
-            wires = {names.get(k, k) for k in resolvers}
-            state = _outputs_struct(ty, name, inputs, secret_paths, wires)
-            rpc.resolve_outputs(res, state, state, {}, resolvers, True, typ is not None, True)
 
     # The RPC manager awaits it; the set only keeps a reference until it is done.
     task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
@@ -159,35 +145,6 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
     task.add_done_callback(_PENDING.discard)
 
 
-def _outputs_struct(ty: str, name: str, inputs: dict[str, Any], secret_paths: list[str],
-                    keys: set[str]) -> Any:
-    """The echoed state's `keys` as the mock provider returns them (what a provider adds,
-    secrets wrapped again), for the SDK to resolve those output properties from."""
-    import copy
-
-    from google.protobuf import struct_pb2
-
-    from gpuplane.plan.echo import provider_additions
-
-    state = copy.deepcopy(inputs) if secret_paths else dict(inputs)
-    for path in secret_paths:
-        *parents, last = path.split(".")
-        target: Any = state
-        for part in parents:
-            target = target[int(part)] if isinstance(target, list) else target[part]
-        key: Any = int(last) if isinstance(target, list) else last
-        target[key] = {rpc._special_sig_key: rpc._special_secret_sig, "value": target[key]}
-    for key, value in provider_additions(ty, name, inputs).items():
-        if key == "metadata.name":
-            state["metadata"] = {**state["metadata"], "name": value}
-        else:
-            state[key] = value
-    struct = struct_pb2.Struct()
-    struct.update({k: v for k, v in state.items() if k in keys})
-    return struct
-
-
-@cache
 def file_asset(path: str) -> dict[str, str]:
     """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
     engine hashes it; the text itself is never stored)."""
@@ -251,7 +208,7 @@ class _NeedsAwait(Exception):
 
 
 def _plain_sync(value: Any) -> Any:
-    """:func:`_plain` for values without Outputs (most of a Job's spec): no coroutine per
+    """:func:`_plain` for values without Outputs (most of a command's inputs): no coroutine per
     node of the tree."""
     if isinstance(value, str | bool | int) or value is None:
         return value
