@@ -169,6 +169,7 @@ class FakeKube:
         self.logs, self.event_list, self.nodes = logs or {}, list(events), nodes or {}
         self.calls: list[str] = []
         self.created: dict[str, dict[str, Any]] = {}    # Job name -> manifest
+        self.create_errors: dict[str, int] = {}          # Job name -> API status to raise
         self._at: dict[tuple[str, str], int] = {}
 
     def _frame(self, kind: str, name: str, frames: list) -> Any:
@@ -180,6 +181,8 @@ class FakeKube:
     def create_namespaced_job(self, namespace: str, body: dict[str, Any]) -> Any:
         name = body["metadata"]["name"]
         self.calls.append(f"create job {name}")
+        if name in self.create_errors:    # 409: a Job of that name exists; 403: RBAC
+            raise ApiException(status=self.create_errors[name], reason="refused")
         self.created[name] = body
         return model(body, "V1Job")
 

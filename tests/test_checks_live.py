@@ -374,6 +374,37 @@ def test_a_cluster_it_cannot_read_is_a_failed_verdict_with_the_fix() -> None:
     p.cluster_factory = refuse
     text, findings = failed(p.create(job_props()))
     assert findings == []
-    assert text.startswith("gpuplane check checks-nodes-check could not read the cluster: "
+    assert text.startswith("gpuplane check checks-nodes-check could not use the cluster: "
                            "ConfigException: Invalid kube-config file")
     assert "fix: check the stack's kubeconfig" in text
+
+
+def test_jobs_left_by_an_interrupted_run_move_the_run_on() -> None:
+    """A run killed before the engine saved its state left Jobs under run 1's names: the
+    check takes run 2's instead of failing on AlreadyExists (or reading the old pods)."""
+    second = jname("probe-gpu-a1", run=2)
+    fake = cd.FakeKube(jobs={second: [cd.job(second)]},
+                       pods={second: [[cd.pod("p2", job=second)]]}, logs={"p2": cd.probe_log()})
+    fake.create_errors[JOB] = 409
+    result = provider(ProbeJobCheckProvider, fake, cd.FakeClock()).create(job_props())
+    assert result.outs["passed"] is True
+    assert result.outs["jobNames"] == [second] and result.outs["run"] == 2
+    assert fake.calls[:2] == [f"create job {JOB}", f"create job {second}"]
+
+
+def test_jobs_made_before_a_refusal_are_recorded_for_the_next_run() -> None:
+    intent = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1), NodeIntent("gpu-b1", 1)))
+    checks = plan_checks(intent, ChecksSettings())
+    props = {**job_props(), "intent": intent.to_json(), "checks": [c.key for c in checks]}
+    fake = cd.FakeKube()
+    fake.create_errors[jname("probe-gpu-b1")] = 403
+    p = provider(ProbeJobCheckProvider, fake, cd.FakeClock())
+    text, _ = failed(first := p.create(props))
+    assert "could not use the cluster: ApiException" in text
+    assert "may create and delete Jobs" in text
+    assert first.outs["jobNames"] == [jname("probe-gpu-a1")] and first.outs["run"] == 1
+    # The next `pulumi up` deletes what the refused run made and moves on to run 2.
+    fake.create_errors.clear()
+    p.update("id", first.outs, props)
+    assert f"delete job {jname('probe-gpu-a1')} (Background)" in fake.calls
+    assert f"create job {jname('probe-gpu-a1', run=2)}" in fake.calls

@@ -51,6 +51,7 @@ PROVIDER_KEY = "__provider"
 # Outputs: results and the Jobs of the last run, never compared by diff.
 _OUTPUT_KEYS = frozenset({"passed", "result", "jobNames", "run"})
 SETTLE_READS = 3
+MAX_RUN_TRIES = 5       # run numbers tried when Jobs of an interrupted run hold the names
 
 
 def wait_budget(timeout_seconds: float) -> float:
@@ -92,28 +93,29 @@ class _CheckProvider(KubeResourceProvider):
     def run(self, props: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
-        """Outputs to set up before the check runs (its Jobs); `props` merged with them is
-        what `run` gets."""
-        return {}
+    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None,
+                made: dict[str, Any]) -> None:
+        """Set up what the check runs (its Jobs), recording it in `made` as it goes: those
+        outputs are kept even when a later step fails, so the next run can undo them.
+        `props` merged with `made` is what `run` gets."""
 
     def _outs(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
-        extra: dict[str, Any] = {}
+        made: dict[str, Any] = {}
         try:
-            extra = self.prepare(props, olds)
-            result = self.run({**props, **extra})
+            self.prepare(props, olds, made)
+            result = self.run({**props, **made})
         except CheckFailed as failed:
             result = {"passed": False, "report": str(failed),
                       "findings": [f.id for f in failed.findings]}
         except (ApiException, ConfigException, urllib3.exceptions.HTTPError) as error:
-            # The cluster could not be read: a failed check too, with what went wrong.
+            # The cluster could not be used: a failed check too, with what went wrong.
             result = {"passed": False, "findings": [], "report": (
-                f"gpuplane check {props.get('checkName', 'check')} could not read the "
+                f"gpuplane check {props.get('checkName', 'check')} could not use the "
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
-                "kubeconfig (`kubernetes:kubeconfig`) and that it may read Jobs, pods, "
-                "events and nodes")}
-        return {**inputs, **extra, "passed": bool(result.get("passed")), "result": result}
+                "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
+                "Jobs in the checks' namespace and read Jobs, pods, events and nodes")}
+        return {**inputs, **made, "passed": bool(result.get("passed")), "result": result}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """Changed inputs re-run the check; so does a failed verdict, whose cause the user
@@ -138,17 +140,31 @@ class ProbeJobCheckProvider(_CheckProvider):
     `kubectl logs` until their TTL, or until the next run or `pulumi destroy` deletes
     them."""
 
-    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
+    def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None,
+                made: dict[str, Any]) -> None:
+        """Delete the last run's Jobs, then create this run's. A run interrupted before the
+        engine saved its state leaves Jobs under the next run's names: such a name that
+        exists already moves this run on to the next number."""
+        from kubernetes.client.exceptions import ApiException
+
         cluster = self._cluster(props)
         namespace = str(props["namespace"])
         for name in (olds or {}).get("jobNames") or []:
             cluster.delete_job(namespace, str(name))
-        run = int((olds or {}).get("run") or 0) + 1
-        names = []
-        for _check, manifest in check_manifests(props, run):
-            cluster.create_job(namespace, manifest)
-            names.append(manifest["metadata"]["name"])
-        return {"jobNames": names, "run": run}
+        run = int((olds or {}).get("run") or 0)
+        for attempt in range(1, MAX_RUN_TRIES + 1):
+            run += 1
+            made.update(jobNames=[], run=run)
+            try:
+                for _check, manifest in check_manifests(props, run):
+                    cluster.create_job(namespace, manifest)
+                    made["jobNames"].append(manifest["metadata"]["name"])
+                return
+            except ApiException as error:
+                if error.status != 409 or attempt == MAX_RUN_TRIES:
+                    raise
+                for name in made["jobNames"]:
+                    cluster.delete_job(namespace, name)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         cluster = self._cluster(props)
