@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuplane import k0s_render
+from gpuplane import k0s_render, rancher_render
 from gpuplane.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import DistroProfile
@@ -76,7 +76,13 @@ class SandboxNode:
         self.containerd = str(oracle.binary(line))
         for path, text in prof.baseline(self.version).items():
             self.write(path, self.runnable(text))
-        self.builtin = self.runnable(prof.baseline(self.version).get(prof.config_path, ""))
+        # What the distribution's built-in template renders (a test may give another).
+        self.builtin_model = prof.baseline(self.version).get(prof.config_path, "")
+        self.builtin = self.runnable(self.builtin_model)
+        # RKE2/K3s detect the host toolkit's runtime at every start (rancher_render). The
+        # sandbox's toolkit is installed after the first boot, as on a node gpuplane
+        # comes to: the first boot renders the distro's baseline as it is.
+        self.detected = rancher_render.HOST_TOOLKIT_BINARIES
 
     # -- layout --------------------------------------------------------------------
 
@@ -85,6 +91,19 @@ class SandboxNode:
             text = text.replace(f'"{binary}"', f'"{self.wrapper}"')
         text = text.replace("SystemdCgroup = true", "SystemdCgroup = false")
         return rebase_imports(text, self.root)
+
+    def assert_undone(self, snap: dict[str, str]) -> None:
+        """gpuplane's change is gone: every file as in `snap`, except that RKE2/K3s render
+        their generated config from their built-in template again, with the runtime they
+        detect from the host toolkit that stays installed (rancher_render)."""
+        if not self.profile.detects_nvidia_runtime:
+            assert self.snapshot() == snap
+            return
+        generated = self.profile.config_path.lstrip("/")
+        assert ({k: v for k, v in self.snapshot().items() if k != generated}
+                == {k: v for k, v in snap.items() if k != generated})
+        assert host_path(self.root, self.profile.config_path).read_text() == self.runnable(
+            rancher_render.detect(self.builtin_model, self.detected))
 
     def write(self, node_path: str, text: str) -> None:
         target = host_path(self.root, node_path)
@@ -129,7 +148,13 @@ class SandboxNode:
             time.sleep(self.restart_delay)
             if self.profile.rendered_by_distro:  # RKE2/K3s/MicroK8s regenerate at start
                 template = host_path(self.root, self.profile.edit_path(self.version))
-                text = template.read_text() if template.is_file() else self.builtin
+                own = template.read_text() if template.is_file() else None
+                text = own if own is not None else self.builtin
+                if self.profile.detects_nvidia_runtime and (
+                        own is None or rancher_render.extends_base(own)):
+                    base = self.runnable(rancher_render.detect(
+                        self.builtin_model, self.detected if self.starts else ()))
+                    text = base if own is None else rancher_render.render(own, base)
                 self.write(self.profile.config_path, text)
             if self.profile.generates_from_dropins:  # k0s merges its drop-ins at start
                 self._k0s_render()

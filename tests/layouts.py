@@ -8,6 +8,8 @@ from pathlib import Path
 
 import tomlkit
 
+from gpuplane import rancher_render
+
 
 def write_layout(layout: dict[str, str], root: Path) -> None:
     """Write `layout` under `root`; absolute imports are prefixed with `root`."""
@@ -18,6 +20,8 @@ def write_layout(layout: dict[str, str], root: Path) -> None:
 
 
 def rebase_imports(text: str, root: Path) -> str:
+    if rancher_render.extends_base(text):  # an RKE2/K3s Go template, not TOML
+        return text
     doc = tomlkit.parse(text)
     imports = doc.get("imports")
     if not imports:

@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomlkit
 
-from gpuplane import cli
+from gpuplane import cli, rancher_render
 from gpuplane.agent import (
     AGENT_PATH,
     AgentPlan,
@@ -656,7 +657,17 @@ def test_template_distros_compare_against_the_config_found_before_gpuplane(
     assert node.restarts == 2 and node.effective()["default_runtime"] == "nvidia"
     restored = node.run("restore")
     assert restored.rc == 0, restored.err
-    assert _node_sha(node, top) == first.bases[top]
+    # The template is gone and RKE2 renders its built-in template again, now with the
+    # runtime it detects from the host toolkit that stays installed.
+    assert not host_path(node.root, first.template_path).exists()
+    assert host_path(node.root, top).read_text() == node.runnable(_detected(node))
+
+
+def _detected(node) -> str:
+    """The config RKE2/K3s render from their built-in template once the host toolkit is
+    on the node (what the node agent's restart leaves after a restore)."""
+    return rancher_render.detect(node.profile.baseline(node.version)[node.profile.config_path],
+                                 rancher_render.HOST_TOOLKIT_BINARIES)
 
 
 def test_a_rancher_node_on_containerd_2_is_planned_from_its_version_3_rendering(
@@ -675,6 +686,30 @@ def test_a_rancher_node_on_containerd_2_is_planned_from_its_version_3_rendering(
     _sandbox(node, "nvidia")
 
 
+def test_a_k3s_importing_its_drop_in_dir_gets_gpuplanes_drop_in_and_loses_it_on_restore(
+        make_node) -> None:
+    """K3s with k3s-io/k3s PR #13680 imports config-v3.toml.d: gpuplane writes its drop-in
+    there, K3s keeps rendering its own template, one restart, and restore removes it."""
+    node = make_node("2.0", profile("k3s"))
+    top = node.profile.config_path
+    doc = tomlkit.parse(node.builtin_model)
+    dropins = "/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.d"
+    doc["imports"] = [f"{dropins}/*.toml"]
+    node.builtin_model = tomlkit.dumps(doc)
+    node.write(top, node.runnable(node.builtin_model))
+    node.boot()
+    plan = node.plan(nvidia_default=True, current={top: node.builtin_model})
+    assert list(plan.files) == [f"{dropins}/50-gpuplane.toml"]
+    result = node.run("apply", plan)
+    assert result.rc == 0, result.err
+    assert node.restarts == 1 and node.effective()["default_runtime"] == "nvidia"
+    assert not host_path(node.root, plan.template_path).exists()
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert not host_path(node.root, f"{dropins}/50-gpuplane.toml").exists()
+    assert node.effective()["default_runtime"] == "runc"
+
+
 def test_a_node_changed_before_originals_were_recorded_is_restored_first(make_node) -> None:
     """A template distro applied without bases (an older plan) has regenerated config.toml
     from gpuplane's template: the refusal says to restore before capturing."""
@@ -686,7 +721,9 @@ def test_a_node_changed_before_originals_were_recorded_is_restored_first(make_no
     _refused(node, node.plan(nvidia_default=True), 2, f"made from a different {top}",
              "before it recorded the originals", "restore the node first")
     assert node.run("restore").rc == 0
-    result = node.run("apply", node.plan(nvidia_default=True))
+    # Planned from the node as the restore left it (captured), the next plan applies.
+    result = node.run("apply", node.plan(nvidia_default=True,
+                                         current={top: _detected(node)}))
     assert result.rc == 0, result.err
 
 

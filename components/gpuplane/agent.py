@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpuplane import rancher_render
 from gpuplane.distros import EditMode
 from gpuplane.findings import Severity
 from gpuplane.planner import NodeContainerdPlan, ToolkitMode, renders_dropins
@@ -228,6 +229,8 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         edit = profile.edit_path(plan.version)
         template: str | None = edit
         edits: tuple[str, ...] = (edit,)
+        if profile.detects_nvidia_runtime:  # RKE2/K3s: also their drop-in dirs
+            edits += tuple(rancher_render.dropin_dir(edit, v) + "/" for v in (2, 3))
     else:
         template = None
         assert profile.dropin_dir

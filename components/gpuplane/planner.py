@@ -19,7 +19,7 @@ from typing import Any
 
 import tomlkit
 
-from gpuplane import k0s_render
+from gpuplane import k0s_render, rancher_render
 from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
@@ -36,6 +36,7 @@ from gpuplane.findings import (
     Finding,
 )
 from gpuplane.rules import ContainerdFacts
+from gpuplane.rules.nodefiles import check_frozen_template
 from gpuplane.rules.states import judge_states
 from gpuplane.rules.toolkit_losses import check_distro_unmanaged, check_toolkit_losses
 from gpuplane.rules.toolkit_source import check_toolkit_run, check_toolkit_source_version
@@ -95,6 +96,11 @@ def plan_node(
     baseline = dict(current if current is not None else profile.baseline(version))
     files: dict[str, str] = {}
     top = profile.config_path
+    if top in baseline and _extends_rancher_base(profile, options,
+                                                 baseline.get(profile.edit_path(version))):
+        files = _rancher_files(profile, version, options, baseline)
+        return assess(profile, version, options, files if options.writes_files else {},
+                      baseline)
     if profile.edit_mode is EditMode.TEMPLATE:
         target = profile.edit_path(version)
         # The node's own template; without one (RKE2/K3s render a built-in one), the
@@ -143,6 +149,83 @@ def plan_node(
     return assess(profile, version, options, files, baseline)
 
 
+def _extends_rancher_base(profile: DistroProfile, options: PlanOptions,
+                          own: str | None) -> bool:
+    """Whether gpuplane builds on RKE2's/K3s's own rendering (built-in template, runtime
+    detection, drop-in dir) instead of writing a whole template: without the operator's
+    toolkit (which edits a whole template itself), where the node has no template of its
+    own or one extending the base."""
+    return (profile.detects_nvidia_runtime and options.toolkit is not ToolkitMode.OPERATOR
+            and (own is None or rancher_render.extends_base(own)))
+
+
+def detected_binaries(profile: DistroProfile, options: PlanOptions) -> tuple[str, ...]:
+    """The runtime binaries RKE2/K3s find on a node gpuplane planned: the host toolkit's."""
+    if profile.detects_nvidia_runtime and options.toolkit is ToolkitMode.HOST:
+        return rancher_render.HOST_TOOLKIT_BINARIES
+    return ()
+
+
+def _rancher_files(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+                   baseline: dict[str, str]) -> dict[str, str]:
+    """RKE2/K3s: only what their own rendering lacks once the host toolkit is detected.
+
+    Nothing when the detected runtimes are all the plan needs and the node already runs
+    them; else a drop-in where the rendered config imports K3s's drop-in dir; else a
+    template extending the base; else (the addition redefines a table the base renders,
+    which containerd refuses) the whole rendered config as the template, as before."""
+    top, target = profile.config_path, profile.edit_path(version)
+    detected = detected_binaries(profile, options)
+    rendered = rendered_layout(baseline, profile, version, detected)
+    patch = _unmet(_patch(profile, version, options, rendered), rendered, top, version)
+    now = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
+                           version)
+    later = effective_config(top, MemoryFiles(rendered), version)
+    if not patch and later.to_dict() == now.to_dict():
+        return {}
+    dropins = rancher_render.imported_dropin_dir(rendered[top], target)
+    if dropins:
+        return {posixpath.join(dropins, GPUPLANE_DROPIN): _dropin(rendered, top, version,
+                                                                   patch)}
+    own = baseline.get(target)
+    config_version = int(tomllib.loads(rendered[top]).get("version", 2))
+    key = _cri_key(config_version, version, set(tomllib.loads(rendered[top]).get("plugins", {})))
+    text = own if own is not None else rancher_render.BASE + "\n"
+    if patch:
+        text = text.rstrip("\n") + "\n\n" + rancher_render.appended(
+            patch, key, "Added by gpuplane to what the distribution renders; do not edit.")
+    base = rancher_render.base_of(baseline.get(top, ""), own) if own else baseline.get(top, "")
+    if rancher_render.loads_ok(rancher_render.render(
+            text, rancher_render.detect(base, detected))) is None:
+        return {target: text}
+    # The whole config as the template (it renders no detected runtime): everything the
+    # plan adds goes in, and a template of the node's own is kept as it renders now.
+    source = rendered[top] if own is not None else baseline.get(top, "")
+    return {target: _apply_patch(source, _patch(profile, version, options, baseline), version)}
+
+
+def _unmet(patch: dict[str, Any], layout: dict[str, str], top: str,
+           version: ContainerdVersion) -> dict[str, Any]:
+    """`patch` without what the merged CRI table of `layout` already holds."""
+    loaded = load_config(top, MemoryFiles(layout), version)
+    key = _cri_key(loaded.files[0].version or 2, version,
+                   {k for f in loaded.files for k in f.plugins})
+    return _difference(patch, merge(loaded).plugins.get(key, {}))
+
+
+def _difference(wanted: dict[str, Any], have: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in wanted.items():
+        present = have.get(k) if isinstance(have, dict) else None
+        if isinstance(v, dict):
+            rest = _difference(v, present)
+            if rest:
+                out[k] = rest
+        elif present != v or (isinstance(have, dict) and k not in have):
+            out[k] = v
+    return out
+
+
 def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
            files: dict[str, str], baseline: dict[str, str] | None = None) -> NodeContainerdPlan:
     """Judge `files` written onto `baseline`: the node after gpuplane, after the operator's
@@ -150,7 +233,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     a plan and the files read back from a node command are judged the same way."""
     baseline = dict(baseline if baseline is not None else profile.baseline(version))
     top = profile.config_path
-    after = rendered_layout({**baseline, **files}, profile, version)
+    after = rendered_layout({**baseline, **files}, profile, version,
+                            detected_binaries(profile, options))
     written = effective_config(top, MemoryFiles(after), version)
     before = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
                               version)
@@ -186,9 +270,12 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         cdi_requested=options.cdi,
     )
     operator = options.toolkit is ToolkitMode.OPERATOR
+    frozen = [] if operator else check_frozen_template(profile, files, baseline,
+                                                       where=profile.title, version=version)
     findings = judge_states(_states(options, files, facts, written, before, top, profile),
                             final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
-                            extra=[replace(f, state=AFTER_TOOLKIT) for f in losses])
+                            extra=[*(replace(f, state=AFTER_TOOLKIT) for f in losses),
+                                   *(replace(f, state=AFTER_GPUPLANE) for f in frozen)])
     if blocker:
         # No prediction of the state after the toolkit: the refusal says why, and the
         # findings about that state would judge files the toolkit does not write.
@@ -278,12 +365,26 @@ def _dropin_path(profile: DistroProfile) -> str:
 
 
 def rendered_layout(layout: dict[str, str], profile: DistroProfile,
-              version: ContainerdVersion) -> dict[str, str]:
-    """Template distributions regenerate config.toml from the template at start."""
+                    version: ContainerdVersion,
+                    detected: tuple[str, ...] = ()) -> dict[str, str]:
+    """Template distributions regenerate config.toml from the template at start; RKE2 and
+    K3s also add the runtimes they detect among `detected` (binaries on the node) wherever
+    their built-in template renders, alone or as a user template's base
+    (gpuplane.rancher_render)."""
     if profile.edit_mode is EditMode.TEMPLATE:
         template = profile.edit_path(version)
-        if template in layout:
-            return {**layout, profile.config_path: profile.render(layout[template])}
+        top = profile.config_path
+        own = layout.get(template)
+        if profile.detects_nvidia_runtime and (own is None or rancher_render.extends_base(own)):
+            base = layout.get(top)
+            if base is None:
+                return layout
+            if own is not None:
+                base = rancher_render.base_of(base, own)
+            base = rancher_render.detect(base, detected)
+            return {**layout, top: base if own is None else rancher_render.render(own, base)}
+        if own is not None:
+            return {**layout, top: profile.render(own)}
     if profile.generates_from_dropins:
         return k0s_render.render(layout, profile.config_path)
     return layout

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
-from gpuplane.findings import Finding
+from gpuplane.findings import Finding, Severity
 from gpuplane.rules._shared import at, finding
 
 _STACK_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdVersion"
@@ -47,3 +47,34 @@ def check_node_files(profile: DistroProfile, written: Iterable[str], *, where: s
             f"RUNTIME_CONFIG_SOURCE=file={profile.config_path}.",
         ))
     return out
+
+
+def check_frozen_template(profile: DistroProfile, files: dict[str, str],
+                          baseline: dict[str, str], *, where: str,
+                          version: ContainerdVersion) -> list[Finding]:
+    """FM04 (warning): gpuplane had to write RKE2's/K3s's whole rendered config as the
+    template, because what it adds redefines a table their base template renders. The
+    distribution then renders that copy for good: no runtime it detects later, and its own
+    settings (pause image, registries, CNI paths) stay as they are today after upgrades."""
+    from gpuplane import rancher_render
+
+    target = profile.edit_path(version) if profile.edit_mode is EditMode.TEMPLATE else ""
+    if (not profile.detects_nvidia_runtime or target not in files or target in baseline
+            or rancher_render.extends_base(files[target])):
+        return []
+    dropins = rancher_render.dropin_dir(target, 3 if version.major >= 2 else 2)
+    return [finding(
+        "FM04",
+        f"{target} is written as a copy of the config {profile.title} renders now: what "
+        "gpuplane adds (the default runtime, or runtime options) redefines a table "
+        f"{profile.title}'s base template renders, which containerd refuses after "
+        '`{{ template "base" . }}`. From now on the copy is rendered instead of the '
+        f"built-in template: {profile.title} adds no runtime it detects later, and keeps "
+        "today's pause image, registries and CNI paths after an upgrade.",
+        at(where, target, "gpuplane:runtime.nvidiaDefault"),
+        f"Run a {profile.title} release whose rendered config imports {dropins}/*.toml "
+        "(k3s-io/k3s PR #13680), where gpuplane writes a drop-in instead; or leave "
+        f"`gpuplane:runtime.nvidiaDefault` false and set {profile.title}'s own "
+        "`default-runtime: nvidia` in its config.yaml.",
+        severity=Severity.WARNING,
+    )]
