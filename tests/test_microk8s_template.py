@@ -123,3 +123,49 @@ def test_the_rendered_template_loads_in_real_containerd(tmp_path: Path) -> None:
     assert dumped.ok, dumped.error
     plan = plan_node(MK, LINE, PlanOptions(toolkit=ToolkitMode.NONE), current=_node())
     assert oracle.effective_from_dump(line, dumped.config) == plan.before.to_dict()
+
+
+# A node on cgroup v1 whose snap data sits on zfs, at snap revision 8145: what the launcher
+# put in (run-containerd-with-args@v1.35; `snapshotter` in actions/common/utils.sh).
+V1_ZFS = (("${SNAP}", "/snap/microk8s/8145"), ("${SNAP_DATA}", "/var/snap/microk8s/8145"),
+          ("${SNAPSHOTTER}", "native"), ("${RUNTIME}", "runc"),
+          ("${RUNTIME_TYPE}", "io.containerd.runc.v1"))
+
+
+def _v1_zfs_node() -> dict[str, str]:
+    rendered = TEMPLATE
+    for placeholder, value in V1_ZFS:
+        rendered = rendered.replace(placeholder, value)
+    return {MK.template_path or "": TEMPLATE, MK.config_path: rendered}
+
+
+def test_the_plan_learns_the_launchers_values_from_the_nodes_rendered_file() -> None:
+    learned = MK.learn_substitutions(TEMPLATE, _v1_zfs_node()[MK.config_path])
+    # Every placeholder the template holds is learned (it has no ${SNAP}: the model's stays).
+    assert dict(learned.render_substitutions) == {**dict(V1_ZFS),
+                                                  "${SNAP}": "/snap/microk8s/current"}
+    plan = plan_node(MK, LINE, PlanOptions(toolkit=ToolkitMode.HOST), current=_v1_zfs_node())
+    assert plan.before.runtimes["runc"].runtime_type == "io.containerd.runc.v1"
+    rendered = plan.layout[MK.config_path]
+    assert 'snapshotter = "native"' in rendered and "/var/snap/microk8s/8145/args" in rendered
+    assert "/current/" not in rendered
+    assert not [f for f in plan.findings if f.severity is Severity.ERROR], plan.findings
+
+
+def test_a_rendered_file_that_is_not_the_template_rendered_keeps_the_models_values() -> None:
+    node = _v1_zfs_node()
+    node[MK.config_path] += "# edited by hand\n"
+    assert MK.learn_substitutions(TEMPLATE, node[MK.config_path]) == MK
+
+
+@pytest.mark.real
+def test_real_containerd_runs_the_learned_rendering_as_the_model_says(tmp_path: Path) -> None:
+    line = "1.7"
+    oracle.require_line(line)
+    plan = plan_node(MK, LINE, PlanOptions(toolkit=ToolkitMode.HOST), current=_v1_zfs_node())
+    write_layout(plan.layout, tmp_path / "node")
+    dumped = oracle.dump(line, host_path(tmp_path / "node", MK.config_path))
+    assert dumped.ok, dumped.error
+    assert dumped.config is not None
+    assert oracle.effective_from_dump(line, dumped.config) == plan.effective.to_dict()
+    assert oracle.snapshotter_from_dump(line, dumped.config) == "native"

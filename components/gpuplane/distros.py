@@ -10,6 +10,7 @@ distribution writes (components/gpuplane/data/baselines).
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -99,6 +100,31 @@ class DistroProfile:
             template = template.replace(placeholder, value)
         return template
 
+    def learn_substitutions(self, template: str, rendered: str) -> DistroProfile:
+        """This profile with the values the node's launcher put in for the placeholders,
+        read from the node's rendered file where it is exactly `template` rendered (the
+        launcher substitutes text, so the rest is equal byte for byte); otherwise (a file
+        rendered from an older template, or edited) the model's values stay."""
+        if not self.render_substitutions:
+            return self
+        names = {p: f"v{i}" for i, (p, _) in enumerate(self.render_substitutions)}
+        tokens = re.split("(" + "|".join(re.escape(p) for p in names) + ")", template)
+        pattern, seen = [], set()
+        for index, token in enumerate(tokens):
+            if index % 2 == 0:
+                pattern.append(re.escape(token))
+            elif token in seen:
+                pattern.append(f"(?P={names[token]})")
+            else:
+                seen.add(token)
+                pattern.append(f"(?P<{names[token]}>[^\n]*?)")
+        match = re.fullmatch("".join(pattern), rendered, re.DOTALL)
+        if match is None:
+            return self
+        learned = tuple((p, match.group(names[p]) if p in seen else v)
+                        for p, v in self.render_substitutions)
+        return replace(self, render_substitutions=learned)
+
     def edit_path(self, version: ContainerdVersion) -> str:
         """The file gpuplane (and the toolkit) must change for this containerd line."""
         if self.edit_mode is EditMode.TEMPLATE:
@@ -185,12 +211,18 @@ def _rancher(name: Distro) -> DistroProfile:
 
 
 # What MicroK8s's launcher substitutes in containerd-template.toml at every start
-# (canonical/microk8s `microk8s-resources/wrappers/run-containerd-with-args`@v1.35: `sed`
-# of ${SNAP}, ${SNAP_DATA}, ${SNAPSHOTTER} and ${RUNTIME}, then ${RUNTIME_TYPE}). RUNTIME is
-# always runc; RUNTIME_TYPE is io.containerd.runc.v2 on a cgroup-v2 host (runc.v1 on v1,
-# which gpuplane does not model); SNAPSHOTTER comes from the `snapshotter` helper
-# (overlayfs unless the snap's data sits on zfs/btrfs: the node's fact, modelled as
-# overlayfs).
+# (canonical/microk8s `microk8s-resources/wrappers/run-containerd-with-args`@v1.35, the same
+# @v1.36: `sed` of ${SNAP}, ${SNAP_DATA}, ${SNAPSHOTTER} and ${RUNTIME}, then
+# ${RUNTIME_TYPE}). These are the model's values; each is a fact of the node, which a plan
+# from the node's captured template and rendered file learns from the pair
+# (`DistroProfile.learn_substitutions`):
+# - ${SNAP} and ${SNAP_DATA} are the snap's revision dirs (/snap/microk8s/<revision>,
+#   /var/snap/microk8s/<revision>); the model writes `current`, the link to them;
+# - ${RUNTIME} is always runc;
+# - ${RUNTIME_TYPE} is io.containerd.runc.v1 unless `mount -t cgroup2` lists a cgroup2
+#   mount (then runc.v2: every cgroup-v2 host, and hybrid hosts);
+# - ${SNAPSHOTTER} is `native` where ${SNAP_COMMON} is on zfs, else overlayfs
+#   (`snapshotter` in microk8s-resources/actions/common/utils.sh@v1.35).
 _MICROK8S_SUBSTITUTIONS = (
     ("${SNAP}", "/snap/microk8s/current"),
     ("${SNAP_DATA}", "/var/snap/microk8s/current"),

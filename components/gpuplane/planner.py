@@ -94,6 +94,7 @@ def plan_node(
 ) -> NodeContainerdPlan:
     """Plan the files for one node starting from `current` (default: the distro baseline)."""
     baseline = dict(current if current is not None else profile.baseline(version))
+    profile = node_profile(profile, baseline)
     files: dict[str, str] = {}
     top = profile.config_path
     if top in baseline and _extends_rancher_base(profile, options,
@@ -147,6 +148,16 @@ def plan_node(
     if not options.writes_files:
         files = {}
     return assess(profile, version, options, files, baseline)
+
+
+def node_profile(profile: DistroProfile, files: Mapping[str, str]) -> DistroProfile:
+    """The profile with what this node's launcher substitutes (MicroK8s: revision dirs,
+    runc.v1 on cgroup v1, the native snapshotter on zfs), learned from its captured
+    template and rendered file; the model's values where either is missing."""
+    template, rendered = files.get(profile.template_path or ""), files.get(profile.config_path)
+    if template is None or rendered is None:
+        return profile
+    return profile.learn_substitutions(template, rendered)
 
 
 def _extends_rancher_base(profile: DistroProfile, options: PlanOptions,
@@ -232,6 +243,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     toolkit (modelled), and the rulebook's findings. Plans and policies both use this, so
     a plan and the files read back from a node command are judged the same way."""
     baseline = dict(baseline if baseline is not None else profile.baseline(version))
+    profile = node_profile(profile, baseline)
     top = profile.config_path
     after = rendered_layout({**baseline, **files}, profile, version,
                             detected_binaries(profile, options))
