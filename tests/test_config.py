@@ -56,6 +56,13 @@ def test_defaults_live_in_the_model() -> None:
     ({"gpuOperator": {"chartVersion": "v25.10.1", "toolkit": "host"}},
      "gpuplane:gpuOperator.toolkit",
      "needs node access"),
+    ({"cluster": {**MINIMAL["cluster"], "distro": "k0s", "kubernetesVersion": "1.36.3",
+                  "containerdVersion": "2.2"}}, "gpuplane:cluster",
+     "k0s 1.36.3 runs containerd 2.3"),
+    ({"cluster": {**MINIMAL["cluster"], "distro": "k0s", "containerdVersion": "2.1"}},
+     "gpuplane:cluster", 'k0s 1.31.4 ships containerd 1.7; set containerdVersion: "1.7"'),
+    ({"cluster": {**MINIMAL["cluster"], "distro": "k0s", "kubernetesVersion": "1.26.15",
+                  "containerdVersion": "1.6"}}, "gpuplane:cluster", "upgrade k0s first"),
     ({"clusterr": {}}, "gpuplane:clusterr", "unknown key"),
     ({"runtime": {"nvidiaDefaults": True}}, "gpuplane:runtime.nvidiaDefaults", "unknown key"),
 ])

@@ -28,7 +28,13 @@ from pydantic.alias_generators import to_camel
 
 from gpuplane.chartsource import UPSTREAM, ChartSource, oci_tag_problem, parse_chart_source
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import Distro, DistroProfile, bundled_containerd_major, profile
+from gpuplane.distros import (
+    Distro,
+    DistroProfile,
+    bundled_containerd_major,
+    k0s_unsupported,
+    profile,
+)
 from gpuplane.images import check_mirror
 from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.toolkit.installer import parse_version
@@ -158,6 +164,10 @@ class ClusterConfig(_Section):
     def _base_dir_distro(self) -> ClusterConfig:
         if self.containerd_base_dir and self.distro is not Distro.K8S_SNAP:
             raise ValueError("containerdBaseDir applies to distro k8s-snap only")
+        if self.distro is Distro.K0S:
+            problem = k0s_unsupported(self.kubernetes_version, self.containerd_version)
+            if problem:
+                raise ValueError(problem)
         bundled = bundled_containerd_major(self.distro, self.kubernetes_version)
         line = ContainerdVersion.parse(self.containerd_version)
         if bundled is not None and bundled != line.major:

@@ -301,6 +301,33 @@ def bundled_containerd_major(distro: Distro, kubernetes_version: str) -> int | N
     return 2 if first is None or patch >= first else 1
 
 
+# k0s bundles containerd (`containerd_version` in embedded-bins/Makefile.variables at each
+# release tag): 1.6 up to v1.26, 1.7 from v1.27.16+k0s.0 to v1.35.7+k0s.0 (1.7.8 ... 1.7.34),
+# and 2.3 from v1.36.1+k0s.0 (2.3.1; v1.36.3+k0s.0: 2.3.3). From 1.36 k0s writes a
+# version-3 config that imports /etc/k0s/containerd.d/*.toml itself and generates no CRI
+# file (pkg/component/worker/containerd/configurer.go@v1.36.3+k0s.0): a layout, and a
+# containerd line, that gpuplane does not model (gpuplane.k0s_render models 1.27-1.35).
+_K0S_MODELLED = ((1, 27), (1, 35))
+
+
+def k0s_unsupported(kubernetes_version: str, containerd_version: str) -> str | None:
+    """Why gpuplane cannot plan k0s at these versions, or None (k0s 1.27-1.35, which ship
+    containerd 1.7)."""
+    minor = tuple(int(x) for x in kubernetes_version.split(".")[:2])
+    if minor > _K0S_MODELLED[1]:
+        return (f"k0s {kubernetes_version} runs containerd 2.3 with a version-3 config that "
+                "imports /etc/k0s/containerd.d/*.toml itself; gpuplane models k0s 1.27 to "
+                "1.35 only and cannot plan this cluster yet")
+    if minor < _K0S_MODELLED[0]:
+        return (f"k0s {kubernetes_version} runs containerd 1.6 with a layout gpuplane does "
+                "not model (it models k0s 1.27 to 1.35); upgrade k0s first")
+    if not containerd_version.startswith("1.7"):
+        return (f"containerdVersion {containerd_version} contradicts kubernetesVersion "
+                f"{kubernetes_version}: k0s {kubernetes_version} ships containerd 1.7; set "
+                'containerdVersion: "1.7" (check with `k0s version --all` on a node)')
+    return None
+
+
 K8S_SNAP_BASE_DIR_LOCK = "/var/snap/k8s/common/lock/.containerd-base-dir"
 K8S_SNAP_LEGACY_ROOT = "/var/snap/k8s/common"
 
