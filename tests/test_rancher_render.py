@@ -201,3 +201,30 @@ def test_real_containerd_merges_gpuplanes_drop_in_under_k3s_import(
     assert seen["default_runtime"] == "nvidia"
     assert set(seen["runtimes"]) >= {"runc", "nvidia"}
     assert oracle.sandbox_image_from_dump(line, result.config) == "rancher/mirrored-pause:3.6"
+
+
+def test_a_capture_reads_k3s_drop_ins_and_the_plan_keeps_them(tmp_path: Path) -> None:
+    """A K3s node with a drop-in of its own in config-v3.toml.d (e.g. a wasm runtime):
+    `gpuplane nodes capture` reads it, the stack accepts it as a baseline file, and the
+    plan from the capture keeps its runtime beside nvidia."""
+    import subprocess
+
+    from gpuplane.baselines import plannable_paths
+    from gpuplane.capture.remote import capture_script, parse_answer
+
+    own = f"{ETC}/config-v3.toml.d/10-wasm.toml"
+    layout = {K3S.config_path: _with_dropin_import("2.0"),
+              own: "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes."
+                   "spin]\n  runtime_type = \"io.containerd.spin.v2\"\n"}
+    for path, text in layout.items():
+        host_path(tmp_path, path).parent.mkdir(parents=True, exist_ok=True)
+        host_path(tmp_path, path).write_text(text)
+    answer = subprocess.run(["sh", "-s"], input=capture_script(K3S, str(tmp_path)),
+                            capture_output=True, text=True, check=True).stdout
+    captured = parse_answer(answer).files
+    assert captured == layout
+    assert f"{ETC}/config-v3.toml.d/" in plannable_paths(K3S)
+    plan = plan_node(K3S, _v("2.0"), DEFAULT, captured)
+    assert {"runc", "spin", "nvidia"} <= set(plan.effective.runtimes)
+    assert plan.effective.default_runtime == "nvidia"
+    assert set(plan.files) == {f"{ETC}/config-v3.toml.d/{GPUPLANE_DROPIN}"}

@@ -20,8 +20,7 @@ from gpuplane.distros import DistroProfile, EditMode
 def plannable_paths(profile: DistroProfile) -> list[str]:
     """The node files a plan reads for this distribution (a drop-in dir ends with /)."""
     paths = [profile.config_path, profile.template_path, profile.template_v3_path]
-    if profile.dropin_dir:
-        paths.append(profile.dropin_dir.rstrip("/") + "/")
+    paths += [d + "/" for d in profile.read_dropin_dirs]
     return [p for p in paths if p]
 
 

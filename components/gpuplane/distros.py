@@ -81,6 +81,18 @@ class DistroProfile:
         return self.dropin_dir or self.toolkit_dir
 
     @property
+    def read_dropin_dirs(self) -> tuple[str, ...]:
+        """Dirs whose `*.toml` containerd may import on this distribution, which a capture
+        reads and a plan keeps: the drop-in dir; for RKE2/K3s the dirs their built-in
+        templates import since k3s-io/k3s PR #13680 (gpuplane.rancher_render)."""
+        dirs = [self.dropin_dir] if self.dropin_dir else []
+        if self.detects_nvidia_runtime and self.template_path:
+            from gpuplane.rancher_render import dropin_dir
+
+            dirs += [dropin_dir(self.template_path, v) for v in (2, 3)]
+        return tuple(d.rstrip("/") for d in dirs)
+
+    @property
     def imports_glob(self) -> str | None:
         """The `imports` entry the top-level config needs for gpuplane's drop-ins."""
         return posixpath.join(self.dropin_dir, "*.toml") if self.dropin_dir else None

@@ -75,8 +75,7 @@ def capture_script(profile: DistroProfile, root: str = "", *, in_pod: bool = Fal
         *_unit_probe(),
         *(f"emit {shlex.quote(p)}" for p in files),
     ]
-    if profile.dropin_dir:
-        d = profile.dropin_dir.rstrip("/")
+    for d in profile.read_dropin_dirs:
         # containerd imports `<dir>/*.toml`: those are the drop-ins a plan has to keep.
         lines += [f'for f in "$R"{shlex.quote(d)}/*.toml; do',
                   '  [ -f "$f" ] && emit "${f#"$R"}"',
