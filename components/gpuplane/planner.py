@@ -25,7 +25,7 @@ from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import deep_merge, merge
-from gpuplane.containerd.options import set_option
+from gpuplane.containerd.options import key_for, set_option
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
 from gpuplane.findings import (
@@ -136,6 +136,8 @@ def plan_node(
             top_text = _ensure_import(top_text, profile, version, baseline)
         if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
             top_text = _as_version_3(top_text)
+        if options.toolkit is ToolkitMode.OPERATOR:
+            top_text = _one_binary_spelling(top_text, version)
         if patch and options.toolkit is ToolkitMode.OPERATOR:
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
@@ -509,6 +511,31 @@ def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -
     table = plugins.setdefault(key, tomlkit.table())
     _merge_into_toml(table, patch)
     return tomlkit.dumps(doc)
+
+
+def _one_binary_spelling(text: str, version: ContainerdVersion) -> str:
+    """`text` with every runtime's `BinaryName` spelled once, as `BinaryName`, holding the
+    value this containerd line reads now. The operator's toolkit copies runc's options
+    into its nvidia runtime and sets `BinaryName` there; a copied `binaryName` (Kubespray
+    <= 2.27) would win on containerd 2.x and run runc for GPU pods (FM01). Renaming keeps
+    what every line runs for runc."""
+    doc = tomlkit.parse(text)
+    changed = False
+    for cri in doc.get("plugins", {}).values():
+        runtimes = cri.get("containerd", {}).get("runtimes", {}) if isinstance(cri, dict) else {}
+        for runtime in runtimes.values():
+            options = runtime.get("options") if isinstance(runtime, dict) else None
+            if not isinstance(options, dict):
+                continue
+            spellings = [k for k in options if k.lower() == "binaryname"]
+            if spellings in ([], ["BinaryName"]):
+                continue
+            value = options[key_for(dict(options), "BinaryName", version) or spellings[-1]]
+            for key in spellings:
+                del options[key]
+            options["BinaryName"] = value
+            changed = True
+    return tomlkit.dumps(doc) if changed else text
 
 
 def _as_version_3(text: str) -> str:

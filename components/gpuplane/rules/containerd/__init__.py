@@ -24,6 +24,7 @@ from gpuplane.rules.containerd.runtimes import (
     check_default_runtime,
     check_other_refusals,
     check_systemd_cgroup,
+    fm01_shadowed_binary,
     fm07,
     fm09,
     fm16,
@@ -31,7 +32,7 @@ from gpuplane.rules.containerd.runtimes import (
 )
 
 _CHECKS: tuple[Callable[[Analysis], list[Finding]], ...] = (
-    fm01, fm02, fm03, fm07, fm09, fm16, unexplained_refusals,
+    fm01, fm01_shadowed_binary, fm02, fm03, fm07, fm09, fm16, unexplained_refusals,
 )
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 

@@ -4,7 +4,8 @@ and CRI settings mean for the pods that will use them."""
 from __future__ import annotations
 
 from gpuplane.containerd import ContainerdVersion, RuntimeView
-from gpuplane.containerd.options import decoded, odd_spellings
+from gpuplane.containerd.effective import raw_options
+from gpuplane.containerd.options import decoded, key_for, odd_spellings
 from gpuplane.containerd.versions import RUNC_V2
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
@@ -106,6 +107,40 @@ def _spelling_note(runtimes: dict[str, RuntimeView], line: ContainerdVersion) ->
         return ""
     return (f"; containerd {line} does not read {', '.join(ignored)} as SystemdCgroup "
             "(1.x accepts SystemdCgroup, systemdCgroup, systemdcgroup, SYSTEMDCGROUP)")
+
+
+# ---------------------------------------------------------------- FM01: shadowed binary
+
+_NVIDIA_BINARY = "nvidia-container-runtime"
+
+
+def fm01_shadowed_binary(a: Analysis) -> list[Finding]:
+    """FM01: a runtime one of whose `BinaryName` spellings names NVIDIA's runtime while
+    the spelling this containerd line reads names another binary. Kubespray <= 2.27
+    writes runc's `binaryName`; the operator's toolkit copies runc's options into its
+    nvidia runtime and sets `BinaryName`; containerd 2.x reads the last spelling in byte
+    order (`binaryName`), so the nvidia runtime runs plain runc and its pods get no GPU,
+    with nothing failing (gpuplane.containerd.options)."""
+    line = a.eff.containerd_version
+    out = []
+    for name in sorted(a.eff.runtimes):
+        raw = raw_options(a.eff, name)
+        spelled = {k: v for k, v in raw.items() if k.lower() == "binaryname"}
+        nvidia = [k for k, v in spelled.items() if _NVIDIA_BINARY in str(v)]
+        read = key_for(raw, "BinaryName", line)
+        if not nvidia or read is None or _NVIDIA_BINARY in str(raw[read]):
+            continue
+        out.append(Finding(
+            "FM01", Severity.ERROR,
+            f"runtime {name} sets {nvidia[0]} = {fmt(spelled[nvidia[0]])}, but containerd "
+            f"{line} reads {read} = {fmt(raw[read])} instead: pods of runtime {name} run "
+            f"{raw[read]} without the NVIDIA hook and get no GPU, while nothing fails.",
+            a.where(runtime_at(a, name, read)),
+            f"Spell the option BinaryName once: remove {read} from runtime {name}, and from "
+            "runc's options wherever a tool copies them (Kubespray <= 2.27 writes "
+            "`binaryName`; the GPU Operator's toolkit copies runc's table into nvidia).",
+        ))
+    return out
 
 
 # ---------------------------------------------------------------- FM09: default
