@@ -171,15 +171,8 @@ def test_real_containerd_reads_what_the_model_predicts_from_k3s_render(
         line: str, options: PlanOptions, tmp_short: Path) -> None:
     """Base template, detection and the whole-template fallback: the config K3s renders
     from gpuplane's files (the model) is what real containerd runs."""
-    oracle.require_line(line)
     plan = plan_node(K3S, _v(line), options)
-    write_layout(plan.layout, tmp_short)
-    top = host_path(tmp_short, K3S.config_path)
-    assert_same(line, top)
-    result = oracle.dump(line, top)
-    assert result.ok, result.error
-    assert result.config is not None
-    seen = oracle.effective_from_dump(line, result.config)
+    seen, _ = _real_view(line, plan.layout, tmp_short)
     assert seen["default_runtime"] == plan.effective.default_runtime
     assert seen["runtimes"]["nvidia"]["options"]["BinaryName"] == (
         "/usr/bin/nvidia-container-runtime")
@@ -189,18 +182,25 @@ def test_real_containerd_reads_what_the_model_predicts_from_k3s_render(
 @pytest.mark.parametrize("line", ["1.7", "2.0", "2.1"])
 def test_real_containerd_merges_gpuplanes_drop_in_under_k3s_import(
         line: str, tmp_short: Path) -> None:
-    oracle.require_line(line)
     plan = plan_node(K3S, _v(line), DEFAULT, {K3S.config_path: _with_dropin_import(line)})
-    write_layout(plan.layout, tmp_short)
-    top = host_path(tmp_short, K3S.config_path)
+    seen, dumped = _real_view(line, plan.layout, tmp_short)
+    assert seen["default_runtime"] == "nvidia"
+    assert set(seen["runtimes"]) >= {"runc", "nvidia"}
+    assert oracle.sandbox_image_from_dump(line, dumped) == "rancher/mirrored-pause:3.6"
+
+
+def _real_view(line: str, layout: dict[str, str], root: Path) -> tuple[dict, dict]:
+    """Real containerd `line` on `layout` (K3s's rendered config and what it imports):
+    the model's view must be the daemon's (test_differential.assert_same); returns the
+    daemon's normalised runtime view and its whole dump."""
+    oracle.require_line(line)
+    write_layout(layout, root)
+    top = host_path(root, K3S.config_path)
     assert_same(line, top)
     result = oracle.dump(line, top)
     assert result.ok, result.error
     assert result.config is not None
-    seen = oracle.effective_from_dump(line, result.config)
-    assert seen["default_runtime"] == "nvidia"
-    assert set(seen["runtimes"]) >= {"runc", "nvidia"}
-    assert oracle.sandbox_image_from_dump(line, result.config) == "rancher/mirrored-pause:3.6"
+    return oracle.effective_from_dump(line, result.config), result.config
 
 
 def test_a_capture_reads_k3s_drop_ins_and_the_plan_keeps_them(tmp_path: Path) -> None:
