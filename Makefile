@@ -28,7 +28,7 @@ venv: $(BIN)/.installed
 
 # The real Pulumi engine and the Kubernetes control plane: `make test` builds them in the
 # background while the rest of the suite runs (scripts/test.sh).
-ENGINE_BUILDS := pulumi-3.260.0 pulumi-kubernetes-4.25.0 kubernetes-1.34.3
+ENGINE_BUILDS := pulumi-3.260.0 pulumi-kubernetes-4.25.0 kubernetes-1.34.3 kubelet-1.34.3
 ORACLE_BUILDS := $(filter-out $(ENGINE_BUILDS),$(notdir $(patsubst %/go.mod,%,$(wildcard tests/builds/*/go.mod))))
 
 containerd:

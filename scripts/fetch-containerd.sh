@@ -54,6 +54,15 @@ if ! command -v etcd >/dev/null 2>&1; then
     fi
 fi
 
+# CNI plugins for the tests' real kubelet node (tests/kubelet_node.py): Debian's
+# containernetworking-plugins (bridge, host-local, loopback in /usr/lib/cni).
+if ! [ -x /usr/lib/cni/bridge ]; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        containernetworking-plugins >/dev/null
+fi
+
 if ! command -v sudo >/dev/null 2>&1; then
     need_root
     apt-get update -qq

@@ -8,9 +8,10 @@ kubernetes provider refuses an apiserver that says v0.0.0).
 
 Each start makes its own certificates (a CA, the serving certificate for 127.0.0.1, an
 admin client in `system:masters`, one client per controller with its own identity) and
-its own data dir, runs with RBAC on and stops every process by PID. No kubelet: nodes are
-the real-node issue's; pods stay Pending here (`helm_hooks_succeed` stands in for the
-kubelet where a chart's uninstall hook would otherwise wait for one).
+its own data dir, runs with RBAC on and stops every process by PID. No kubelet of its own:
+tests/kubelet_node.py adds a real node where a test needs one; elsewhere pods stay Pending
+(`helm_hooks_succeed` stands in for the kubelet where a chart's uninstall hook would
+otherwise wait for one).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def _cert(pki: Path, name: str, subject: str, *, server: bool = False) -> None:
+def cert(pki: Path, name: str, subject: str, *, server: bool = False) -> None:
     """An EC key and a certificate for `subject` signed by the run's CA."""
     _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
              "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=pki)
@@ -72,7 +73,7 @@ def _cert(pki: Path, name: str, subject: str, *, server: bool = False) -> None:
              "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", "-extfile", ext.name, cwd=pki)
 
 
-def _kubeconfig(path: Path, server: str, pki: Path, user: str) -> None:
+def kubeconfig(path: Path, server: str, pki: Path, user: str) -> None:
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "test",
         "clusters": [{"name": "test", "cluster": {
@@ -121,7 +122,7 @@ class ControlPlane:
                 proc.wait()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: SIGTERM when the test process dies, however it dies
     (prctl PR_SET_PDEATHSIG), so a killed test run leaves no control plane behind."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -132,7 +133,7 @@ def _spawn(cp: ControlPlane, name: str, argv: list[str]) -> None:
     log = open(cp.root / f"{name}.log", "wb")  # noqa: SIM115 - owned by the process
     cp.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True,
-                                      preexec_fn=_die_with_parent)
+                                      preexec_fn=die_with_parent)
 
 
 def _wait(cp: ControlPlane, name: str, ready: object, timeout: float) -> None:
@@ -157,10 +158,10 @@ def start(root: Path) -> ControlPlane:
     _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
              "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=gpuplane-test-ca",
              "-days", "2", cwd=pki)
-    _cert(pki, "apiserver", "/CN=kube-apiserver", server=True)
-    _cert(pki, "admin", "/O=system:masters/CN=gpuplane-test-admin")
-    _cert(pki, "controller-manager", "/CN=system:kube-controller-manager")
-    _cert(pki, "scheduler", "/CN=system:kube-scheduler")
+    cert(pki, "apiserver", "/CN=kube-apiserver", server=True)
+    cert(pki, "admin", "/O=system:masters/CN=gpuplane-test-admin")
+    cert(pki, "controller-manager", "/CN=system:kube-controller-manager")
+    cert(pki, "scheduler", "/CN=system:kube-scheduler")
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=pki)
     _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
 
@@ -168,7 +169,7 @@ def start(root: Path) -> ControlPlane:
     server = f"https://127.0.0.1:{api_port}"
     cp = ControlPlane(root=root, server=server, kubeconfig=root / "admin.kubeconfig")
     for user in ("admin", "controller-manager", "scheduler"):
-        _kubeconfig(root / f"{user}.kubeconfig", server, pki, user)
+        kubeconfig(root / f"{user}.kubeconfig", server, pki, user)
     etcd_url = f"http://127.0.0.1:{etcd_port}"
     try:
         _spawn(cp, "etcd", [

@@ -1,0 +1,174 @@
+"""A real Kubernetes node for the tests: a kubelet built from `k8s.io/kubernetes`
+(tests/builds/kubelet-1.34.3, the control plane's release) on a real containerd, registered
+with the test control plane (tests/control_plane.py), started by the test and stopped by
+PID.
+
+What it is made of:
+- containerd of one line (oracle.Daemon: its own root, state and socket, its shims killed
+  and its mounts and cgroups removed at stop) running a node layout, e.g. the files a
+  gpuplane plan leaves on a node;
+- the layout made runnable here the way the sandbox tests do (`runnable`): the NVIDIA
+  runtime's binary is a stand-in that logs each call and execs runc (oracle.nvidia_wrapper),
+  SystemdCgroup is off (no systemd here), and every CRI table gets Debian's CNI plugins
+  (/usr/lib/cni, containernetworking-plugins) and a bridge network of its own;
+- the pause image built locally and imported (no registry is reachable);
+- a kubelet with the cgroupfs driver (this machine has cgroup v1 and no systemd as PID 1),
+  its own root dir and port, authenticated as `system:node:<name>` by a client
+  certificate from the control plane's CA.
+
+What it cannot do: run a GPU (no device here unless one is lent), or share the machine
+with another real-containerd test at the same time (the CRI stream port is fixed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import control_plane
+import tomlkit
+
+import oracle
+from layouts import host_path, write_layout
+
+KUBELET_BUILD = "kubelet-1.34.3"
+KUBELET = control_plane.CACHE / "builds" / KUBELET_BUILD / "bin" / "kubelet"
+CNI_BIN = Path("/usr/lib/cni")
+_CRI_KEYS = ("io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
+_NVIDIA_BINARIES = ("/usr/bin/nvidia-container-runtime",
+                    "/usr/local/nvidia/toolkit/nvidia-container-runtime")
+
+
+def missing() -> str | None:
+    """Why no node can start here, or None."""
+    if not KUBELET.exists():
+        return f"{KUBELET} is not built: run `make test` (scripts/build-oracles.sh {KUBELET_BUILD})"
+    if not (CNI_BIN / "bridge").exists():
+        return ("no CNI plugins in /usr/lib/cni: run `make containerd` "
+                "(scripts/fetch-containerd.sh installs containernetworking-plugins)")
+    return control_plane.missing()
+
+
+@dataclass
+class KubeletNode:
+    name: str
+    root: Path
+    daemon: oracle.Daemon
+    kubelet: subprocess.Popen[bytes]
+    wrapper: Path
+    pause: str      # the local pause image, imported under the name the config uses
+
+    def log(self) -> str:
+        return (self.root / "kubelet.log").read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """The kubelet by its PID, then containerd with every pod it runs."""
+        if self.kubelet.poll() is None:
+            self.kubelet.terminate()
+            try:
+                self.kubelet.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kubelet.kill()
+                self.kubelet.wait()
+        self.daemon.stop()
+        oracle.unmount_under(self.root)
+
+
+def runnable(text: str, wrapper: Path, cni_conf: Path) -> str:
+    """A node file as this machine can run it (see the module docstring)."""
+    for binary in _NVIDIA_BINARIES:
+        text = text.replace(f'"{binary}"', f'"{wrapper}"')
+    text = text.replace("SystemdCgroup = true", "SystemdCgroup = false")
+    doc = tomlkit.parse(text)
+    for key, table in doc.get("plugins", {}).items():
+        if key in _CRI_KEYS:
+            cni = table.setdefault("cni", tomlkit.table())
+            cni["bin_dir"] = str(CNI_BIN)
+            cni["conf_dir"] = str(cni_conf)
+    return tomlkit.dumps(doc)
+
+
+def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], top: str,
+          *, line: str = "1.7", name: str = "gpu-node-1", timeout: float = 90) -> KubeletNode:
+    """containerd `line` on `layout` (node paths; `top` is the file containerd reads
+    first), then a kubelet that registers `name`; returns once the node is Ready."""
+    root.mkdir(parents=True, exist_ok=True)
+    wrapper = oracle.nvidia_wrapper(root / "bin")
+    cni_conf = root / "cni"
+    cni_conf.mkdir()
+    (cni_conf / "10-gpuplane-test.conflist").write_text(json.dumps({
+        "cniVersion": "1.0.0", "name": "gpuplane-test", "plugins": [
+            {"type": "bridge", "bridge": "gptest0", "isGateway": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
+            {"type": "loopback"}]}))
+    files = {p: runnable(t, wrapper, cni_conf) for p, t in layout.items()}
+    write_layout(files, root / "fs")
+    daemon = oracle.Daemon(line, host_path(root / "fs", top), root / "d")
+    daemon.start()
+    daemon.require_started()
+    try:
+        pause = daemon.ensure_pause_image()
+        kubelet = _kubelet(cp, root, name, daemon)
+        node = KubeletNode(name, root, daemon, kubelet, wrapper, pause)
+        _wait_ready(cp, node, timeout)
+    except BaseException:
+        daemon.stop()
+        raise
+    return node
+
+
+def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
+             daemon: oracle.Daemon) -> subprocess.Popen[bytes]:
+    pki = cp.root / "pki"
+    user = f"node-{name}"
+    control_plane.cert(pki, user, f"/O=system:nodes/CN=system:node:{name}")
+    control_plane.kubeconfig(root / "kubelet.kubeconfig", cp.server, pki, user)
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs", "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{daemon.socket}",
+        "address": "127.0.0.1", "port": control_plane.free_port(), "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": str(pki / "ca.crt")}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "resolvConf": "", "enforceNodeAllocatable": [],
+        "localStorageCapacityIsolation": False,
+        # The test machine's disk is whatever it is: no evictions, no image GC.
+        "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
+                         "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+    }
+    (root / "kubelet.yaml").write_text(json.dumps(config))
+    log = open(root / "kubelet.log", "wb")  # noqa: SIM115 - owned by the process
+    return subprocess.Popen(
+        [str(KUBELET), "--kubeconfig", str(root / "kubelet.kubeconfig"),
+         "--config", str(root / "kubelet.yaml"), "--hostname-override", name,
+         "--root-dir", str(root / "kubelet")],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True, preexec_fn=control_plane.die_with_parent,
+        env={**os.environ, "PATH": f"{oracle.binary(daemon.line).parent}:{os.environ['PATH']}"})
+
+
+def _wait_ready(cp: control_plane.ControlPlane, node: KubeletNode, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "not registered"
+    while time.monotonic() < deadline:
+        if node.kubelet.poll() is not None:
+            raise RuntimeError(f"kubelet exited {node.kubelet.returncode}:\n{node.log()}")
+        try:
+            status = cp.get(f"/api/v1/nodes/{node.name}")["status"]  # type: ignore[index]
+            conditions = {c["type"]: c for c in status.get("conditions", [])}
+            ready = conditions.get("Ready", {})
+            if ready.get("status") == "True":
+                return
+            last = f"Ready={ready.get('status')}: {ready.get('message')}"
+        except Exception as exc:  # not registered yet
+            last = str(exc)
+        time.sleep(1)
+    raise RuntimeError(f"node {node.name} not Ready in {timeout:.0f} s ({last}):\n{node.log()}")

@@ -1,0 +1,96 @@
+"""A real node under the real control plane (issue #28, first part): a kubelet built from
+`k8s.io/kubernetes` on real containerd running the files gpuplane plans for a kubeadm
+node registers and goes Ready; a pod whose RuntimeClass names handler `nvidia` is run by
+the kubelet through containerd's nvidia runtime, the one gpuplane's plan adds; a pod
+without the RuntimeClass never touches it (FM11's premise)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import control_plane
+import kubelet_node
+import pytest
+
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import Distro, profile
+from gpuplane.planner import plan_node
+from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+
+import oracle
+
+pytestmark = pytest.mark.engine
+LINE = "1.7"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[control_plane.ControlPlane]:
+    for why in (kubelet_node.missing(),):
+        if why:
+            oracle.unavailable(f"the real kubelet node: {why}", "make test")
+    oracle.require_daemon_support(LINE)
+    root = Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp"))
+    cp = control_plane.start(root / "cp")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def _api(cp: control_plane.ControlPlane) -> Any:
+    from kubernetes import client, config
+
+    return client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+
+
+def _pod(name: str, image: str, runtime_class: str | None) -> dict[str, Any]:
+    """A pod of the locally imported pause image: nothing to pull, nothing to mount."""
+    spec: dict[str, Any] = {
+        "nodeName": "gpu-node-1", "hostNetwork": True,
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never"}]}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _running(core: Any, name: str, node: kubelet_node.KubeletNode,
+             timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        status = core.read_namespaced_pod(name, "default").status
+        if status.phase == "Running":
+            return
+        time.sleep(1)
+    events = [e.message for e in core.list_namespaced_event("default").items
+              if e.involved_object.name == name]
+    raise AssertionError(f"pod {name} is {status.phase if status else None} after "
+                         f"{timeout:.0f} s: {status}\nevents: {events}\n{node.log()}")
+
+
+def test_a_planned_kubeadm_node_goes_ready_and_runs_the_nvidia_handler(
+        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+    from kubernetes import client
+
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
+                              plan.layout, plan.profile.config_path, line=LINE)
+    try:
+        core = _api(cluster)
+        client.NodeV1Api(core.api_client).create_runtime_class(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+             "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        core.create_namespaced_pod("default", _pod("plain", node.pause, None))
+        _running(core, "plain", node)
+        assert oracle.wrapper_calls(node.wrapper) == [], "a pod without the class used nvidia"
+        core.create_namespaced_pod("default", _pod("gpu", node.pause, "nvidia"))
+        _running(core, "gpu", node)
+        assert oracle.wrapper_calls(node.wrapper), "the kubelet did not run the nvidia handler"
+    finally:
+        node.stop()
