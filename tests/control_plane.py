@@ -196,7 +196,9 @@ def start(root: Path) -> ControlPlane:
             "--service-account-key-file", str(pki / "sa.pub"),
             "--service-account-signing-key-file", str(pki / "sa.key"),
             "--service-cluster-ip-range", "10.0.0.0/24",
-            "--authorization-mode", "Node,RBAC", "--allow-privileged=true"])
+            "--authorization-mode", "Node,RBAC", "--allow-privileged=true",
+            # A test node's name does not resolve: reach kubelets at their InternalIP.
+            "--kubelet-preferred-address-types", "InternalIP"])
         _wait(cp, "kube-apiserver", lambda: cp.raw("/readyz") == b"ok", 90)
         _spawn(cp, "kube-controller-manager", [
             str(BIN / "kube-controller-manager"),

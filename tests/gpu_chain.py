@@ -198,7 +198,7 @@ def python_rootfs(root: Path, python: Path = HOST_PYTHON) -> Path:
     return root / exe.relative_to("/")
 
 
-def build_python_image(dest: Path, python: Path = HOST_PYTHON) -> Path:
+def build_python_image(dest: Path, python: Path = HOST_PYTHON, name: str = IMAGE_NAME) -> Path:
     """An OCI image tar (``IMAGE_NAME``): a plain python3 image (:func:`python_rootfs`),
     made here because there is no registry; the CDI hook's ``update-ldcache`` on a GPU
     node then extends a real ``ld.so.cache``, as in any Debian image."""
@@ -217,7 +217,7 @@ def build_python_image(dest: Path, python: Path = HOST_PYTHON) -> Path:
                         tar.addfile(info, f)
                 else:
                     tar.addfile(info)
-    return oracle.oci_image_tar(dest, IMAGE_NAME, layer.getvalue(), {
+    return oracle.oci_image_tar(dest, name, layer.getvalue(), {
         "Cmd": ["/usr/bin/python3"],
         "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
         "WorkingDir": "/",

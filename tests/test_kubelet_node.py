@@ -94,3 +94,62 @@ def test_a_planned_kubeadm_node_goes_ready_and_runs_the_nvidia_handler(
         assert oracle.wrapper_calls(node.wrapper), "the kubelet did not run the nvidia handler"
     finally:
         node.stop()
+
+
+def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
+        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+    """The post-deploy check's Job, as gpuplane makes it, runs as a real pod on the node
+    through handler `nvidia`; with no NVIDIA driver here the probe exits 2 and the
+    verdict (FM01) names the node and the missing driver. (With a driver, the same test is the
+    GPU chain: tests/test_gpu_chain.py runs it when one is lent.)"""
+    from dataclasses import asdict
+
+    import gpu_chain
+    from kubernetes import client
+
+    from gpuplane.checks.live import KubeCluster
+    from gpuplane.checks.manifests import plan_checks, probe_configmap
+    from gpuplane.checks.provider import ProbeJobCheckProvider
+    from gpuplane.checks.settings import ChecksSettings
+    from gpuplane.intent import ClusterIntent, NodeIntent
+    from gpuplane.probe import PROBE_PATH
+
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
+                              plan.layout, plan.profile.config_path, line=LINE)
+    try:
+        settings = ChecksSettings(timeout_seconds=120)
+        node.import_image(gpu_chain.build_python_image(
+            tmp_path / "python3.tar", name=f"docker.io/library/{settings.image}"))
+        core = _api(cluster)
+        # What the device plugin would advertise: one GPU (the pod requests it).
+        core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+        try:
+            client.NodeV1Api(core.api_client).create_runtime_class(
+                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        except client.exceptions.ApiException as error:
+            assert error.status == 409, error   # made by the test above
+        namespace = "gpu-operator"
+        core.create_namespace({"metadata": {"name": namespace}})
+        configmap = probe_configmap(namespace, PROBE_PATH.read_text(), "checks-probe")
+        core.create_namespaced_config_map(namespace, configmap)
+        intent = ClusterIntent(nodes=(NodeIntent(node.name, 1),))
+        check = plan_checks(intent, settings)[0]
+        provider = ProbeJobCheckProvider()
+        provider.cluster_factory = lambda *_: KubeCluster.connect(str(cluster.kubeconfig))
+        provider.poll_seconds = 2.0
+        outs = provider.create({
+            "checkName": "checks-nodes-check", "checks": [check.key],
+            "intent": intent.to_json(), "namespace": namespace, "settings": asdict(settings),
+            "jobPrefix": "checks", "fingerprint": "fp0123",
+            "configmap": configmap["metadata"]["name"],
+            "timeoutSeconds": 120.0, "kubeconfig": None}).outs
+        report = outs["result"]["report"]
+        assert outs["passed"] is False, outs
+        assert f"[FM01] node {node.name}: the CUDA probe found no GPU" in report, report
+        assert "(no_driver)" in report and "exit 2" in report, report
+        assert oracle.wrapper_calls(node.wrapper), "the probe did not run through nvidia"
+    finally:
+        node.stop()
