@@ -153,3 +153,47 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
         assert oracle.wrapper_calls(node.wrapper), "the probe did not run through nvidia"
     finally:
         node.stop()
+
+
+def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
+        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+    """`gpuplane doctor` against the live API of a cluster with a real node: a GPU pod
+    that the kubelet runs without `runtimeClassName` is FM11 and names the pod; the pod
+    with the class is not. (Inspecting the node's own containerd needs the node in a
+    mount namespace of its own: issue #28, not yet.)"""
+    import json
+    import subprocess
+    import sys
+
+    from kubernetes import client
+
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
+                              plan.layout, plan.profile.config_path, line=LINE)
+    try:
+        core = _api(cluster)
+        core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+        try:
+            client.NodeV1Api(core.api_client).create_runtime_class(
+                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        except client.exceptions.ApiException as error:
+            assert error.status == 409, error   # made by a test above
+        for pod_name, runtime_class in (("doctor-with-class", "nvidia"),
+                                        ("doctor-no-class", None)):
+            pod = _pod(pod_name, node.pause, runtime_class)
+            pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+            core.create_namespaced_pod("default", pod)
+            _running(core, pod_name, node)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuplane.cli", "doctor", "--kubeconfig",
+             str(cluster.kubeconfig), "--no-inspect", "--format", "json"],
+            capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode in (0, 1), done.stderr
+        report = json.loads(done.stdout)
+        fm11 = [f for f in report["findings"] if f["id"] == "FM11"]
+        assert [f["where"] for f in fm11] == [
+            "Pod default/doctor-no-class spec.runtimeClassName (gpuplane:runtime.name)"], fm11
+    finally:
+        node.stop()
