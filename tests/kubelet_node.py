@@ -33,7 +33,11 @@ from typing import Any
 import control_plane
 import tomlkit
 
+from gpuplane import rancher_render
+from gpuplane.distros import DistroProfile
+
 import oracle
+from agent_node import SandboxNode
 from layouts import host_path, write_layout
 
 KUBELET_BUILD = "kubelet-1.34.3"
@@ -88,13 +92,7 @@ def runnable(text: str, wrapper: Path, cni_conf: Path) -> str:
     for binary in _NVIDIA_BINARIES:
         text = text.replace(f'"{binary}"', f'"{wrapper}"')
     text = text.replace("SystemdCgroup = true", "SystemdCgroup = false")
-    doc = tomlkit.parse(text)
-    for key, table in doc.get("plugins", {}).items():
-        if key in _CRI_KEYS:
-            cni = table.setdefault("cni", tomlkit.table())
-            cni["bin_dir"] = str(CNI_BIN)
-            cni["conf_dir"] = str(cni_conf)
-    return tomlkit.dumps(doc)
+    return _with_cni(text, cni_conf)
 
 
 def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], top: str,
@@ -103,13 +101,7 @@ def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], to
     first), then a kubelet that registers `name`; returns once the node is Ready."""
     root.mkdir(parents=True, exist_ok=True)
     wrapper = oracle.nvidia_wrapper(root / "bin")
-    cni_conf = root / "cni"
-    cni_conf.mkdir()
-    (cni_conf / "10-gpuplane-test.conflist").write_text(json.dumps({
-        "cniVersion": "1.0.0", "name": "gpuplane-test", "plugins": [
-            {"type": "bridge", "bridge": "gptest0", "isGateway": True,
-             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
-            {"type": "loopback"}]}))
+    cni_conf = write_cni(root / "cni")
     files = {p: runnable(t, wrapper, cni_conf) for p, t in layout.items()}
     write_layout(files, root / "fs")
     daemon = oracle.Daemon(line, host_path(root / "fs", top), root / "d")
@@ -162,19 +154,101 @@ def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
 
 
 def _wait_ready(cp: control_plane.ControlPlane, node: KubeletNode, timeout: float) -> None:
+    wait_ready(cp, node.name, node.kubelet, node.root / "kubelet.log", timeout)
+
+
+def ready(cp: control_plane.ControlPlane, name: str) -> tuple[bool, str]:
+    """Whether node `name` is Ready, and its Ready condition as text."""
+    try:
+        status = cp.get(f"/api/v1/nodes/{name}")["status"]  # type: ignore[index]
+    except Exception as exc:  # not registered yet
+        return False, str(exc)
+    condition = {c["type"]: c for c in status.get("conditions", [])}.get("Ready", {})
+    return (condition.get("status") == "True",
+            f"Ready={condition.get('status')}: {condition.get('message')}")
+
+
+def wait_ready(cp: control_plane.ControlPlane, name: str, kubelet: subprocess.Popen[bytes],
+               log: Path, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     last = "not registered"
     while time.monotonic() < deadline:
-        if node.kubelet.poll() is not None:
-            raise RuntimeError(f"kubelet exited {node.kubelet.returncode}:\n{node.log()}")
-        try:
-            status = cp.get(f"/api/v1/nodes/{node.name}")["status"]  # type: ignore[index]
-            conditions = {c["type"]: c for c in status.get("conditions", [])}
-            ready = conditions.get("Ready", {})
-            if ready.get("status") == "True":
-                return
-            last = f"Ready={ready.get('status')}: {ready.get('message')}"
-        except Exception as exc:  # not registered yet
-            last = str(exc)
+        if kubelet.poll() is not None:
+            raise RuntimeError(f"kubelet exited {kubelet.returncode}:\n{_tail(log)}")
+        ok, last = ready(cp, name)
+        if ok:
+            return
         time.sleep(1)
-    raise RuntimeError(f"node {node.name} not Ready in {timeout:.0f} s ({last}):\n{node.log()}")
+    raise RuntimeError(f"node {name} not Ready in {timeout:.0f} s ({last}):\n{_tail(log)}")
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:] if log.exists() else ""
+
+
+def write_cni(conf_dir: Path) -> Path:
+    """A bridge network of the node's own (Debian's plugins)."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "10-gpuplane-test.conflist").write_text(json.dumps({
+        "cniVersion": "1.0.0", "name": "gpuplane-test", "plugins": [
+            {"type": "bridge", "bridge": "gptest0", "isGateway": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
+            {"type": "loopback"}]}))
+    return conf_dir
+
+
+class KubeletSandbox(SandboxNode):
+    """The node agent's sandbox node (agent_node.SandboxNode: a root holding the node's
+    files, real containerd restarted by the agent's restart command) with what a kubelet
+    needs of its containerd: every CRI table names Debian's CNI plugins and a network of
+    the node's own, in the files as found and in every file a plan writes (`runnable`
+    applies to both, so the agent's base digests still match). The socket path stays
+    the same across restarts, so a kubelet attached with `attach` reconnects."""
+
+    def __init__(self, tmp: Path, line: str, prof: DistroProfile) -> None:
+        self.cni_conf = write_cni(tmp / "cni")
+        super().__init__(tmp, line, prof)
+
+    def runnable(self, text: str) -> str:
+        return _with_cni(super().runnable(text), self.cni_conf)
+
+
+def attach(cp: control_plane.ControlPlane, node: SandboxNode, root: Path,
+           name: str) -> subprocess.Popen[bytes]:
+    """A kubelet for the booted sandbox `node`, Ready when this returns."""
+    assert node.daemon is not None
+    node.daemon.ensure_pause_image()
+    root.mkdir(parents=True, exist_ok=True)
+    kubelet = _kubelet(cp, root, name, node.daemon)
+    try:
+        wait_ready(cp, name, kubelet, root / "kubelet.log")
+    except BaseException:
+        stop_kubelet(kubelet, root)
+        raise
+    return kubelet
+
+
+def stop_kubelet(kubelet: subprocess.Popen[bytes], root: Path) -> None:
+    if kubelet.poll() is None:
+        kubelet.terminate()
+        try:
+            kubelet.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            kubelet.kill()
+            kubelet.wait()
+    oracle.unmount_under(root)
+
+
+def _with_cni(text: str, cni_conf: Path) -> str:
+    if rancher_render.extends_base(text):
+        return text
+    doc = tomlkit.parse(text)
+    tables = [t for k, t in doc.get("plugins", {}).items() if k in _CRI_KEYS]
+    if not tables and "plugins" not in doc and "version" in doc:
+        doc["plugins"] = {_CRI_KEYS[0] if doc["version"] < 3 else _CRI_KEYS[1]: {}}
+        tables = list(doc["plugins"].values())
+    for table in tables:
+        cni = table.setdefault("cni", tomlkit.table())
+        cni["bin_dir"] = str(CNI_BIN)
+        cni["conf_dir"] = str(cni_conf)
+    return tomlkit.dumps(doc)

@@ -58,7 +58,7 @@ def _pod(name: str, image: str, runtime_class: str | None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-def _running(core: Any, name: str, node: kubelet_node.KubeletNode,
+def _running(core: Any, name: str, node: Any,
              timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     status = None
@@ -197,3 +197,61 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
             "Pod default/doctor-no-class spec.runtimeClassName (gpuplane:runtime.name)"], fm11
     finally:
         node.stop()
+
+
+def test_the_node_agent_applies_and_restores_on_a_ready_node(
+        cluster: control_plane.ControlPlane) -> None:
+    """The node agent (the same script `pulumi up` runs over SSH) on a Ready kubeadm node:
+    containerd restarts exactly once and the node is Ready after it; a pod of RuntimeClass
+    `nvidia` then runs through the planned runtime; the same plan again restarts nothing;
+    `restore` gives every file back byte for byte, restarts once more, and the node is
+    Ready."""
+    from kubernetes import client
+
+    tmp = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
+    node = kubelet_node.KubeletSandbox(tmp, LINE, profile(Distro.KUBEADM))
+    node.boot()
+    name = "gpu-node-agent"
+    kubelet = kubelet_node.attach(cluster, node, tmp / "k", name)
+    try:
+        snap = node.snapshot()
+        plan = node.plan()
+        applied = node.run("apply", plan)
+        assert applied.rc == 0, applied.err
+        assert node.restarts == 1
+        kubelet_node.wait_ready(cluster, name, kubelet, tmp / "k" / "kubelet.log", 60)
+        core = _api(cluster)
+        try:
+            client.NodeV1Api(core.api_client).create_runtime_class(
+                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        except client.exceptions.ApiException as error:
+            assert error.status == 409, error   # made by a test above
+        assert node.daemon is not None
+        pod = _pod("agent-gpu", node.daemon.ensure_pause_image(), "nvidia")
+        pod["spec"]["nodeName"] = name
+        core.create_namespaced_pod("default", pod)
+        _running(core, "agent-gpu", _Log(tmp / "k" / "kubelet.log"))
+        assert oracle.wrapper_calls(node.wrapper), "the pod did not run through nvidia"
+        again = node.run("apply", plan)
+        assert again.rc == 0, again.err
+        assert node.restarts == 1, "an unchanged plan restarted containerd"
+        core.delete_namespaced_pod("agent-gpu", "default", grace_period_seconds=0)
+        restored = node.run("restore")
+        assert restored.rc == 0, restored.err
+        assert node.restarts == 2 and node.snapshot() == snap
+        kubelet_node.wait_ready(cluster, name, kubelet, tmp / "k" / "kubelet.log", 60)
+    finally:
+        kubelet_node.stop_kubelet(kubelet, tmp / "k")
+        node.close()
+        oracle.unmount_under(tmp)
+
+
+class _Log:
+    """What `_running` reads from a node for its failure message."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def log(self) -> str:
+        return self.path.read_text(errors="replace")[-4000:]
