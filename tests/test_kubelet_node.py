@@ -47,10 +47,11 @@ def _api(cp: control_plane.ControlPlane) -> Any:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
 
 
-def _pod(name: str, image: str, runtime_class: str | None) -> dict[str, Any]:
+def _pod(name: str, image: str, runtime_class: str | None,
+         node: str = "gpu-node-1") -> dict[str, Any]:
     """A pod of the locally imported pause image: nothing to pull, nothing to mount."""
     spec: dict[str, Any] = {
-        "nodeName": "gpu-node-1", "hostNetwork": True,
+        "nodeName": node, "hostNetwork": True,
         "automountServiceAccountToken": False,
         "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never"}]}
     if runtime_class:
@@ -117,7 +118,8 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
     plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
                      PlanOptions(toolkit=ToolkitMode.HOST))
     node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
-                              plan.layout, plan.profile.config_path, line=LINE)
+                              plan.layout, plan.profile.config_path, line=LINE,
+                              name="gpu-node-probe")
     try:
         settings = ChecksSettings(timeout_seconds=120)
         node.import_image(gpu_chain.build_python_image(
@@ -170,10 +172,11 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
     plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
                      PlanOptions(toolkit=ToolkitMode.HOST))
     node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
-                              plan.layout, plan.profile.config_path, line=LINE)
+                              plan.layout, plan.profile.config_path, line=LINE,
+                              name="gpu-node-doctor")
     try:
         core = _api(cluster)
-        core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+        core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "2"}}})
         try:
             client.NodeV1Api(core.api_client).create_runtime_class(
                 {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
@@ -182,7 +185,7 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
             assert error.status == 409, error   # made by a test above
         for pod_name, runtime_class in (("doctor-with-class", "nvidia"),
                                         ("doctor-no-class", None)):
-            pod = _pod(pod_name, node.pause, runtime_class)
+            pod = _pod(pod_name, node.pause, runtime_class, node.name)
             pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
             core.create_namespaced_pod("default", pod)
             _running(core, pod_name, node)
@@ -228,8 +231,7 @@ def test_the_node_agent_applies_and_restores_on_a_ready_node(
         except client.exceptions.ApiException as error:
             assert error.status == 409, error   # made by a test above
         assert node.daemon is not None
-        pod = _pod("agent-gpu", node.daemon.ensure_pause_image(), "nvidia")
-        pod["spec"]["nodeName"] = name
+        pod = _pod("agent-gpu", node.daemon.ensure_pause_image(), "nvidia", name)
         core.create_namespaced_pod("default", pod)
         _running(core, "agent-gpu", _Log(tmp / "k" / "kubelet.log"))
         assert oracle.wrapper_calls(node.wrapper), "the pod did not run through nvidia"
