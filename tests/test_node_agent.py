@@ -532,8 +532,10 @@ def test_template_distros_edit_the_template_and_verify_the_regenerated_config(
     assert node.run("apply", plan).out["restarted"] is False
     restored = node.run("restore")
     assert restored.rc == 0, restored.err
-    assert node.restarts == 2 and node.snapshot() == snap
-    assert "nvidia" not in node.effective()["runtimes"]
+    # RKE2 renders its built-in template again, with the runtime it detects from the host
+    # toolkit that stays installed (rancher_render).
+    assert node.restarts == 2
+    node.assert_undone(snap)
 
 
 # ---------------------------------------------------------------------------------------
