@@ -30,6 +30,8 @@ from typing import Any
 DAEMON_JSON = "/etc/docker/daemon.json"
 RUNTIME_NAME = "nvidia"
 RUNTIME_PATH = "/usr/bin/nvidia-container-runtime"
+# Docker's systemd unit (docker-ce and Debian's docker.io both ship docker.service).
+DOCKER_RESTART = "systemctl restart docker"
 _BOM = "\ufeff"
 _DEFAULT_INDENT = "    "   # what nvidia-ctk writes (json.MarshalIndent(c, "", "    "))
 _INDENT = re.compile(r'^\{[ \t]*\r?\n([ \t]+)\S')
@@ -45,6 +47,27 @@ class DockerSettings:
 
     set_as_default: bool = False
     runtime_path: str = RUNTIME_PATH
+
+
+@dataclass(frozen=True)
+class DockerPlan:
+    """Docker's part of a node plan: daemon.json as planned from (None: absent) and as
+    the agent writes it, and how Docker is restarted (once, only when the file changes)."""
+
+    path: str
+    original: str | None
+    text: str
+    restart_command: str = DOCKER_RESTART
+
+    @property
+    def changes(self) -> bool:
+        return self.text != self.original
+
+
+def plan_docker(current: str | None, settings: DockerSettings,
+                source: str = DAEMON_JSON) -> DockerPlan:
+    """The node's Docker plan: :func:`plan_daemon_json` with where and how it applies."""
+    return DockerPlan(DAEMON_JSON, current, plan_daemon_json(current, settings, source))
 
 
 def _position(text: str, index: int) -> tuple[int, int]:
@@ -127,10 +150,13 @@ def plan_daemon_json(current: str | None, settings: DockerSettings,
 
 __all__ = [
     "DAEMON_JSON",
+    "DOCKER_RESTART",
     "RUNTIME_NAME",
     "RUNTIME_PATH",
     "DaemonJsonError",
+    "DockerPlan",
     "DockerSettings",
     "parse_daemon_json",
     "plan_daemon_json",
+    "plan_docker",
 ]
