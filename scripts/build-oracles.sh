@@ -73,7 +73,8 @@ for name in "$@"; do
     start=$(now)
     printf 'build-oracles: %s (%s) ... ' "$name" \
         "$(sed -n 's/^require \([^ ]*\) \(v[^ ]*\).*/\1@\2/p; s/^\t\(github.com\/[^ ]*\) \(v[^ ]*\) \/\/ indirect$/\1@\2/p' "$src/go.mod" \
-           | grep -E 'nvidia-container-toolkit@|containerd/v2@' | head -n 1)"
+           | { grep -E 'moby/moby/v2@' || grep -E 'nvidia-container-toolkit@|containerd/v2@'; } \
+           | head -n 1)"
     rm -rf "$out.tmp"; mkdir -p "$out.tmp/bin"
     modfile=""
     if [ -f "$src/generate" ] && ! modfile=$(generate "$src" "$out.tmp" 2>"$out.tmp/log"); then

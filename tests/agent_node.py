@@ -33,6 +33,7 @@ from gpuplane import k0s_render, rancher_render
 from gpuplane.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import DistroProfile
+from gpuplane.docker_daemon import DockerSettings
 from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
 
 import oracle
@@ -111,18 +112,22 @@ class SandboxNode:
         target.write_text(text)
 
     def plan(self, mode: ToolkitMode = ToolkitMode.HOST, current: dict[str, str] | None = None,
-             **options: Any) -> AgentPlan:
+             docker: DockerSettings | None = None, **options: Any) -> AgentPlan:
         """The agent plan for this node's distro, made from `current` (default: the distro
         baseline), its files made runnable here and its bases the digests of the files it
-        was made from as this sandbox writes them (see :meth:`runnable`)."""
+        was made from as this sandbox writes them (see :meth:`runnable`). Docker's
+        daemon.json (`docker`) travels as planned: no containerd reads it."""
         node_plan = plan_node(self.profile, self.version, PlanOptions(toolkit=mode, **options),
-                              current)
+                              current, docker=docker)
         plan = agent_plan(node_plan)
-        bases = {p: None if digest is None else _sha256(self.runnable(node_plan.baseline[p]))
+        own = {plan.docker_config} if plan.docker_config else set()
+        bases = {p: digest if p in own or digest is None
+                 else _sha256(self.runnable(node_plan.baseline[p]))
                  for p, digest in plan.bases.items()}
         return dataclasses.replace(
-            plan, files={p: self.runnable(t) for p, t in plan.files.items()}, bases=bases,
-            base_texts={p: self.runnable(t) for p, t in plan.base_texts.items()})
+            plan, files={p: t if p in own else self.runnable(t) for p, t in plan.files.items()},
+            bases=bases, base_texts={p: t if p in own else self.runnable(t)
+                                     for p, t in plan.base_texts.items()})
 
     def snapshot(self) -> dict[str, str]:
         """sha256 of every file under the root (gpuplane's own state excluded)."""

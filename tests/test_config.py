@@ -106,7 +106,7 @@ def test_ssh_access_needs_hosts_and_a_key() -> None:
 
 def test_all_documented_keys_exist() -> None:
     assert KEYS == ("cluster", "ssh", "sshPrivateKey", "nodes", "devicePlugin", "runtime",
-                    "gpuOperator", "timeSlicing", "hami", "rollout", "checks")
+                    "gpuOperator", "timeSlicing", "hami", "rollout", "checks", "docker")
 
 
 def test_stack_file_errors_name_file_line_and_key(tmp_path: Path) -> None:
@@ -151,3 +151,31 @@ def test_type_errors_are_worded_for_the_stack_file_with_the_fix(
         patch: dict[str, Any], key: str, fragment: str) -> None:
     found = problems({**MINIMAL, **patch})
     assert fragment in found[key], found
+
+
+SSH: dict[str, Any] = {
+    **MINIMAL, "cluster": {**MINIMAL["cluster"], "nodeAccess": "ssh"},
+    "nodes": [{"name": "gpu-1", "host": "10.0.0.1"}], "sshPrivateKey": "<secret>",
+}
+
+
+def test_docker_runtime_is_off_by_default_and_planned_when_enabled() -> None:
+    assert parse_stack_config(SSH).docker_settings is None
+    cfg = parse_stack_config({**SSH, "docker": {"nvidiaRuntime": True, "setAsDefault": True}})
+    assert cfg.docker_settings is not None and cfg.docker_settings.set_as_default
+
+
+@pytest.mark.parametrize(("values", "key", "fragment"), [
+    ({**MINIMAL, "docker": {"nvidiaRuntime": True}}, "gpuplane:docker.nvidiaRuntime",
+     "cluster.nodeAccess is none"),
+    ({**SSH, "docker": {"setAsDefault": True}}, "gpuplane:docker.setAsDefault",
+     "docker.nvidiaRuntime is false"),
+    ({**SSH, "docker": {"nvidiaRuntime": True, "runtimeArgs": []}},
+     "gpuplane:docker.runtimeArgs", "unknown key"),
+    ({**SSH, "docker": {"nvidiaRuntime": "maybe"}}, "gpuplane:docker.nvidiaRuntime",
+     "true or false"),
+])
+def test_docker_keys_are_checked_and_named(values: dict[str, Any], key: str,
+                                           fragment: str) -> None:
+    found = problems(values)
+    assert key in found and fragment in found[key], found

@@ -26,6 +26,7 @@ from typing import Any
 
 from gpuplane import rancher_render
 from gpuplane.distros import EditMode
+from gpuplane.docker_daemon import RUNTIME_NAME
 from gpuplane.findings import Severity
 from gpuplane.planner import NodeContainerdPlan, ToolkitMode, renders_dropins
 
@@ -163,8 +164,17 @@ class AgentPlan:
     # its restart, so nothing previews the merged config: the agent checks that containerd
     # reads each written file, restarts, then checks the merged config (rolling back).
     rendered: bool = False
+    # Docker's daemon.json (`gpuplane:docker`): one of `files`, checked with dockerd and
+    # applied with its own single restart, never with containerd's.
+    docker_config: str | None = None
+    docker_restart: str = ""
+    docker_runtime: str | None = None    # the runtime `docker info` must list afterwards
 
     def __post_init__(self) -> None:
+        if self.docker_config is not None and (self.docker_config not in self.files
+                                               or not self.docker_restart):
+            raise ValueError("agent plan: Docker's config must be one of the files, with a "
+                             "restart command")
         for unit in self.restart_units:
             if not _UNIT.match(unit):
                 raise ValueError(f"agent plan: unit {unit!r} must match {_UNIT.pattern}")
@@ -208,6 +218,8 @@ class AgentPlan:
             data["restart_units"] = list(self.restart_units)
         if self.rendered:
             data["rendered"] = True
+        if self.docker_config:
+            data["docker"] = [self.docker_config, self.docker_restart, self.docker_runtime]
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -236,6 +248,16 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         assert profile.dropin_dir
         edits = (profile.config_path, profile.dropin_dir.rstrip("/") + "/")
     host = options.toolkit is ToolkitMode.HOST
+    files, bases = dict(plan.files), dict(plan.bases)
+    base_texts = {path: text for path, text in plan.baseline.items()
+                  if path in plan.bases and profile.baseline(plan.version).get(path) != text}
+    docker = plan.docker
+    if docker is not None:
+        files[docker.path] = docker.text
+        edits += (docker.path,)
+        bases[docker.path] = None if docker.original is None else _sha(docker.original)
+        if docker.original is not None:
+            base_texts[docker.path] = docker.original
     return AgentPlan(
         distro=profile.name.value,
         containerd_version=str(plan.version),
@@ -247,15 +269,21 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         containerd_alternatives=profile.containerd_binaries[1:],
         restart_command="" if profile.restart_units else profile.restart_command,
         restart_units=profile.restart_units,
-        files=dict(plan.files),
+        files=files,
         expected_runtimes=frozenset({"runc", options.runtime_name} if host else {"runc"}),
         expected_default=options.runtime_name if host and options.nvidia_default else None,
         runtime_name=None if options.toolkit is ToolkitMode.NONE else options.runtime_name,
-        bases=dict(plan.bases),
+        bases=bases,
         rendered=renders_dropins(profile, plan.baseline),
-        base_texts={path: text for path, text in plan.baseline.items()
-                    if path in plan.bases and profile.baseline(plan.version).get(path) != text},
+        base_texts=base_texts,
+        docker_config=docker.path if docker else None,
+        docker_restart=docker.restart_command if docker else "",
+        docker_runtime=RUNTIME_NAME if docker else None,
     )
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _delimiter(prefix: str, text: str) -> str:
@@ -348,6 +376,9 @@ def _plan_lines(plan: AgentPlan) -> list[str]:
         ("default", plan.expected_default),
         ("nvidia", plan.runtime_name),
         *(("base", f"{digest or _ABSENT} {path}") for path, digest in sorted(plan.bases.items())),
+        ("docker_config", plan.docker_config),
+        ("docker_restart", plan.docker_restart),
+        ("docker_runtime", plan.docker_runtime),
     ]
     out = [f"gp_plan {key} {q(value)}" for key, value in settings if value]
     for path in sorted(plan.base_texts):
@@ -390,6 +421,15 @@ def payload_files(stdin: str) -> dict[str, str] | None:
             raise ValueError(f"agent payload: {path} does not match its sha256")
         files[path] = content
     return files
+
+
+def payload_docker_config(stdin: str) -> str | None:
+    """The path of Docker's daemon.json among an :func:`apply_stdin` program's files
+    (None: the plan leaves Docker alone): a policy judges the others as containerd's."""
+    for line in _after_agent(stdin).split("\n"):
+        if line.startswith("gp_plan docker_config "):
+            return shlex.split(line)[2]
+    return None
 
 
 def payload_bases(stdin: str) -> dict[str, str | None] | None:
@@ -486,6 +526,7 @@ __all__ = [
     "install_script",
     "payload_base_texts",
     "payload_bases",
+    "payload_docker_config",
     "payload_files",
     "plan_stdin",
     "restore_command",

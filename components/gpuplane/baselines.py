@@ -15,6 +15,7 @@ from pathlib import Path
 from gpuplane.config import StackConfig, StackConfigError
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
+from gpuplane.docker_daemon import DAEMON_JSON, DaemonJsonError, parse_daemon_json
 
 
 def plannable_paths(profile: DistroProfile) -> list[str]:
@@ -45,6 +46,15 @@ def _not_loadable(text: str, local: str) -> str | None:
     return None
 
 
+def _not_json_object(text: str, local: str) -> str | None:
+    """Why a captured daemon.json is not one dockerd would read (its file:line:col)."""
+    try:
+        parse_daemon_json(text, local)
+    except DaemonJsonError as exc:
+        return str(exc)
+    return None
+
+
 def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
                      files: dict[str, str]) -> str | None:
     """Why the captured files are not enough to plan from, or None. The plan is made
@@ -69,7 +79,7 @@ def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
 def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
     """Captured files by node name (nodes without any are left out), read relative to the
     project root. Every unreadable or misplaced file is reported with its stack key."""
-    allowed = plannable_paths(cfg.profile)
+    allowed = plannable_paths(cfg.profile) + ([DAEMON_JSON] if cfg.docker_settings else [])
     problems: list[tuple[str, str]] = []
     texts: dict[Path, str] = {}
     unreadable: set[Path] = set()
@@ -95,7 +105,8 @@ def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
                                      f"{local}`"))
                     unreadable.add(source)
                     continue
-                problem = _not_loadable(texts[source], local)
+                problem = _not_json_object(texts[source], local) if node_path == DAEMON_JSON \
+                    else _not_loadable(texts[source], local)
                 if problem:
                     problems.append((key, problem))
                     unreadable.add(source)

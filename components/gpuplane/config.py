@@ -35,6 +35,7 @@ from gpuplane.distros import (
     k0s_unsupported,
     profile,
 )
+from gpuplane.docker_daemon import DockerSettings
 from gpuplane.images import check_mirror
 from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.toolkit.installer import parse_version
@@ -465,6 +466,17 @@ class ChecksConfig(_Section):
     """`nvidia.com/gpucores` (percent) each probe pod asks for under HAMi."""
 
 
+class DockerConfig(_Section):
+    nvidia_runtime: bool = False
+    """Also give Docker on each GPU node the nvidia runtime: `runtimes.nvidia` in
+    `/etc/docker/daemon.json`, merged into the node's file, and Docker restarted once when
+    it changed (needs `cluster.nodeAccess: ssh`). For hosts that run Docker beside
+    Kubernetes (NIM containers, development)."""
+    set_as_default: bool = False
+    """Make nvidia Docker's `default-runtime` too (containers then need no
+    `--runtime=nvidia`); only with `nvidiaRuntime: true`."""
+
+
 class StackConfig(_Section):
     """All of a stack's `gpuplane:*` keys.
 
@@ -503,6 +515,8 @@ class StackConfig(_Section):
     """The order in which nodes get their containerd change."""
     checks: ChecksConfig = ChecksConfig()
     """The post-deploy GPU checks."""
+    docker: DockerConfig = DockerConfig()
+    """Docker's nvidia runtime on GPU hosts that also run Docker (off by default)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:
@@ -524,6 +538,14 @@ class StackConfig(_Section):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
                              "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
                              "operator")
+        if self.docker.set_as_default and not self.docker.nvidia_runtime:
+            raise ValueError("docker.setAsDefault: makes Docker's nvidia runtime its default, "
+                             "but docker.nvidiaRuntime is false; set docker.nvidiaRuntime: "
+                             "true or remove setAsDefault")
+        if self.docker.nvidia_runtime and not self.node_access:
+            raise ValueError("docker.nvidiaRuntime: writing /etc/docker/daemon.json needs node "
+                             "access, but cluster.nodeAccess is none; set "
+                             "cluster.nodeAccess: ssh or docker.nvidiaRuntime: false")
         if self.device_plugin != "hami" and self.hami.values:
             raise ValueError("hami.values: HAMi is not installed (devicePlugin is "
                              f"{self.device_plugin}), so these raw values would be ignored; "
@@ -546,6 +568,13 @@ class StackConfig(_Section):
     @property
     def node_access(self) -> bool:
         return self.cluster.node_access == "ssh"
+
+    @property
+    def docker_settings(self) -> DockerSettings | None:
+        """What the planner writes into Docker's daemon.json; None: Docker is left alone."""
+        if not self.docker.nvidia_runtime:
+            return None
+        return DockerSettings(set_as_default=self.docker.set_as_default)
 
     @property
     def kubelet_cgroup_driver(self) -> CgroupDriver:

@@ -28,6 +28,7 @@ from gpuplane.containerd.merge import deep_merge, merge
 from gpuplane.containerd.options import key_for, set_option
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode
+from gpuplane.docker_daemon import DAEMON_JSON, DockerPlan, DockerSettings, plan_docker
 from gpuplane.findings import (
     AFTER_GPUPLANE,
     AFTER_TOOLKIT,
@@ -36,6 +37,7 @@ from gpuplane.findings import (
     Finding,
 )
 from gpuplane.rules import ContainerdFacts
+from gpuplane.rules.docker import check_docker_daemons
 from gpuplane.rules.nodefiles import check_frozen_template
 from gpuplane.rules.states import judge_states
 from gpuplane.rules.toolkit_losses import check_distro_unmanaged, check_toolkit_losses
@@ -65,6 +67,7 @@ class NodeContainerdPlan:
     expected_runtimes: frozenset[str]
     findings: list[Finding] = field(default_factory=list)
     baseline: dict[str, str] = field(default_factory=dict)  # the node files planned from
+    docker: DockerPlan | None = None      # Docker's daemon.json (`gpuplane:docker`), if asked
 
     @property
     def bases(self) -> dict[str, str | None]:
@@ -91,8 +94,29 @@ def plan_node(
     version: ContainerdVersion,
     options: PlanOptions,
     current: dict[str, str] | None = None,
+    docker: DockerSettings | None = None,
 ) -> NodeContainerdPlan:
-    """Plan the files for one node starting from `current` (default: the distro baseline)."""
+    """Plan the files for one node starting from `current` (default: the distro baseline).
+
+    With `docker`, Docker's daemon.json is planned beside (from `current`'s copy of it,
+    else as absent: the agent refuses a node whose file differs). It is kept apart from
+    the containerd files: containerd never reads it, and it has its own restart."""
+    containerd_files = None if current is None else \
+        {path: text for path, text in current.items() if path != DAEMON_JSON}
+    plan = _plan_containerd(profile, version, options, containerd_files)
+    if docker is not None:
+        plan.docker = plan_docker((current or {}).get(DAEMON_JSON), docker)
+        plan.findings += check_docker_daemons(profile)
+    return plan
+
+
+def _plan_containerd(
+    profile: DistroProfile,
+    version: ContainerdVersion,
+    options: PlanOptions,
+    current: dict[str, str] | None = None,
+) -> NodeContainerdPlan:
+    """The containerd part of :func:`plan_node`."""
     baseline = dict(current if current is not None else profile.baseline(version))
     profile = node_profile(profile, baseline)
     files: dict[str, str] = {}

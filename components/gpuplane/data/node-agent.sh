@@ -7,6 +7,13 @@
 #            node's own `containerd config dump`, restart containerd only when the
 #            effective config changed, wait until the CRI answers; on any failure put
 #            every file back, restart again if it had restarted, and exit non-zero.
+#            A plan may also carry Docker's daemon.json (`docker_config`): it is written
+#            in the same transaction, checked with `dockerd --validate` (Docker >= 23;
+#            else a JSON syntax check with python3, and the output says which ran)
+#            before anything restarts, and Docker is restarted once, after containerd,
+#            only when that file changed, then must list the nvidia runtime; a Docker
+#            that does not come back rolls the whole run back. Restore puts its original
+#            bytes back (or removes it) and restarts Docker the same way.
 #   status   one JSON object: effective runtimes, default runtime, sha256 of the
 #            effective config, drift from what was applied.
 #   restore  put back the originals gpuplane replaced (byte-exact; files it created are
@@ -58,6 +65,10 @@ modes: apply | status | restore | help
                         the run rolled back (default 180)
   --lock-timeout SEC    how long to wait for another run of the agent (default 600)
   --plan-id ID          restore only if ID is the plan applied last (replacement-safe delete)
+  --dockerd PATH        dockerd binary that validates daemon.json (default: dockerd on PATH)
+  --docker-restart-cmd CMD  command that restarts Docker (default: the plan's)
+  --docker-ready-cmd CMD    command that succeeds once Docker serves, printing its runtimes
+                        (default: docker info --format '{{json .Runtimes}}')
 EOF_USAGE
 }
 
@@ -131,6 +142,9 @@ gp_begin() {
 	GP_RESTART_TIMEOUT=180
 	GP_LOCK_TIMEOUT=600
 	GP_OPT_PLAN_ID=
+	GP_OPT_DOCKERD=
+	GP_OPT_DOCKER_RESTART=
+	GP_OPT_DOCKER_READY=
 	while [ $# -gt 0 ]; do
 		gp_opt=$1
 		case $gp_opt in
@@ -164,6 +178,9 @@ gp_begin() {
 		--restart-timeout) GP_RESTART_TIMEOUT=$gp_val ;;
 		--lock-timeout) GP_LOCK_TIMEOUT=$gp_val ;;
 		--plan-id) GP_OPT_PLAN_ID=$gp_val ;;
+		--dockerd) GP_OPT_DOCKERD=$gp_val ;;
+		--docker-restart-cmd) GP_OPT_DOCKER_RESTART=$gp_val ;;
+		--docker-ready-cmd) GP_OPT_DOCKER_READY=$gp_val ;;
 		*)
 			gp_say "unknown option $gp_opt"
 			gp_usage >&2
@@ -210,6 +227,9 @@ gp_begin() {
 	GP_NFILES=0
 	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
 	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS='' P_RENDERED=''
+	P_DOCKER_CONFIG='' P_DOCKER_RESTART='' P_DOCKER_RUNTIME=''
+	GP_DOCKER_RESTARTED=0
+	GP_DOCKER_FILE='' GP_DOCKER_RESTART='' GP_DOCKER_WANT='' GP_DOCKER_ERR='' GP_DOCKER_CHECK=''
 	gp_now_ms
 	GP_T0=$GP_MS
 	GP_T_RESTART=
@@ -250,6 +270,9 @@ gp_plan() {
 	default) P_DEFAULT=$2 ;;
 	nvidia) P_NVIDIA=$2 ;;
 	base) gp_plan_base "$2" ;;
+	docker_config) P_DOCKER_CONFIG=$2 ;;
+	docker_restart) P_DOCKER_RESTART=$2 ;;
+	docker_runtime) P_DOCKER_RUNTIME=$2 ;;
 	*)
 		gp_say "payload: unknown plan key '$1' (agent and payload from different versions?)"
 		exit 2
@@ -989,6 +1012,7 @@ gp_txn_build() {
 	# the restart command of this run: a recovery may have no plan and no state to take
 	# it from (a first apply killed after its restart)
 	printf '%s\n' "$GP_RESTART" >"$GP_TXN.new/restart" || return 1
+	printf '%s\n' "${GP_DOCKER_RESTART:-}" >"$GP_TXN.new/docker-restart" || return 1
 	printf '%s\n' "$1" >"$GP_TXN.new/mode" && echo write >"$GP_TXN.new/phase" || return 1
 	sync
 }
@@ -1082,6 +1106,20 @@ gp_rollback() {
 			GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }the files are restored, but containerd did not come back on them: $GP_RESTART_ERR"
 		fi
 	fi
+	if [ "$GP_DOCKER_RESTARTED" = 1 ] || [ -f "$GP_TXN/docker-restarting" ]; then
+		# the journal's command: a recovery runs before this run's plan or state is read
+		GP_DOCKER_RESTART=$GP_OPT_DOCKER_RESTART
+		[ -z "$GP_DOCKER_RESTART" ] && [ -s "$GP_TXN/docker-restart" ] &&
+			GP_DOCKER_RESTART=$(cat "$GP_TXN/docker-restart")
+		gp_say "restarting Docker again on its restored daemon.json"
+		GP_DOCKER_WANT=
+		if gp_docker_restart; then
+			GP_ROLLBACK_NOTE="$GP_ROLLBACK_NOTE, and Docker was restarted on its original daemon.json and serves"
+		else
+			GP_ROLLBACK_OK=0
+			GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }the files are restored, but Docker did not come back on them: $GP_DOCKER_ERR"
+		fi
+	fi
 	if [ "$GP_ROLLBACK_OK" = 1 ]; then
 		gp_txn_commit
 		# A first run that did not complete leaves nothing behind: the files are the
@@ -1142,6 +1180,8 @@ gp_load_state() {
 		nvidia) S_NVIDIA=$gp_lv ;;
 		original_default) S_ORIGINAL_DEFAULT=$gp_lv ;;
 		config_sha256) S_CONFIG_SHA=$gp_lv ;;
+		docker_config) S_DOCKER_CONFIG=$gp_lv ;;
+		docker_restart) S_DOCKER_RESTART=$gp_lv ;;
 		esac
 	done <"$GP_STATEFILE"
 	return 0
@@ -1149,7 +1189,7 @@ gp_load_state() {
 
 gp_state_reset() {
 	S_ID='' S_DISTRO='' S_VERSION='' S_CONFIG='' S_TEMPLATE='' S_RENDERED='' S_SOCKET='' S_CONTAINERD='' S_RESTART=''
-	S_DEFAULT='' S_NVIDIA='' S_ORIGINAL_DEFAULT='' S_CONFIG_SHA=''
+	S_DEFAULT='' S_NVIDIA='' S_ORIGINAL_DEFAULT='' S_CONFIG_SHA='' S_DOCKER_CONFIG='' S_DOCKER_RESTART=''
 }
 
 # Use the state as the plan (restore and status run without a payload).
@@ -1157,6 +1197,7 @@ gp_plan_from_state() {
 	P_ID=$S_ID P_DISTRO=$S_DISTRO P_VERSION=$S_VERSION P_CONFIG=$S_CONFIG
 	P_TEMPLATE=$S_TEMPLATE P_RENDERED=$S_RENDERED P_SOCKET=$S_SOCKET P_CONTAINERD=$S_CONTAINERD
 	P_RESTART=$S_RESTART P_DEFAULT=$S_DEFAULT P_NVIDIA=$S_NVIDIA
+	P_DOCKER_CONFIG=$S_DOCKER_CONFIG P_DOCKER_RESTART=$S_DOCKER_RESTART
 }
 
 gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
@@ -1166,6 +1207,8 @@ gp_state_text() { # CONFIG_SHA ORIGINAL_DEFAULT
 		"$P_TEMPLATE" "$P_SOCKET" "${P_CONTAINERD%%"$GP_NL"*}" "$P_RESTART" "$P_DEFAULT" "$P_NVIDIA"
 	printf 'original_default=%s\nconfig_sha256=%s\n' "$2" "$1"
 	[ -z "$P_RENDERED" ] || printf 'rendered=%s\n' "$P_RENDERED"
+	[ -z "$P_DOCKER_CONFIG" ] || printf 'docker_config=%s\ndocker_restart=%s\n' \
+		"$P_DOCKER_CONFIG" "$P_DOCKER_RESTART"
 }
 
 gp_manifest_sha() { # NODEPATH: the sha256 gpuplane wrote to it, as the manifest records
@@ -1491,6 +1534,126 @@ gp_verify_payload() {
 }
 
 # ---------------------------------------------------------------------------------------
+# Docker's daemon.json: a plan's one file outside containerd, with its own check and its
+# own single restart. Which file and how to restart come from the plan, else from the
+# state (a plan that no longer has it, restore).
+
+gp_docker_select() {
+	GP_DOCKER_FILE=${P_DOCKER_CONFIG:-$S_DOCKER_CONFIG}
+	GP_DOCKER_RESTART=${GP_OPT_DOCKER_RESTART:-${P_DOCKER_RESTART:-$S_DOCKER_RESTART}}
+	GP_DOCKER_WANT=$P_DOCKER_RUNTIME
+}
+
+# gp_docker_touched LIST: does LIST (node paths) hold Docker's file? gp_ctd_touched LIST:
+# does it hold any other (a containerd file)?
+gp_docker_touched() { [ -n "$GP_DOCKER_FILE" ] && grep -q -x -F -e "$GP_DOCKER_FILE" "$1"; }
+gp_ctd_touched() { grep -v -x -F -e "${GP_DOCKER_FILE:-/dev/null/none}" "$1" | grep -q .; }
+
+# gp_docker_validate FILE: would dockerd start on FILE? `dockerd --validate` (Docker >= 23)
+# where the node's dockerd has it; else a JSON syntax check with python3, which cannot
+# see unknown keys or bad values; else none. GP_DOCKER_CHECK says which ran.
+gp_docker_validate() {
+	if [ ! -e "$1" ]; then
+		GP_DOCKER_CHECK="none needed: the node has no daemon.json (Docker's defaults)"
+		return 0
+	fi
+	gp_dv_bin=${GP_OPT_DOCKERD:-$(command -v dockerd 2>/dev/null)}
+	gp_dv_why="no dockerd on PATH"
+	if [ -n "$gp_dv_bin" ] && [ ! -x "$gp_dv_bin" ]; then
+		gp_dv_why="no dockerd at $gp_dv_bin"
+		gp_dv_bin=
+	fi
+	if [ -n "$gp_dv_bin" ]; then
+		if "$gp_dv_bin" --help </dev/null 2>&1 | grep -q -e '--validate'; then
+			if "$gp_dv_bin" --validate --config-file "$1" </dev/null >"$GP_STAGE/docker-validate.out" 2>&1; then
+				GP_DOCKER_CHECK="dockerd --validate ($gp_dv_bin)"
+				return 0
+			fi
+			GP_DOCKER_ERR="dockerd --validate refuses it: $(tail -n 2 "$GP_STAGE/docker-validate.out" | tr '\n' ' ')"
+			return 1
+		fi
+		gp_dv_why="$gp_dv_bin has no --validate (Docker < 23: $("$gp_dv_bin" --version </dev/null 2>/dev/null | head -n 1))"
+	fi
+	if command -v python3 >/dev/null 2>&1; then
+		if python3 -c 'import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8-sig"))
+sys.exit(0 if isinstance(d, dict) else "not a JSON object")' "$1" </dev/null >"$GP_STAGE/docker-validate.out" 2>&1; then
+			GP_DOCKER_CHECK="JSON syntax only, with python3 ($gp_dv_why): keys and values are not checked"
+			return 0
+		fi
+		GP_DOCKER_ERR="it is not a JSON object (python3: $(tail -n 1 "$GP_STAGE/docker-validate.out"))"
+		return 1
+	fi
+	GP_DOCKER_CHECK="NONE: $gp_dv_why and no python3; only Docker's restart will tell"
+	return 0
+}
+
+# gp_docker_ready_once: Docker answers and (GP_DOCKER_WANT) lists that runtime.
+gp_docker_ready_once() {
+	if [ -n "$GP_OPT_DOCKER_READY" ]; then
+		gp_run_bounded "$GP_READY_TIMEOUT" "$GP_STAGE/docker-ready.out" "$GP_OPT_DOCKER_READY" || {
+			GP_DOCKER_ERR="'$GP_OPT_DOCKER_READY' failed: $(tail -n 2 "$GP_STAGE/docker-ready.out" | tr '\n' ' ')"
+			return 1
+		}
+	elif command -v docker >/dev/null 2>&1; then
+		# shellcheck disable=SC2016 # a Go template, not shell
+		docker info --format '{{json .Runtimes}}' </dev/null >"$GP_STAGE/docker-ready.out" 2>&1 || {
+			GP_DOCKER_ERR="docker info: $(tail -n 2 "$GP_STAGE/docker-ready.out" | tr '\n' ' ')"
+			return 1
+		}
+	else
+		gp_say "no docker CLI on this node: Docker's restart command succeeding is all that is checked"
+		return 0
+	fi
+	[ -z "$GP_DOCKER_WANT" ] && return 0
+	grep -q -F -e "\"$GP_DOCKER_WANT\"" "$GP_STAGE/docker-ready.out" && return 0
+	GP_DOCKER_ERR="Docker serves but does not list the '$GP_DOCKER_WANT' runtime: $(head -c 300 "$GP_STAGE/docker-ready.out")"
+	return 1
+}
+
+# gp_docker_restart: restart Docker once and wait until it serves.
+gp_docker_restart() {
+	if [ -z "$GP_DOCKER_RESTART" ]; then
+		GP_DOCKER_ERR="no Docker restart command (the plan has none; pass --docker-restart-cmd)"
+		return 1
+	fi
+	gp_say "restarting Docker: $GP_DOCKER_RESTART"
+	GP_DOCKER_RESTARTED=1
+	GP_NODE_TOUCHED=1
+	if ! gp_run_bounded "$GP_RESTART_TIMEOUT" "$GP_STAGE/docker-restart.out" "$GP_DOCKER_RESTART"; then
+		GP_DOCKER_ERR="'$GP_DOCKER_RESTART' failed: $(tail -n 3 "$GP_STAGE/docker-restart.out" | tr '\n' ' ')"
+		return 1
+	fi
+	gp_now_ms
+	gp_dr_end=$((GP_MS + GP_READY_TIMEOUT * 1000))
+	while ! gp_docker_ready_once; do
+		gp_now_ms
+		[ "$GP_MS" -ge "$gp_dr_end" ] && return 1
+		gp_sleep
+	done
+	return 0
+}
+
+# gp_docker_check, gp_docker_apply_restart: the part of an apply or restore that is
+# Docker's, when the run changed its file: check the file before anything restarts, then
+# (after containerd's part) restart Docker once, with the journal marking it, so that a
+# rollback or a recovery restarts Docker again on the restored file.
+gp_docker_check() {
+	gp_docker_validate "$GP_ROOT$GP_DOCKER_FILE" ||
+		gp_fail 1 "Docker would refuse $GP_DOCKER_FILE as this run leaves it: $GP_DOCKER_ERR; nothing was restarted"
+	gp_say "checked $GP_DOCKER_FILE: $GP_DOCKER_CHECK"
+}
+
+gp_docker_apply_restart() {
+	if ! { : >"$GP_TXN/docker-restarting" && gp_fsync "$GP_TXN"; }; then
+		gp_fail 1 "cannot write the journal's Docker phase under $GP_TXN"
+	fi
+	gp_step docker-restart
+	gp_docker_restart || gp_fail 1 "Docker did not come back on $GP_DOCKER_FILE: $GP_DOCKER_ERR"
+	gp_step docker-restarted
+}
+
+# ---------------------------------------------------------------------------------------
 # apply
 
 gp_apply() {
@@ -1501,6 +1664,7 @@ gp_apply() {
 	gp_load_state
 	gp_select_restart
 	gp_recover
+	gp_docker_select
 	gp_select_containerd
 	gp_detect
 	gp_check_kubelet
@@ -1607,6 +1771,7 @@ gp_apply() {
 		gp_ap_n=0
 		while IFS="$GP_TAB" read -r gp_ap_path _ gp_ap_file; do
 			gp_ap_n=$((gp_ap_n + 1))
+			[ "$gp_ap_path" = "$GP_DOCKER_FILE" ] && continue
 			gp_dump_host "$gp_ap_file" "written-$gp_ap_n" ||
 				gp_fail 1 "containerd refuses $gp_ap_path ($GP_DUMP_ERR); nothing was restarted"
 		done <"$GP_STAGE/files"
@@ -1622,6 +1787,13 @@ gp_apply() {
 			gp_fail 1 "the new config would break containerd: $GP_CHECK_ERR; nothing was restarted"
 		GP_FINAL=after
 		[ "$(cat "$GP_STAGE/after.sha")" = "$gp_before_sha" ] && gp_need_restart=0
+	fi
+	# Only Docker's file changed: containerd has nothing new to read.
+	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
+	gp_docker_now=0
+	if gp_docker_touched "$GP_STAGE/touch"; then
+		gp_docker_now=1
+		gp_docker_check
 	fi
 	gp_step verified
 
@@ -1639,6 +1811,7 @@ gp_apply() {
 	else
 		gp_say "the effective config did not change: containerd is not restarted"
 	fi
+	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
 
 	# Commit: record what was written and the originals the plan was checked against,
 	# forget files the plan dropped. A record that cannot be written undoes the run: the
@@ -1878,6 +2051,7 @@ gp_restore() {
 		exit 0
 	fi
 	gp_plan_from_state
+	gp_docker_select
 	gp_select_containerd
 
 	: >"$GP_STAGE/written"
@@ -1925,6 +2099,12 @@ gp_restore() {
 		[ "$gp_before_ok" = 1 ] &&
 			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
 	fi
+	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
+	gp_docker_now=0
+	if gp_docker_touched "$GP_STAGE/touch"; then
+		gp_docker_now=1
+		gp_docker_check
+	fi
 	gp_step verified
 	if [ "$gp_need_restart" = 1 ]; then
 		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
@@ -1937,6 +2117,8 @@ gp_restore() {
 			gp_fail 1 "after the restart the original config does not serve: $GP_CHECK_ERR"
 		GP_FINAL=final
 	fi
+	GP_DOCKER_WANT=
+	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
 	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
 
 	# FM09: the default runtime must not stay nvidia unless the node had it so before.

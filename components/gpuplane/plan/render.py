@@ -83,14 +83,26 @@ def _node_diffs(diff: dict[str, Any]) -> list[tuple[list[str], str, str]]:
 def batch_lines(plan: dict[str, Any]) -> list[str]:
     """The rollout: one line per batch, in order, restarts marked."""
     restarts = {n["name"] for n in plan["nodes"] if n["restart"]}
+    docker = {n["name"] for n in plan["nodes"] if n.get("dockerRestart")}
     batches = plan["batches"] or plan.get("withheldBatches") or []
     held = "" if plan["batches"] else " (withheld: the plan is rejected)"
     lines = []
     for i, batch in enumerate(batches):
         label = " [canary]" if i == 0 and len(batch) == 1 and len(batches) > 1 else ""
-        nodes = ", ".join(f"{n}{' (restart)' if n in restarts else ''}" for n in batch)
+        nodes = ", ".join(f"{n}{_restart_note(n in restarts, n in docker)}" for n in batch)
         lines.append(f"batch {i}{label}: {nodes}{held}")
     return lines
+
+
+def _restart_note(containerd: bool, docker: bool) -> str:
+    """` (restart)`: containerd restarts; Docker's one restart (after containerd's) is
+    named apart, since it stops the host's Docker containers' daemon, not the kubelet's."""
+    done = [what for what, yes in (("restart", containerd), ("Docker restart", docker)) if yes]
+    return f" ({', '.join(done)})" if done else ""
+
+
+def _fence_of(path: str) -> str:
+    return "json" if path.endswith(".json") else "toml"
 
 
 def baseline_lines(plan: dict[str, Any]) -> list[str]:
@@ -170,8 +182,11 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     for release, env in toolkit_env(plan).items():
         print_line(console, (f"Toolkit env ({release})", "bold"))
         print_block(console, env, "bash")
+    docker = plan["cluster"].get("dockerRestartCommand")
     print_line(console, ("Node rollout", "bold"),
-               f" (restart: {plan['cluster']['restartCommand']})")
+               f" (restart: {plan['cluster']['restartCommand']}"
+               + (f"; Docker, once where its daemon.json changes: {docker}" if docker else "")
+               + ")")
     for line in batch_lines(plan) or ["no node changes (nodes are configured by the "
                                       "operator's toolkit or need nothing)"]:
         print_line(console, f"  {line}")
@@ -181,7 +196,7 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
         print_line(console, f"  toolkit: {line}")
     for nodes, path, content, held in _all_files(plan):
         print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
-        print_block(console, content, "toml")
+        print_block(console, content, _fence_of(path))
     _findings_text(console, "Findings", plan["findings"])
 
 
@@ -335,7 +350,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
     for nodes, path, content, held in _all_files(plan):
         out.append((f"file {path}", _details(
             f"{_code(path)} on {len(nodes)} node(s): {html.escape(', '.join(nodes))}{held}",
-            _fence(content, "toml")), False))
+            _fence(content, _fence_of(path))), False))
     return out
 
 

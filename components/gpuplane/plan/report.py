@@ -44,6 +44,15 @@ def node_runtimes(plan: NodeContainerdPlan,
     }
 
 
+def node_files(plan: NodeContainerdPlan) -> dict[str, str]:
+    """What the node agent writes on the node: the containerd files, and Docker's
+    daemon.json when it changes."""
+    files = dict(plan.files)
+    if plan.docker and plan.docker.changes:
+        files[plan.docker.path] = plan.docker.text
+    return files
+
+
 def effective_sha(effective: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(effective, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -64,6 +73,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     nodes = []
     for index, node in enumerate(cfg.nodes):
         mine = cluster.node_plans.get(node.name, plan)
+        written_files = node_files(mine)
         nodes.append({
             "name": node.name,
             "pool": node.pool,
@@ -72,9 +82,12 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             # Planned from these captured copies; empty: from gpuplane's distro model.
             "baselineFiles": {path: local for path, (_, local)
                               in cfg.baseline_files_of(index).items()},
-            "files": dict(mine.files) if managed else {},
-            "withheldFiles": dict(mine.files) if held else {},
+            "files": written_files if managed else {},
+            "withheldFiles": written_files if held else {},
             "restart": managed and mine.restarts and node.name in batch_of,
+            # Docker is restarted once, after containerd, when its daemon.json changes.
+            "dockerRestart": bool(managed and mine.docker and mine.docker.changes
+                                  and node.name in batch_of),
             "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
             "effectiveRuntimes": node_runtimes(mine, cfg.baseline_files_of(index)),
         })
@@ -105,6 +118,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "containerdConfig": plan.profile.config_path,
             "containerdSocket": plan.profile.socket,
             "restartCommand": plan.profile.restart_command,
+            "dockerRestartCommand": plan.docker.restart_command if plan.docker else None,
             "nodeAccess": cfg.cluster.node_access,
             "devicePlugin": cfg.device_plugin,
         },
@@ -125,6 +139,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "resources": len(resources),
             "nodes": len(nodes),
             "restarts": sum(n["restart"] for n in nodes),
+            "dockerRestarts": sum(n["dockerRestart"] for n in nodes),
             "errors": errors,
             "warnings": sum(f.severity is Severity.WARNING for f in findings),
         },

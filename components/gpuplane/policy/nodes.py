@@ -1,5 +1,6 @@
 """Rules over the node commands: the files each node gets, merged with the node's config
-(captured originals the command carries, else the distribution's model) under that
+(captured originals the command carries, else the distribution's model; Docker's
+daemon.json, which a command may also carry, is left out) under that
 containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order in which nodes
 restart (FM06, FM09). The files are read back from the command's `stdin`, exactly what
 would be sent to the node."""
@@ -17,7 +18,7 @@ from gpuplane.policy.views import StackFindings, View, intent_profile
 
 def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     """(files, captured originals) a node command carries; None if it carries no plan."""
-    from gpuplane.agent import payload_base_texts, payload_files
+    from gpuplane.agent import payload_base_texts, payload_docker_config, payload_files
 
     stdin = view.props.get("stdin")
     if not isinstance(stdin, str):
@@ -25,7 +26,11 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     files = payload_files(stdin)
     if files is None:
         return None
-    return files, payload_base_texts(stdin)
+    # Docker's daemon.json is no containerd file: the containerd rules do not judge it.
+    docker = payload_docker_config(stdin)
+    captured = payload_base_texts(stdin)
+    return ({p: t for p, t in files.items() if p != docker},
+            {p: t for p, t in captured.items() if p != docker})
 
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,

@@ -66,7 +66,8 @@ class GpuCluster(pulumi.ComponentResource):
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         cfg, private_key = args.config, args.private_key
         child = pulumi.ResourceOptions(parent=self)
-        self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options())
+        self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
+                              docker=cfg.docker_settings)
         self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
@@ -93,7 +94,7 @@ class GpuCluster(pulumi.ComponentResource):
             # here and show up in `gpuplane plan` and the policies.
             for f in self.plan_findings:
                 pulumi.log.error(f"{f.id} {f.where}: {f.message} Fix: {f.fix}", resource=self)
-        writes = any(p.files for p in self.node_plans.values())
+        writes = any(p.files or p.docker for p in self.node_plans.values())
         if cfg.node_access and self.batches and writes and not plan_errors:
             if private_key is None:
                 raise ValueError("GpuCluster: node access is ssh but no private key was given")
@@ -177,6 +178,6 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
             # The node's own files only: what it lacks, it lacks (gpuplane.baselines
             # refuses a capture that misses the file the plan edits).
             plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
-                                   current=captured)
+                                   current=captured, docker=cfg.docker_settings)
         out[node.name] = plans[key]
     return out

@@ -1,0 +1,65 @@
+"""FM17 on a host that runs Docker beside Kubernetes: which containerd each one uses.
+
+Field incident 1 was a host with two containerd daemons, Docker's and Kubernetes', and a
+toolkit that configured the wrong one. When gpuplane gives Docker the nvidia runtime too,
+the plan says plainly which daemon is whose, so nobody has to work it out on the node:
+
+- Docker's daemon.json runtimes are Docker's own; Docker runs its containers through the
+  containerd of the containerd.io / docker.io service at /run/containerd/containerd.sock
+  (config /etc/containerd/config.toml), or, where no such service runs, one dockerd
+  starts itself at /var/run/docker/containerd/containerd.sock.
+- Kubernetes' containerd is the distribution's (the profile's socket and config). Where
+  it is a daemon of its own (k8s-snap with a containerd base dir, RKE2, K3s, MicroK8s,
+  k0s) the two never see each other's runtimes: information. Where it has Docker's
+  socket (kubeadm, k8s-snap without a base dir) they are one daemon, or two fighting
+  over one socket: a warning, since restarting it for Kubernetes also cuts Docker off
+  for that moment, and a toolkit aimed at "the" containerd may find either.
+
+Pure: the distribution profile in, findings out.
+"""
+
+from __future__ import annotations
+
+from gpuplane.distros import DistroProfile
+from gpuplane.findings import Finding, Severity
+from gpuplane.rules._shared import finding
+
+DOCKER_CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+DOCKER_CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+DOCKERD_OWN_SOCKET = "/var/run/docker/containerd/containerd.sock"
+WHERE = "gpuplane:docker.nvidiaRuntime"
+
+
+def check_docker_daemons(profile: DistroProfile) -> list[Finding]:
+    """One FM17 finding naming Kubernetes' containerd and Docker's, for a plan that
+    configures Docker's nvidia runtime on nodes of `profile`."""
+    kube = f"{profile.socket} (config {profile.config_path})"
+    docker = (f"{DOCKER_CONTAINERD_SOCKET} (config {DOCKER_CONTAINERD_CONFIG}) of the "
+              f"containerd.io / docker.io service, or {DOCKERD_OWN_SOCKET} where dockerd "
+              "runs its own")
+    if profile.socket == DOCKER_CONTAINERD_SOCKET:
+        return [finding(
+            "FM17",
+            f"Kubernetes ({profile.title}) and Docker share one containerd socket: the "
+            f"kubelet uses {kube}, Docker {docker}. It is one daemon (or two fighting over "
+            "that socket): each containerd restart for Kubernetes also stops Docker's "
+            "runtime for that moment, and Docker's nvidia runtime lives in "
+            "/etc/docker/daemon.json, not in that containerd's config.",
+            WHERE,
+            "Check on a node that one containerd serves the socket (`systemctl status "
+            "containerd`, `ls -l /run/containerd`). To keep Docker out of Kubernetes' "
+            "restarts, run Kubernetes on its own containerd (k8s-snap: "
+            "`gpuplane:cluster.containerdBaseDir`).",
+            severity=Severity.WARNING)]
+    return [finding(
+        "FM17",
+        f"two containerd daemons on each node: Kubernetes ({profile.title}) uses {kube}; "
+        f"Docker uses {docker}. each nvidia runtime lives in its own daemon's config (Docker's in "
+        "/etc/docker/daemon.json); the toolkit env names Kubernetes' containerd.",
+        WHERE,
+        "Nothing to do; when debugging a GPU pod, ask the kubelet's containerd "
+        f"(`crictl --runtime-endpoint unix://{profile.socket} info`), not Docker's.",
+        severity=Severity.INFO)]
+
+
+__all__ = ["check_docker_daemons"]
