@@ -6,7 +6,11 @@ Prints, for a kubeadm node planned in host mode on containerd 1.7:
 - the node agent's `apply` on the Ready node: wall time and containerd restarts;
 - the post-deploy check on the node (probe Job created by ProbeJobCheckProvider, run as a
   real pod through handler `nvidia`, judged): wall time to the verdict, and the verdict
-  (here: FM01 no_driver, no GPU on this machine).
+  (here: FM01 no_driver, no GPU on this machine);
+- `pulumi up` under the real CLI and kubernetes provider of a `nodeAccess: none` stack
+  naming the node, with the post-deploy checks on: wall time from the start of `up` to
+  its verdict (the checks fail it: no GPU here), and of the second `up`, which runs the
+  failed check again (needs ../shared/charts, as the engine tests do).
 
     .venv/bin/python benchmarks/real_node.py [--runs N]
 """
@@ -52,6 +56,11 @@ def main() -> int:
 
     root = Path(tempfile.mkdtemp(prefix="gp-bn-", dir="/tmp"))
     cp = control_plane.start(root / "cp")
+    try:
+        up_s, again_s = _pulumi_up(cp, root, args.runs)
+    except BaseException:
+        cp.stop()
+        raise
     core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
     client.NodeV1Api(core.api_client).create_runtime_class(
         {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
@@ -115,7 +124,62 @@ def main() -> int:
           f"per node: {sorted(set(restarts))}")
     print(f"  probe Job created -> verdict:       {fig(verdict_s)}; verdicts: "
           f"{sorted(set(verdicts))}")
+    if up_s:
+        print(f"  `pulumi up` -> verdict (1 node):    {fig(up_s)}")
+        print(f"  second `pulumi up` -> verdict:      {fig(again_s)}")
     return 0
+
+
+def _pulumi_up(cp: control_plane.ControlPlane, root: Path,
+               runs: int) -> tuple[list[float], list[float]]:
+    """`pulumi up` to the checks' verdict on a fresh node per run; ([], []) without the
+    engine or the charts."""
+    import pulumi_engine
+    from kubernetes import client, config
+    from test_pulumi_engine import stack_file
+
+    from gpuplane.checks.settings import ChecksSettings
+    from gpuplane.containerd.versions import ContainerdVersion
+    from gpuplane.distros import Distro, profile
+    from gpuplane.planner import plan_node
+    from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+
+    why = pulumi_engine.missing()
+    if why:
+        print(f"real_node: `pulumi up` not measured: {why}", file=sys.stderr)
+        return [], []
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+    image = gpu_chain.build_python_image(
+        root / "python3-up.tar", name=f"docker.io/library/{ChecksSettings().image}")
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse("1.7"),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    up_s, again_s = [], []
+    for run in range(runs):
+        name = f"bench-up-{run}"
+        node = kubelet_node.start(cp, Path(tempfile.mkdtemp(prefix="gp-bu-", dir="/tmp")),
+                                  plan.layout, plan.profile.config_path, line="1.7", name=name)
+        try:
+            node.import_image(image)
+            core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+            engine = pulumi_engine.Engine(root / f"engine-{run}", kubeconfig=cp.kubeconfig)
+            path = stack_file(root / f"stacks-{run}", "kind-smoke", {
+                "gpuplane:nodes": [{"name": name, "gpus": 1}],
+                "gpuplane:runtime": {"createRuntimeClass": True},
+                "gpuplane:checks": {"enabled": True, "timeoutSeconds": 180}})
+            up = engine.run("up", "kind-smoke", stack_file=path)
+            again = engine.run("up", "kind-smoke", stack_file=path)
+            if up.ok or again.ok or "no NVIDIA driver" not in up.stdout:
+                raise RuntimeError(f"`pulumi up` did not fail with no NVIDIA driver:\n"
+                                   f"{up.stdout[-3000:]}")
+            up_s.append(up.seconds)
+            again_s.append(again.seconds)
+            with control_plane.helm_hooks_succeed(cp, "gpu-operator"):
+                down = engine.run("destroy", "kind-smoke", stack_file=path)
+            if not down.ok:
+                raise RuntimeError(f"`pulumi destroy` failed:\n{down.stdout[-3000:]}")
+        finally:
+            node.stop()
+    return up_s, again_s
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Any
 
 import control_plane
 import tomlkit
+import yaml
 
 from gpuplane import rancher_render
 from gpuplane.distros import DistroProfile
@@ -142,7 +143,8 @@ def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
                          "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
     }
-    (root / "kubelet.yaml").write_text(json.dumps(config))
+    # YAML, as kubeadm writes /var/lib/kubelet/config.yaml (the doctor's inspection reads it).
+    (root / "kubelet.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     log = open(root / "kubelet.log", "wb")  # noqa: SIM115 - owned by the process
     return subprocess.Popen(
         [str(KUBELET), "--kubeconfig", str(root / "kubelet.kubeconfig"),

@@ -119,6 +119,25 @@ def test_a_node_override_and_the_model_give_their_own_plans(
     assert "max_concurrent_downloads = 8" in a1["files"][CONFIG]
 
 
+def test_the_models_findings_do_not_block_nodes_planned_from_their_own_files(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Every node captured, kubelets on cgroupfs and no `systemdCgroup` set: the nodes'
+    files keep SystemdCgroup = false and their plans pass. The distribution's stock files
+    (the model, SystemdCgroup = true on kubeadm) would conflict with cgroupfs (FM07), but no
+    node is planned from them, so that is no finding (seen on the real node of
+    tests/test_kubelet_node.py)."""
+    stacks = project(tmp_path)
+    text = (stacks / "Pulumi.t.yaml").read_text()
+    (stacks / "Pulumi.t.yaml").write_text(
+        text.replace("kubeletCgroupDriver: systemd", "kubeletCgroupDriver: cgroupfs")
+        .replace("  gpuplane:runtime: {systemdCgroup: true}\n", ""))
+    code, report, err = plan(capsys, stacks)
+    assert code == 0 and report is not None, err
+    assert [f["id"] for f in report["findings"] if f["severity"] == "error"] == []
+    assert all("SystemdCgroup = true" not in t for n in report["nodes"]
+               for t in n["files"].values())
+
+
 def test_a_node_that_already_has_the_change_needs_no_restart(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     done = CAPTURED.replace("SystemdCgroup = false", "SystemdCgroup = true").replace(

@@ -109,7 +109,9 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         f"AuthorizedKeysFile {d / 'authorized_keys'} .ssh/authorized_keys\n"
         "PidFile none\nStrictModes no\n"
         "UsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "PermitRootLogin prohibit-password\nLogLevel ERROR\n")
+        "PermitRootLogin prohibit-password\nLogLevel ERROR\n"
+        # The command provider's CopyToRemote uploads over SFTP.
+        "Subsystem sftp internal-sftp\n")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # privilege separation dir
     proc = subprocess.Popen([daemon, "-D", "-e", "-f", str(d / "sshd_config")],

@@ -84,7 +84,8 @@ def test_real_no_driver_output_is_fm01_with_runtime_class() -> None:
     run = pod_run(cd.pod("p", phase="Failed", exit_code=2), log)
     f = only(job_findings(NODE_JOB, [run], OPERATOR))
     assert f.id == "FM01"
-    assert "found no GPU" in f.message and "not found" in f.message
+    assert "found no GPU in its pod, no NVIDIA driver (no_driver)" in f.message
+    assert "not found" in f.message
     assert "gpuplane:cluster.distro" in f.fix and "gpuplane containerd check" in f.fix
     assert "node gpu-a1" in f.where and "pod p" in f.where
 

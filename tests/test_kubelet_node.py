@@ -6,6 +6,9 @@ without the RuntimeClass never touches it (FM11's premise)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -15,6 +18,7 @@ from typing import Any
 import control_plane
 import kubelet_node
 import pytest
+from test_capture import sshd  # noqa: F401 - the node's sshd fixture
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, profile
@@ -25,6 +29,7 @@ import oracle
 
 pytestmark = pytest.mark.engine
 LINE = "1.7"
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +156,7 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
         report = outs["result"]["report"]
         assert outs["passed"] is False, outs
         assert f"[FM01] node {node.name}: the CUDA probe found no GPU" in report, report
-        assert "(no_driver)" in report and "exit 2" in report, report
+        assert "no NVIDIA driver (no_driver)" in report and "exit 2" in report, report
         assert oracle.wrapper_calls(node.wrapper), "the probe did not run through nvidia"
     finally:
         node.stop()
@@ -257,3 +262,311 @@ class _Log:
 
     def log(self) -> str:
         return self.path.read_text(errors="replace")[-4000:]
+
+
+def test_pulumi_up_runs_the_probe_on_the_real_node_and_fails_with_no_nvidia_driver(
+        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+    """`pulumi up` under the real CLI and kubernetes provider (a `nodeAccess: none` stack
+    naming the real node): the RuntimeClass `nvidia` it creates is the one the probe Job
+    runs through on the node, the probe exits 2 with no NVIDIA driver here, and the
+    verdict fails `pulumi up` with the node's name and "no NVIDIA driver" (FM01), no
+    traceback. A second `up` runs the failed check again (a new Job, the same verdict), not
+    the one that passed (the node advertises its GPU), and
+    `pulumi refresh` keeps the stack consistent; `destroy` removes the Jobs."""
+    import gpu_chain
+    import pulumi_engine
+    from kubernetes import client
+    from test_pulumi_engine import check_jobs, stack_file
+
+    from gpuplane.checks.settings import ChecksSettings
+
+    for why in (pulumi_engine.missing(),):
+        if why:
+            oracle.unavailable(f"the real Pulumi engine: {why}", "make test")
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    node = kubelet_node.start(cluster, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
+                              plan.layout, plan.profile.config_path, line=LINE,
+                              name="gpu-real-01")
+    try:
+        node.import_image(gpu_chain.build_python_image(
+            tmp_path / "python3.tar", name=f"docker.io/library/{ChecksSettings().image}"))
+        core = _api(cluster)
+        # What the device plugin would advertise: one GPU (the probe requests it).
+        core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+        # The stack makes RuntimeClass `nvidia`; a test above may have made it already.
+        with contextlib.suppress(client.exceptions.ApiException):
+            client.NodeV1Api(core.api_client).delete_runtime_class("nvidia")
+        engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+        path = stack_file(tmp_path / "stacks", "kind-smoke", {
+            "gpuplane:nodes": [{"name": node.name, "gpus": 1}],
+            "gpuplane:runtime": {"createRuntimeClass": True},
+            "gpuplane:checks": {"enabled": True, "timeoutSeconds": 180}})
+        up = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
+        text = up.stdout + up.stderr
+        assert not up.ok, text[-4000:]
+        assert f"[FM01] node {node.name}: the CUDA probe found no GPU in its pod" in text, \
+            text[-4000:]
+        assert "no NVIDIA driver (no_driver)" in text, text[-4000:]
+        assert "Traceback" not in text, text[-4000:]
+        assert oracle.wrapper_calls(node.wrapper), "the probe did not run through nvidia"
+        first = check_jobs(cluster)
+        assert len(first) == 1 and first[0].startswith(f"gpu-checks-probe-{node.name}-"), first
+
+        refreshed = engine.run("refresh", "kind-smoke", stack_file=path, timeout=300)
+        assert refreshed.ok, refreshed.stdout + refreshed.stderr
+        assert "Traceback" not in refreshed.stdout + refreshed.stderr
+        again = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
+        assert not again.ok
+        assert f"[FM01] node {node.name}: the CUDA probe found no GPU" in \
+            again.stdout + again.stderr
+        # Only the failed check runs again: the node does advertise its GPU.
+        assert sorted(s["name"] for s in again.steps if s["op"] in ("update", "replace")) \
+            == ["gpu-checks-nodes-check"], again.steps
+        second = check_jobs(cluster)
+        assert len(second) == 1 and second != first, (first, second)
+        with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+            down = engine.run("destroy", "kind-smoke", stack_file=path)
+        assert down.ok, down.stdout + down.stderr
+        assert check_jobs(cluster) == []
+        print(f"real node: up to verdict {up.seconds:.1f} s, second up {again.seconds:.1f} s")
+    finally:
+        node.stop()
+
+
+def _doctor(cp: control_plane.ControlPlane, *args: str) -> tuple[int, dict[str, Any], str]:
+    """`gpuplane doctor` live against the test cluster, with its node inspection: a
+    privileged pod per GPU node (the locally imported python3 image) reads the node's
+    containerd and runs `config dump` there."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuplane.cli", "doctor", "--kubeconfig", str(cp.kubeconfig),
+         "--format", "json", *args],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout), done.stderr
+
+
+def _inspected_node(cp: control_plane.ControlPlane, tmp_path: Path, name: str,
+                    layout: dict[str, str], top: str) -> kubelet_node.KubeletNode:
+    """A Ready node advertising one GPU, with the python3 image the doctor's inspection
+    pod and the probe run in, and RuntimeClass `nvidia` in the cluster."""
+    import gpu_chain
+    from kubernetes import client
+
+    from gpuplane.doctor.inspect import DEFAULT_IMAGE
+
+    node = kubelet_node.start(cp, Path(tempfile.mkdtemp(prefix="gp-kn-", dir="/tmp")),
+                              layout, top, line=LINE, name=name)
+    try:
+        node.import_image(gpu_chain.build_python_image(
+            tmp_path / "python3.tar", name=f"docker.io/library/{DEFAULT_IMAGE}"))
+        core = _api(cp)
+        core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+        try:
+            client.NodeV1Api(core.api_client).create_runtime_class(
+                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+        except client.exceptions.ApiException as error:
+            assert error.status == 409, error   # made by a test above
+    except BaseException:
+        node.stop()
+        raise
+    return node
+
+
+def _events(cp: control_plane.ControlPlane, pod: str, text: str, timeout: float = 60) -> None:
+    """Wait until an event of `pod` says `text`."""
+    core = _api(cp)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(text in (e.message or "") for e in core.list_namespaced_event("default").items
+               if e.involved_object.name == pod):
+            return
+        time.sleep(1)
+    raise AssertionError(f"no event of pod {pod} says {text!r} after {timeout:.0f} s")
+
+
+def test_the_doctor_inspects_a_healthy_live_node_then_one_without_the_nvidia_runtime(
+        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+    """`gpuplane doctor` live, node inspection included (its privileged pod runs on the
+    real node): a node planned with the nvidia runtime and a GPU pod of RuntimeClass
+    `nvidia` gives no finding for the node; the same node with the nvidia runtime removed
+    from its containerd config is named, with the runtime missing."""
+    plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    node = _inspected_node(cluster, tmp_path, "gpu-node-healthy", plan.layout,
+                           plan.profile.config_path)
+    try:
+        pod = _pod("healthy-gpu", node.pause, "nvidia", node.name)
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        _api(cluster).create_namespaced_pod("default", pod)
+        _running(_api(cluster), "healthy-gpu", node)
+        code, report, _ = _doctor(cluster, "--node", node.name)
+        assert (code, report["verdict"], report["findings"]) == (0, "healthy", []), report
+        assert report["cluster"]["inspectedNodes"] == [node.name]
+        assert not [n for n in report["notes"] if node.name in n], report["notes"]
+    finally:
+        node.stop()
+    _api(cluster).delete_namespaced_pod("healthy-gpu", "default", grace_period_seconds=0)
+
+    # The same node with the nvidia runtime gone from its containerd config.
+    baseline = profile(Distro.KUBEADM).baseline(ContainerdVersion.parse(LINE))
+    node = _inspected_node(cluster, tmp_path, "gpu-node-broken", dict(baseline),
+                           plan.profile.config_path)
+    try:
+        pod = _pod("broken-gpu", node.pause, "nvidia", node.name)
+        pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+        _api(cluster).create_namespaced_pod("default", pod)
+        _events(cluster, "broken-gpu", "no runtime for \"nvidia\" is configured")
+        code, report, _ = _doctor(cluster, "--node", node.name)
+        assert (code, report["verdict"]) == (1, "problems"), report
+        assert [(f["id"], f["scope"]) for f in report["findings"]] == [
+            ("FM01", f"node:{node.name}")], report["findings"]
+        finding = report["findings"][0]
+        assert finding["message"].startswith("no file containerd reads defines runtime 'nvidia'")
+        assert finding["where"].startswith(f"node {node.name}: ")
+        assert any("FailedCreatePodSandBox" in e["source"] for e in finding["evidence"])
+    finally:
+        node.stop()
+
+
+SSH_STACK = """\
+config:
+  gpuplane:cluster:
+    distro: kubeadm
+    kubernetesVersion: "1.34.3"
+    containerdVersion: "{line}"
+    nodeAccess: ssh
+    kubeletCgroupDriver: cgroupfs
+  gpuplane:ssh: {{user: root, port: {port}}}
+  gpuplane:sshPrivateKey: {{secure: v1:x}}
+  gpuplane:nodes:
+    - {{name: {name}, host: {name}, gpus: 1}}
+  gpuplane:gpuOperator: {{chartVersion: v25.10.1, toolkit: host}}
+  gpuplane:runtime: {{createRuntimeClass: true}}
+"""
+
+
+def _ssh(node_sshd: Any, host: str, command: str,
+         stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`command` on `host` over the real sshd, as the command provider runs it: a login
+    as root, the program on stdin, in the user's home."""
+    return subprocess.run(
+        ["ssh", "-F", str(node_sshd.config), "-i", str(node_sshd.key), "-p",
+         str(node_sshd.port),
+         "-o", "BatchMode=yes", f"root@{host}", command],
+        input=stdin, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_over_ssh_a_ready_node_is_captured_planned_applied_and_restored_with_drift_refused(
+        cluster: control_plane.ControlPlane, tmp_path: Path, sshd: Any,  # noqa: F811
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Over the real sshd of the node (127.0.0.1), on a Ready kubelet node:
+    `gpuplane nodes capture` fills the stack's `baselineFiles` with the node's files;
+    `gpuplane plan` of that stack plans the files the node agent then writes (the program
+    Pulumi's command provider sends: `sh -s -- apply` with the plan on stdin); containerd
+    restarts once and the node stays Ready; a second apply restarts nothing; a file edited
+    out of band is reported by the agent's `status` and the next apply refuses to
+    overwrite it (FM05); `restore` gives every file back byte for byte, and the node is
+    Ready. (The agent runs under the node's sandbox root, `--root`; the command provider
+    itself cannot be built here, issue #27.)"""
+    import shlex
+
+    import yaml
+
+    from gpuplane.agent import AGENT_PATH, agent_source, plan_stdin, staged_agent_path
+    from gpuplane.cli import main as gpuplane
+
+    from agent_node import parse_result
+    from layouts import host_path
+
+    tmp = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
+    node = kubelet_node.KubeletSandbox(tmp, LINE, profile(Distro.KUBEADM))
+    node.boot()
+    name = "gpu-node-ssh"
+    containerd = host_path(node.root, "/usr/bin/containerd")
+    containerd.parent.mkdir(parents=True, exist_ok=True)
+    containerd.symlink_to(node.containerd)
+    kubelet = kubelet_node.attach(cluster, node, tmp / "k", name)
+    log = tmp / "k" / "kubelet.log"
+    try:
+        snap = node.snapshot()
+        (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+        stacks = tmp_path / "stacks"
+        stacks.mkdir()
+        stack = stacks / "Pulumi.ssh.yaml"
+        stack.write_text(SSH_STACK.format(line=LINE, port=sshd.port, name=name))
+        code = gpuplane(["nodes", "capture", "--stack", "ssh", "--stacks-dir", str(stacks),
+                         "--ssh-config", str(sshd.config), "--identity", str(sshd.key),
+                         "--remote-root", str(node.root)])
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+        captured = yaml.safe_load(stack.read_text())["config"]["gpuplane:cluster"][
+            "baselineFiles"]
+        current = {p: (tmp_path / local).read_text() for p, local in captured.items()}
+        assert current == {p: host_path(node.root, p).read_text() for p in current}
+        assert node.profile.config_path in current, captured
+
+        code = gpuplane(["plan", "--stack", "ssh", "--stacks-dir", str(stacks),
+                         "--format", "json"])
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0, report.get("findings")
+        planned = report["nodes"][0]["files"]
+        assert planned, report["nodes"]
+        plan = node.plan(current=current)
+        assert plan.files == {p: node.runnable(t) for p, t in planned.items()}
+
+        # What the command provider's CopyToRemote does first: the agent over SFTP into
+        # the SSH user's home, which the node command's program installs.
+        upload = tmp_path / staged_agent_path()
+        upload.write_text(agent_source())
+        sent = subprocess.run(
+            ["sftp", "-F", str(sshd.config), "-i", str(sshd.key), "-P", str(sshd.port),
+             "-b", "-", f"root@{name}"], input=f"put {upload} {staged_agent_path()}\n",
+            capture_output=True, text=True, timeout=60, check=False)
+        assert sent.returncode == 0, sent.stderr
+        args = " ".join(shlex.quote(a) for a in node.args())
+        applied = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
+                                          plan_stdin(plan))))
+        assert applied.rc == 0, applied.err
+        assert node.restarts == 1
+        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
+        for path, text in plan.files.items():
+            assert host_path(node.root, path).read_text() == text, path
+        again = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
+                                        plan_stdin(plan))))
+        assert again.rc == 0 and node.restarts == 1, again.err
+
+        # Out of band: someone edits gpuplane's file on the node.
+        drifted = next(iter(plan.files))
+        edited = host_path(node.root, drifted)
+        edited.write_text("oom_score = -999  # edited by hand\n" + edited.read_text())
+        agent = shlex.quote(str(host_path(node.root, AGENT_PATH)))
+        status = parse_result(*_run(_ssh(sshd, name, f"sh {agent} status {args}")))
+        assert status.rc == 0, status
+        assert status.out["drift"] is True and status.out["drifted_files"] == [drifted], \
+            status.out
+        refused = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
+                                          plan_stdin(plan))))
+        assert refused.rc != 0 and "FM05" in refused.err, refused
+        assert edited.read_text().startswith("oom_score = -999"), "the edit was overwritten"
+        assert node.restarts == 1
+        edited.write_text(plan.files[drifted])      # the edit undone by its owner
+
+        restored = parse_result(*_run(_ssh(sshd, name, f"sh {agent} restore {args}")))
+        assert restored.rc == 0, restored.err
+        assert node.restarts == 2
+        assert node.snapshot() == snap
+        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
+    finally:
+        kubelet_node.stop_kubelet(kubelet, tmp / "k")
+        node.close()
+        oracle.unmount_under(tmp)
+
+
+def _run(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
+    return done.returncode, done.stdout, done.stderr

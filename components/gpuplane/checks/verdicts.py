@@ -257,8 +257,9 @@ def probe_findings(job: CheckJob, run: PodRun, report: dict[str, Any],
     kinds = {f.get("kind") for f in report.get("failures") or []}
     error = report.get("error") or "no error message"
     if report.get("status") in ("no_driver", "no_device"):
+        what = "no NVIDIA driver" if report["status"] == "no_driver" else "no NVIDIA GPU"
         return [_finding(_gpu_path_id(intent),
-                         f"node {node}: the CUDA probe found no GPU in its pod "
+                         f"node {node}: the CUDA probe found no GPU in its pod, {what} "
                          f"({report['status']}): {error}", where, _no_gpu_fix(intent, node))]
     out: list[Finding] = []
     if job.max_memory_mib is not None:

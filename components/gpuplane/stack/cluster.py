@@ -154,9 +154,13 @@ class GpuCluster(pulumi.ComponentResource):
     @property
     def plan_findings(self) -> list[Finding]:
         """The rulebook's findings on every distinct node plan, each once; those of plans
-        made from captured files name their nodes."""
+        made from captured files name their nodes. The model's plan counts only where a
+        node is planned from it (or no node is listed): a finding on the distribution's
+        stock files says nothing about nodes whose own files were captured."""
         out: list[Finding] = []
-        for plan in {id(p): p for p in [self.plan, *self.node_plans.values()]}.values():
+        used = list(self.node_plans.values())
+        model = [self.plan] if not used or any(p is self.plan for p in used) else []
+        for plan in {id(p): p for p in [*model, *used]}.values():
             nodes = [n for n, p in self.node_plans.items() if p is plan]
             for f in plan.findings:
                 if plan is not self.plan:
