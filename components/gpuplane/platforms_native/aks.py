@@ -86,7 +86,7 @@ def aks_nodepool(pool: AksNodePool) -> PlatformInput:
         notes.append("the GPU Operator installs the driver and toolkit: driver.enabled and "
                      "toolkit.enabled stay true")
         summary = "create the GPU pool without AKS's NVIDIA driver"
-        untouched = ("containerd's config on the node (AgentBaker writes it)",)
+        untouched: tuple[str, ...] = ("containerd's config on the node (AgentBaker writes it)",)
     else:
         notes.append("keep the image's stack: driver.enabled=false, toolkit.enabled=false, "
                      "operator.runtimeClass=nvidia-container-runtime")
