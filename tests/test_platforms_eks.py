@@ -108,7 +108,7 @@ def test_enable_cdi_follows_the_kubelet(kubelet: str, cdi: bool) -> None:
 
 
 def test_a_bad_kubelet_version_names_the_key() -> None:
-    with pytest.raises(PlatformInputError, match="gpuplane:platform.kubeletVersion"):
+    with pytest.raises(PlatformInputError, match=r"gpuplane:platform\.kubeletVersion"):
         eks_nodeconfig(EksNode(AmiVariant.NVIDIA, "latest"), RuntimeIntent())
 
 
