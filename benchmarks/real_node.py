@@ -108,7 +108,7 @@ def main() -> int:
                 verdicts.append(",".join(outs["result"]["findings"]) or
                                 ("passed" if outs["passed"] else "failed"))
             finally:
-                kubelet_node.stop_kubelet(kubelet, tmp / "k")
+                kubelet_node.stop_kubelet(kubelet, tmp / "k", cp, name)
                 node.close()
                 oracle.unmount_under(tmp)
     finally:

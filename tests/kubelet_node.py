@@ -75,8 +75,11 @@ class KubeletNode:
     def log(self) -> str:
         return (self.root / "kubelet.log").read_text(errors="replace")[-4000:]
 
+    cp: control_plane.ControlPlane | None = None
+
     def stop(self) -> None:
-        """The kubelet by its PID, then containerd with every pod it runs."""
+        """The kubelet by its PID, then containerd with every pod it runs; the Node leaves
+        the cluster (`leave`)."""
         if self.kubelet.poll() is None:
             self.kubelet.terminate()
             try:
@@ -86,6 +89,23 @@ class KubeletNode:
                 self.kubelet.wait()
         self.daemon.stop()
         oracle.unmount_under(self.root)
+        if self.cp is not None:
+            leave(self.cp, self.name)
+
+
+def leave(cp: control_plane.ControlPlane, name: str) -> None:
+    """Delete the stopped node's Node object, as a drained node leaves a cluster: no pod
+    is scheduled to it later (a pod bound to a node without a kubelet never terminates,
+    and a namespace holding one is never deleted, which hangs a later `pulumi destroy`),
+    and the pods still bound to it are collected."""
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+    try:
+        core.delete_node(name)
+    except client.exceptions.ApiException as error:
+        if error.status != 404:
+            raise
 
 
 def runnable(text: str, wrapper: Path, cni_conf: Path) -> str:
@@ -111,7 +131,7 @@ def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], to
     try:
         pause = daemon.ensure_pause_image()
         kubelet = _kubelet(cp, root, name, daemon)
-        node = KubeletNode(name, root, daemon, kubelet, wrapper, pause)
+        node = KubeletNode(name, root, daemon, kubelet, wrapper, pause, cp)
         _wait_ready(cp, node, timeout)
     except BaseException:
         daemon.stop()
@@ -230,7 +250,9 @@ def attach(cp: control_plane.ControlPlane, node: SandboxNode, root: Path,
     return kubelet
 
 
-def stop_kubelet(kubelet: subprocess.Popen[bytes], root: Path) -> None:
+def stop_kubelet(kubelet: subprocess.Popen[bytes], root: Path,
+                 cp: control_plane.ControlPlane | None = None, name: str = "") -> None:
+    """The kubelet by its PID; with `cp`, node `name` leaves the cluster (`leave`)."""
     if kubelet.poll() is None:
         kubelet.terminate()
         try:
@@ -239,6 +261,8 @@ def stop_kubelet(kubelet: subprocess.Popen[bytes], root: Path) -> None:
             kubelet.kill()
             kubelet.wait()
     oracle.unmount_under(root)
+    if cp is not None:
+        leave(cp, name)
 
 
 def _with_cni(text: str, cni_conf: Path) -> str:

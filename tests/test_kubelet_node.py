@@ -249,7 +249,7 @@ def test_the_node_agent_applies_and_restores_on_a_ready_node(
         assert node.restarts == 2 and node.snapshot() == snap
         kubelet_node.wait_ready(cluster, name, kubelet, tmp / "k" / "kubelet.log", 60)
     finally:
-        kubelet_node.stop_kubelet(kubelet, tmp / "k")
+        kubelet_node.stop_kubelet(kubelet, tmp / "k", cluster, name)
         node.close()
         oracle.unmount_under(tmp)
 
@@ -310,7 +310,7 @@ def test_pulumi_up_runs_the_probe_on_the_real_node_and_fails_with_no_nvidia_driv
         assert "no NVIDIA driver (no_driver)" in text, text[-4000:]
         assert "Traceback" not in text, text[-4000:]
         assert oracle.wrapper_calls(node.wrapper), "the probe did not run through nvidia"
-        first = check_jobs(cluster)
+        first = [j for j in check_jobs(cluster) if j.startswith("gpu-checks-")]
         assert len(first) == 1 and first[0].startswith(f"gpu-checks-probe-{node.name}-"), first
 
         refreshed = engine.run("refresh", "kind-smoke", stack_file=path, timeout=300)
@@ -323,12 +323,12 @@ def test_pulumi_up_runs_the_probe_on_the_real_node_and_fails_with_no_nvidia_driv
         # Only the failed check runs again: the node does advertise its GPU.
         assert sorted(s["name"] for s in again.steps if s["op"] in ("update", "replace")) \
             == ["gpu-checks-nodes-check"], again.steps
-        second = check_jobs(cluster)
+        second = [j for j in check_jobs(cluster) if j.startswith("gpu-checks-")]
         assert len(second) == 1 and second != first, (first, second)
         with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
             down = engine.run("destroy", "kind-smoke", stack_file=path)
         assert down.ok, down.stdout + down.stderr
-        assert check_jobs(cluster) == []
+        assert [j for j in check_jobs(cluster) if j.startswith("gpu-checks-")] == []
         print(f"real node: up to verdict {up.seconds:.1f} s, second up {again.seconds:.1f} s")
     finally:
         node.stop()
@@ -391,11 +391,19 @@ def _events(cp: control_plane.ControlPlane, pod: str, text: str, timeout: float 
 
 
 def test_the_doctor_inspects_a_healthy_live_node_then_one_without_the_nvidia_runtime(
-        cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
     """`gpuplane doctor` live, node inspection included (its privileged pod runs on the
-    real node): a node planned with the nvidia runtime and a GPU pod of RuntimeClass
-    `nvidia` gives no finding for the node; the same node with the nvidia runtime removed
-    from its containerd config is named, with the runtime missing."""
+    real node), on a cluster of its own: a node planned with the nvidia runtime and a GPU
+    pod of RuntimeClass `nvidia` is a healthy cluster; the same node with the nvidia
+    runtime removed from its containerd config is named, with the runtime missing."""
+    cluster = control_plane.start(Path(tempfile.mkdtemp(prefix="gp-kd-", dir="/tmp")) / "cp")
+    try:
+        _doctor_healthy_then_broken(cluster, tmp_path)
+    finally:
+        cluster.stop()
+
+
+def _doctor_healthy_then_broken(cluster: control_plane.ControlPlane, tmp_path: Path) -> None:
     plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
                      PlanOptions(toolkit=ToolkitMode.HOST))
     node = _inspected_node(cluster, tmp_path, "gpu-node-healthy", plan.layout,
@@ -411,7 +419,8 @@ def test_the_doctor_inspects_a_healthy_live_node_then_one_without_the_nvidia_run
         assert not [n for n in report["notes"] if node.name in n], report["notes"]
     finally:
         node.stop()
-    _api(cluster).delete_namespaced_pod("healthy-gpu", "default", grace_period_seconds=0)
+    with contextlib.suppress(Exception):   # collected with its node, or still there
+        _api(cluster).delete_namespaced_pod("healthy-gpu", "default", grace_period_seconds=0)
 
     # The same node with the nvidia runtime gone from its containerd config.
     baseline = profile(Distro.KUBEADM).baseline(ContainerdVersion.parse(LINE))
@@ -563,7 +572,7 @@ def test_over_ssh_a_ready_node_is_captured_planned_applied_and_restored_with_dri
         assert node.snapshot() == snap
         kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
     finally:
-        kubelet_node.stop_kubelet(kubelet, tmp / "k")
+        kubelet_node.stop_kubelet(kubelet, tmp / "k", cluster, name)
         node.close()
         oracle.unmount_under(tmp)
 
