@@ -11,7 +11,6 @@ import contextlib
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -39,7 +38,13 @@ from gpuplane.distros import (
 from gpuplane.docker_daemon import DockerSettings
 from gpuplane.images import check_mirror
 from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
-from gpuplane.platforms import DEVICE_PLUGIN, Platform, PlatformProfile, platform_profile
+from gpuplane.platforms import (
+    DEVICE_PLUGIN,
+    Platform,
+    PlatformProfile,
+    on_platform,
+    platform_profile,
+)
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
@@ -143,10 +148,11 @@ class ClusterConfig(_Section):
     are relative to the project root."""
     platform: Platform | None = None
     """The managed platform whose node image the GPU nodes run (`eks-al2023-nvidia`,
-    `eks-al2023`, `bottlerocket-nvidia`, `gke-cos`, `gke-ubuntu`, `aks-ubuntu`); unset: self-managed nodes. The platform writes the
-    nodes' containerd config itself, so gpuplane plans from that config, writes no node
-    files (`nodeAccess: none`) and checks the operator's values against what the image
-    preinstalls (docs/platforms.md). `distro` stays kubeadm, the layout these nodes share."""
+    `eks-al2023`, `bottlerocket-nvidia`, `gke-cos`, `gke-ubuntu`, `aks-ubuntu`); unset:
+    self-managed nodes. The platform writes the nodes' containerd config itself, so
+    gpuplane plans from that config, writes no node files (`nodeAccess: none`) and checks
+    the operator's values against what the image preinstalls (docs/platforms.md).
+    `distro` stays kubeadm, the layout these nodes share."""
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -614,13 +620,9 @@ class StackConfig(_Section):
 
     @property
     def profile(self) -> DistroProfile:
-        base = profile(self.cluster.distro, self.cluster.containerd_base_dir)
-        plat = self.platform
-        if plat is None:
-            return base
-        # The kubeadm layout, with the config the platform writes as the fresh node.
-        return replace(base, title=plat.title, baseline_name=plat.name.value,
-                       owned_by=plat.title)
+        # A platform: the kubeadm layout, with the config it writes as the fresh node.
+        return on_platform(profile(self.cluster.distro, self.cluster.containerd_base_dir),
+                           self.cluster.platform)
 
     @property
     def containerd(self) -> ContainerdVersion:

@@ -15,8 +15,10 @@ source is listed in `unverified` and in docs/platforms.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+
+from gpuplane.distros import DistroProfile
 
 
 class Platform(StrEnum):
@@ -58,6 +60,7 @@ class PlatformProfile:
     # major; None: not known to.
     dump_rewrites_from_kubernetes: tuple[int, int] | None = None
     dump_rewrites_from_containerd: int | None = None
+    dump_harm: str = ""                   # what the dump's copy does to the node there
     install_dir: str | None = None        # hostPaths.driverInstallDir and toolkit.installDir
     hami: str = ""                        # what HAMi needs here beyond the self-managed case
     operator_driver_unsupported: str = ""  # why the operator's driver container cannot run
@@ -110,6 +113,15 @@ _AKS_CONFIG = ("/etc/containerd/config.toml, `version = 2` with the version-3 pl
 _AKS_WRITER = ("AgentBaker's provisioning script renders it when the node is created or "
                "reimaged; a node-pool upgrade or scale-out gives fresh nodes, so edits "
                "do not last (writable in place, not kept)")
+
+_GKE_DUMP = ("`containerd config dump` (GKE 1.33+, containerd 2.0) prints containerd's "
+             "own CNI defaults over GKE's paths, and the toolkit writes that copy back: pod "
+             "networking breaks (NVIDIA/nvidia-container-toolkit#1222, "
+             "NVIDIA/gpu-operator#1577; NVIDIA's GKE page asks for RUNTIME_CONFIG_SOURCE=file)")
+_AKS_DUMP = ("`containerd config dump` of AKS's version-2 root prints the running "
+             "containerd's own config version (`version = 4` on containerd 2.3), which the "
+             "toolkit copies into its drop-in under that root: containerd refuses the "
+             "drop-in and exits, and the nodes go NotReady (NVIDIA/aicr#1688)")
 
 PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
@@ -226,6 +238,7 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
             "reason to move them; not run on a COS node)",
         ),
         dump_rewrites_from_kubernetes=(1, 33),
+        dump_harm=_GKE_DUMP,
         install_dir=COS_NVIDIA_DIR,
         hami="HAMi's device plugin copies its vGPU library to devicePlugin.libPath "
              "(/usr/local/vgpu) and global.gpuHookPath (/usr/local) on the host, under "
@@ -252,6 +265,7 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
         sources=_GKE_SOURCES,
         unverified=("the contents of GKE's containerd config (not published; modelled)",),
         dump_rewrites_from_kubernetes=(1, 33),
+        dump_harm=_GKE_DUMP,
         node_pool_notes=("--accelerator ...,gpu-driver-version=disabled (the operator's "
                          "driver manager installs the driver)",
                          "--node-labels=gke-no-default-nvidia-gpu-device-plugin=true"),
@@ -275,6 +289,7 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
             "(field report NVIDIA/aicr#1688; no containerd 2.3 here to run)",
         ),
         dump_rewrites_from_containerd=2,
+        dump_harm=_AKS_DUMP,
     ),
 ]}
 
@@ -284,4 +299,13 @@ def platform_profile(name: Platform | str) -> PlatformProfile:
 
 
 __all__ = ["COS_NVIDIA_DIR", "DEVICE_PLUGIN", "DRIVER", "PLATFORMS", "TOOLKIT", "Platform",
-           "PlatformProfile", "platform_profile"]
+           "PlatformProfile", "on_platform", "platform_profile"]
+
+
+def on_platform(base: DistroProfile, name: Platform | str | None) -> DistroProfile:
+    """`base` (the kubeadm layout) with what platform `name` changes: its title, the
+    config it writes as the fresh node's, and that it owns that config."""
+    if not name:
+        return base
+    plat = platform_profile(name)
+    return replace(base, title=plat.title, baseline_name=plat.name.value, owned_by=plat.title)

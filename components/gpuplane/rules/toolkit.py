@@ -22,6 +22,7 @@ from typing import Any
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode, profile
 from gpuplane.findings import Finding, Severity
+from gpuplane.platforms import platform_profile
 from gpuplane.rules._shared import finding, lookup, present
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
 from gpuplane.rules.nodefiles import check_node_files
@@ -261,6 +262,12 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
                      f"{expected['RUNTIME_CONFIG_SOURCE']}}}")
     if not wrong:
         return out
+    plat = platform_profile(intent.platform) if intent.platform else None
+    if source_only and plat is not None and plat.dump_rewrites(intent.kubernetes_version,
+                                                               version.major):
+        # FM17-config-dump: here the dump is known to carry what breaks the node.
+        source_only = False
+        wrong.append(f"on {plat.title} {plat.dump_harm}")
     base = f", containerd base dir {intent.containerd_base_dir}" \
         if intent.containerd_base_dir else ""
     out.append(finding(
