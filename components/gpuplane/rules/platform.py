@@ -5,8 +5,9 @@ files written where the platform owns them.
 Each check is a topic under the failure mode whose symptom it gives (rules/topics.py):
 - FM08-platform-driver: the operator's driver where the image preinstalls one, or where
   the operator has no driver container for the image (EKS AL2023);
-- FM05-platform-toolkit: the operator's toolkit where the image's own already configures
-  containerd (EKS AL2023 NVIDIA, Bottlerocket, AKS): a second installer rewrites it;
+- FM08-platform-toolkit: the operator's toolkit where the image's own already configures
+  containerd (EKS AL2023 NVIDIA, Bottlerocket, AKS): a second installer rewrites it (FM08,
+  not FM05: it is known at preview time, and FM05 is no preview policy);
 - FM12-platform-device-plugin: a second device plugin where the image ships one
   (Bottlerocket), the operator's or HAMi's;
 - FM11-platform-runtime: operator.runtimeClass naming a runtime the platform's config
@@ -84,7 +85,7 @@ def _toolkit(ctx: OperatorValues, plat: PlatformProfile) -> list[Finding]:
     if TOOLKIT not in plat.preinstalled or not ctx.toolkit_on:
         return []
     return [finding(
-        "FM05",
+        "FM08",
         f"{_shown(ctx.values, 'toolkit.enabled')} on {plat.title}, whose image preinstalls "
         f"the NVIDIA Container Toolkit and whose own containerd config already runs "
         f"`{plat.default_runtime}` as the default runtime ({plat.config}): the operator's "

@@ -118,7 +118,7 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "false); awslabs/amazon-eks-ami nodeadm/internal/containerd/runtime_config_nvidia.go"
         "@ed5cea81 (the AMI's runtime)"),
     Topic(
-        "FM05-platform-toolkit", "the operator's toolkit where the platform's image has one",
+        "FM08-platform-toolkit", "the operator's toolkit where the platform's image has one",
         "Where the image preinstalls the NVIDIA Container Toolkit, the platform's own "
         "containerd config already runs NVIDIA's runtime as the default (EKS AL2023 NVIDIA: "
         "`nvidia`; Bottlerocket: `nvidia` via nvidia-oci; AKS: `nvidia-container-runtime`). "
