@@ -10,6 +10,7 @@ are held against real containerd in tests/test_platform_rules.py.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ def test_platform_contradictions_name_the_key_and_the_fix(
 def test_gke_containerd_line_follows_the_kubernetes_version() -> None:
     config = stack("gke-cos")
     config["gpuplane:cluster"]["containerdVersion"] = "1.7"
-    with pytest.raises(StackConfigError, match='containerdVersion: "2.0"'):
+    with pytest.raises(StackConfigError, match=re.escape('containerdVersion: "2.0"')):
         parse_stack_config({k.split(":", 1)[1]: v for k, v in config.items()})
     config["gpuplane:cluster"]["kubernetesVersion"] = "1.32.4"
     parse_stack_config({k.split(":", 1)[1]: v for k, v in config.items()})
@@ -105,7 +106,7 @@ def test_device_plugin_platform_needs_a_platform_that_ships_one() -> None:
         parse_stack_config({k.split(":", 1)[1]: v for k, v in config.items()})
     config = stack("bottlerocket-nvidia")
     config["gpuplane:timeSlicing"] = {"replicas": 4}
-    with pytest.raises(StackConfigError, match="timeSlicing.replicas: 0"):
+    with pytest.raises(StackConfigError, match=re.escape("timeSlicing.replicas: 0")):
         parse_stack_config({k.split(":", 1)[1]: v for k, v in config.items()})
 
 
