@@ -73,7 +73,7 @@ def test_every_bundled_stack_plans_clean(plans: dict[str, dict[str, Any]], name:
     assert "gpu-operator" in plan["helm"]
     json.dumps(plan)  # the JSON contract: serialisable as is
     if name in PLATFORM_STACKS:   # the platform owns the nodes' files: none are written
-        assert plan["summary"]["restarts"] == 0
+        assert plan["summary"]["restarts"] == 0 and plan["cluster"]["platform"]
         assert not [r for r in registered(name) if r.type == "command:remote:Command"]
 
 

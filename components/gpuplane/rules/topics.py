@@ -139,8 +139,10 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "cluster.platform: bottlerocket-nvidia with devicePlugin: gpu-operator (or hami).",
         "Set devicePlugin: platform (devicePlugin.enabled=false); share GPUs with "
         "Bottlerocket's device-sharing-strategy / time-slicing settings.",
-        "bottlerocket-os/bottlerocket-core-kit (the device plugin's settings template: "
-        "settings.kubelet-device-plugins.nvidia.*)"),
+        "bottlerocket-os/bottlerocket packages/containerd/containerd-config-toml_k8s_nvidia_"
+        "containerd_sock@7b67f911 (the variant's own NVIDIA runtime); bottlerocket-os/"
+        "bottlerocket-core-kit, the device plugin's settings template (settings.kubelet-"
+        "device-plugins.nvidia.*; read as an excerpt, not at a pinned file)"),
     Topic(
         "FM11-platform-runtime", "operator.runtimeClass naming a runtime the platform lacks",
         "With the image's own toolkit, no installer adds a runtime: the operator's "

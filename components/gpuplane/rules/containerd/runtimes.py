@@ -56,7 +56,9 @@ def fm07(a: Analysis) -> list[Finding]:
             f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet."
             + _unused_note(a, bad),
             a.where(runtime_at(a, bad[0], "SystemdCgroup")),
-            f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}.",
+            f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}"
+            + (f" through {a.facts.owner}'s own configuration (docs/platforms.md)."
+               if a.facts.owner else "."),
         )]
     if len(set(values.values())) < 2:
         return []
