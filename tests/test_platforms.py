@@ -338,3 +338,21 @@ def test_capture_compares_the_node_with_cluster_platform() -> None:
     standard = on_platform(profile(Distro.KUBEADM), "eks-al2023").baseline(cfg.containerd)
     (problem,) = platform_problems(cfg, _Api(EKS), EKS["metadata"]["name"], standard)  # type: ignore[arg-type]
     assert "set cluster.platform: eks-al2023" in problem
+
+
+@pytest.mark.parametrize("name", list(Platform))
+def test_bundled_stack_renders_the_values_the_platform_docs_recommend(
+        tmp_path: Path, name: Platform) -> None:
+    """Each platform's bundled stack gives the operator the values its profile records
+    from the platform's (or NVIDIA's) docs."""
+    report = plan(tmp_path, stack(name.value))
+    helm = report["helm"]["gpu-operator"]["values"]
+    for path, want in PLATFORMS[name].operator_values.items():
+        if path == "toolkit.env RUNTIME_CONFIG_SOURCE":
+            env = {e["name"]: e["value"] for e in helm["toolkit"]["env"]}
+            assert env["RUNTIME_CONFIG_SOURCE"].startswith("file="), env
+            continue
+        node: Any = helm
+        for part in path.split("."):
+            node = node[part]
+        assert node == want, (path, node)
