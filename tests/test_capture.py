@@ -366,6 +366,9 @@ class PodApi:
 
     def get(self, path: str, params: dict | None = None) -> dict:
         self.calls.append(("GET", path))
+        if path.startswith("/api/v1/nodes/"):   # capture reads the Node: a self-managed one
+            return {"metadata": {"name": path.rsplit("/", 1)[1], "labels": {}},
+                    "status": {"nodeInfo": {"osImage": "Ubuntu 22.04.4 LTS"}}}
         node = self.pods[path.rsplit("/", 1)[1]]["spec"]["nodeName"]
         return {"status": {"phase": "Failed" if node in self.failing else "Succeeded"}}
 

@@ -47,7 +47,7 @@ def test_defaults_live_in_the_model() -> None:
      "k8s-snap only"),
     ({"gpuOperator": {"chartVersion": "v25.10.1", "driver": "yes"}},
      "gpuplane:gpuOperator.driver", "'preinstalled' or 'managed'"),
-    ({"devicePlugin": "both"}, "gpuplane:devicePlugin", "'gpu-operator' or 'hami'"),
+    ({"devicePlugin": "both"}, "gpuplane:devicePlugin", "'gpu-operator', 'hami' or 'platform'"),
     ({"rollout": {"maxUnavailable": 0}}, "gpuplane:rollout.maxUnavailable", "greater than"),
     ({"nodes": [{"name": "GPU_1"}]}, "gpuplane:nodes[0].name", "DNS subdomain"),
     ({"timeSlicing": {"replicas": -1}}, "gpuplane:timeSlicing.replicas", "greater than"),

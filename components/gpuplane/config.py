@@ -38,6 +38,13 @@ from gpuplane.distros import (
 from gpuplane.docker_daemon import DockerSettings
 from gpuplane.images import check_mirror
 from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
+from gpuplane.platforms import (
+    DEVICE_PLUGIN,
+    Platform,
+    PlatformProfile,
+    on_platform,
+    platform_profile,
+)
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
@@ -139,6 +146,13 @@ class ClusterConfig(_Section):
     """`{<node path>: <local copy>}`: plan from files captured from the nodes instead of
     gpuplane's model of the distribution (`gpuplane nodes capture` writes it); local paths
     are relative to the project root."""
+    platform: Platform | None = None
+    """The managed platform whose node image the GPU nodes run (`eks-al2023-nvidia`,
+    `eks-al2023`, `bottlerocket-nvidia`, `gke-cos`, `gke-ubuntu`, `aks-ubuntu`); unset:
+    self-managed nodes. The platform writes the nodes' containerd config itself, so
+    gpuplane plans from that config, writes no node files (`nodeAccess: none`) and checks
+    the operator's values against what the image preinstalls (docs/platforms.md).
+    `distro` stays kubeadm, the layout these nodes share."""
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -165,6 +179,10 @@ class ClusterConfig(_Section):
     def _base_dir_distro(self) -> ClusterConfig:
         if self.containerd_base_dir and self.distro is not Distro.K8S_SNAP:
             raise ValueError("containerdBaseDir applies to distro k8s-snap only")
+        if self.platform is not None:
+            problem = _platform_problem(self)
+            if problem:
+                raise ValueError(problem)
         if self.distro is Distro.K0S:
             problem = k0s_unsupported(self.kubernetes_version, self.containerd_version)
             if problem:
@@ -179,6 +197,32 @@ class ClusterConfig(_Section):
                 f"ships containerd {ships}; set containerdVersion: \"{ships}\" (check with "
                 "`containerd --version` on a node)")
         return self
+
+
+def _platform_problem(cluster: ClusterConfig) -> str | None:
+    """Why `cluster.platform` contradicts the other cluster keys, or None."""
+    assert cluster.platform is not None
+    plat = platform_profile(cluster.platform)
+    if cluster.distro is not Distro.KUBEADM:
+        return (f"distro: {cluster.distro.value} contradicts platform {plat.name.value}: "
+                f"{plat.title} nodes use the kubeadm containerd layout; remove "
+                "cluster.distro (or set it to kubeadm)")
+    line = ContainerdVersion.parse(cluster.containerd_version)
+    if line.major not in plat.containerd_majors:
+        ships = " or ".join(f"{m}.x" for m in plat.containerd_majors)
+        return (f"containerdVersion: {cluster.containerd_version} is not what {plat.title} "
+                f"runs ({plat.containerd}); set containerdVersion to the nodes' {ships} "
+                "line (`kubectl get nodes -o wide` shows it)")
+    if plat.dump_rewrites_from_kubernetes is not None:
+        minor = tuple(int(x) for x in cluster.kubernetes_version.split(".")[:2])
+        want = 2 if minor >= plat.dump_rewrites_from_kubernetes else 1
+        if want != line.major:
+            ships = "2.0" if want == 2 else "1.7"
+            return (f"containerdVersion: {cluster.containerd_version} contradicts "
+                    f"kubernetesVersion {cluster.kubernetes_version}: {plat.title} "
+                    f"{cluster.kubernetes_version} runs containerd {ships} ({plat.containerd}); "
+                    f"set containerdVersion: \"{ships}\"")
+    return None
 
 
 class SshConfig(_Section):
@@ -500,9 +544,10 @@ class StackConfig(_Section):
     gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
     nodes: list[NodeConfig] = Field(default_factory=list)
     """The GPU nodes, one entry each."""
-    device_plugin: Literal["gpu-operator", "hami"] = "gpu-operator"
-    """Who advertises GPUs: the operator's device plugin, or HAMi (the operator then runs
-    without its device plugin)."""
+    device_plugin: Literal["gpu-operator", "hami", "platform"] = "gpu-operator"
+    """Who advertises GPUs: the operator's device plugin, HAMi (the operator then runs
+    without its device plugin), or `platform`: the device plugin the node image ships
+    (Bottlerocket's NVIDIA variants; the operator runs without its own)."""
     runtime: RuntimeConfig = RuntimeConfig()
     """The nvidia runtime in containerd and its RuntimeClass."""
     gpu_operator: GpuOperatorConfig
@@ -534,10 +579,21 @@ class StackConfig(_Section):
                 raise ValueError("sshPrivateKey: required when cluster.nodeAccess is ssh; set "
                                  "it with `pulumi config set --secret gpuplane:sshPrivateKey "
                                  "< ~/.ssh/id_ed25519`")
-        elif self.gpu_operator.toolkit == "host":
+        elif self.gpu_operator.toolkit == "host" and not (
+                self.platform and self.platform.configures_runtime):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
                              "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
                              "operator")
+        if self.device_plugin == "platform":
+            if self.platform is None or DEVICE_PLUGIN not in self.platform.preinstalled:
+                where = self.platform.title if self.platform else "self-managed nodes"
+                raise ValueError(f"devicePlugin: platform means the node image's own device "
+                                 f"plugin, which {where} do not ship; set devicePlugin: "
+                                 "gpu-operator or hami")
+            if self.time_slicing.replicas > 1:
+                raise ValueError("timeSlicing: the platform's device plugin does the sharing "
+                                 f"on {self.platform.title} (its own settings, "
+                                 "docs/platforms.md); set timeSlicing.replicas: 0")
         if self.docker.set_as_default and not self.docker.nvidia_runtime:
             raise ValueError("docker.setAsDefault: makes Docker's nvidia runtime its default, "
                              "but docker.nvidiaRuntime is false; set docker.nvidiaRuntime: "
@@ -558,8 +614,15 @@ class StackConfig(_Section):
     # Derived views: the one place that turns keys into what the library needs.
 
     @property
+    def platform(self) -> PlatformProfile | None:
+        """The managed platform's profile (`cluster.platform`), or None."""
+        return platform_profile(self.cluster.platform) if self.cluster.platform else None
+
+    @property
     def profile(self) -> DistroProfile:
-        return profile(self.cluster.distro, self.cluster.containerd_base_dir)
+        # A platform: the kubeadm layout, with the config it writes as the fresh node.
+        return on_platform(profile(self.cluster.distro, self.cluster.containerd_base_dir),
+                           self.cluster.platform)
 
     @property
     def containerd(self) -> ContainerdVersion:
@@ -589,7 +652,10 @@ class StackConfig(_Section):
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(
             rendered_layout(prof.baseline(version), prof, version)), version)
-        runc = eff.runtimes.get("runc")
+        # runc, or the default where the distribution's config has no runc table (the
+        # platforms whose images make NVIDIA's runtime the default: gpuplane.platforms).
+        runc = eff.runtimes.get("runc") if eff.default_runtime not in eff.runtimes \
+            else eff.runtimes[eff.default_runtime]
         systemd = runc and decoded(runc.options, "SystemdCgroup", version) is True
         return "systemd" if systemd else "cgroupfs"
 
@@ -622,6 +688,7 @@ class StackConfig(_Section):
     def intent(self) -> ClusterIntent:
         return ClusterIntent(
             distro=self.cluster.distro.value,
+            platform=self.cluster.platform.value if self.cluster.platform else None,
             containerd_version=self.cluster.containerd_version,
             kubernetes_version=self.cluster.kubernetes_version,
             containerd_base_dir=self.cluster.containerd_base_dir,

@@ -69,6 +69,13 @@ class DistroProfile:
     # k0s rewrites its top-level config and a generated CRI file from its drop-in dir at
     # every start (gpuplane.k0s_render); gpuplane writes drop-ins only.
     generates_from_dropins: bool = False
+    # The folder under data/baselines with the files a fresh node has, when it is not the
+    # distribution's own: a managed platform's config on the kubeadm layout
+    # (gpuplane.platforms), which the platform writes and gpuplane only plans from.
+    baseline_name: str = ""
+    # The platform that writes this node's containerd config (its title), "" for
+    # self-managed nodes: findings about its own runtimes are told as its, not as fixes.
+    owned_by: str = ""
 
     @property
     def containerd_binary(self) -> str:
@@ -155,7 +162,7 @@ class DistroProfile:
         version-3 template (`ContainerdConfigTemplateV3`, k3s-io/k3s pkg/agent/templates)
         for 2.x, with the same values (data/baselines/<name>-containerd2: modelled, since
         the v3 template text was not read; that folder's README says what was)."""
-        name = self.name.value
+        name = self.baseline_name or self.name.value
         if self.baseline_v3 and version.major >= 2:
             name += "-containerd2"
         root = _BASELINES / name

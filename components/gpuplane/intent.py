@@ -17,7 +17,7 @@ INTENT_CONFIGMAP = "gpuplane-intent"
 INTENT_KEY = "intent.json"
 INTENT_LABEL = "gpuplane.dev/intent"
 
-DevicePlugin = Literal["gpu-operator", "hami"]
+DevicePlugin = Literal["gpu-operator", "hami", "platform"]
 ToolkitWhere = Literal["operator", "host", "none"]
 # The kubelet's cgroup driver, which runc's SystemdCgroup must match (FM07).
 CgroupDriver = Literal["systemd", "cgroupfs"]
@@ -38,6 +38,7 @@ class ClusterIntent:
     """The stack's decisions that rules compare resources and live objects against."""
 
     distro: str = "kubeadm"
+    platform: str | None = None        # cluster.platform (gpuplane.platforms), None: self-managed
     containerd_version: str = "1.7"
     kubernetes_version: str = "1.31.0"
     containerd_base_dir: str | None = None
@@ -68,6 +69,8 @@ class ClusterIntent:
         data = asdict(self)
         if not data["allow_all_at_once"]:   # only an explicit opt-in is written
             del data["allow_all_at_once"]
+        if data["platform"] is None:        # self-managed stacks keep their record as it was
+            del data["platform"]
         return json.dumps(data, sort_keys=True)
 
     @classmethod

@@ -306,6 +306,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                              and not _is_template(profile, p) and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
+        owner=profile.owned_by or None,
     )
     operator = options.toolkit is ToolkitMode.OPERATOR
     frozen = [] if operator else check_frozen_template(profile, files, baseline,
@@ -340,7 +341,7 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
         effective=written, expected_runtimes=frozenset({own_default(before)}),
         expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)
                              and _read_directly(profile, p)),
-        kubelet_cgroup_driver=options.kubelet_cgroup_driver)
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver, owner=profile.owned_by or None)
     return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
             (AFTER_UNINSTALL, mine)]
 

@@ -42,13 +42,19 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
     if cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator":
         device_plugin["config"] = {"create": False, "name": cfg.time_slicing.config_map,
                                    "default": cfg.time_slicing.profile}
-    values = {
+    plat = cfg.platform
+    if plat is not None and plat.install_dir:
+        # COS: the only writable, stateful place for NVIDIA's files (NVIDIA's GKE recipe).
+        toolkit["installDir"] = plat.install_dir
+    values: dict[str, Any] = {
         "operator": {"runtimeClass": cfg.runtime.name},
         "driver": {"enabled": op.driver == "managed"},
         "toolkit": toolkit,
         "cdi": {"enabled": op.cdi},
         "devicePlugin": device_plugin,
     }
+    if plat is not None and plat.install_dir:
+        values["hostPaths"] = {"driverInstallDir": plat.install_dir}
     mirror = operator_mirror_values(op.chart_version, op.image_mirror)
     return deep_merge(deep_merge(mirror, values) if mirror else values, op.values)
 

@@ -120,6 +120,31 @@ def version_problem(cfg: StackConfig, output: str,
     return shown, None
 
 
+def platform_problems(cfg: StackConfig, client: ClusterClient, node: str,
+                      files: dict[str, str]) -> list[str]:
+    """The node's platform (its Node object: labels, osImage, providerID) against
+    `cluster.platform`, naming the value to set; the default runtime of its captured
+    containerd config tells the EKS AL2023 NVIDIA AMI from the standard one."""
+    from gpuplane.containerd import ConfigError, MemoryFiles, effective_config
+    from gpuplane.doctor.client import ApiError
+    from gpuplane.platform_detect import detect_platform
+
+    try:
+        obj = client.get(f"/api/v1/nodes/{node}")
+    except ApiError as exc:
+        return [f"cannot read Node {node} to check {NAMESPACE}:cluster.platform: {exc}"]
+    default = None
+    if cfg.profile.config_path in files:
+        try:
+            default = effective_config(cfg.profile.config_path, MemoryFiles(files),
+                                       cfg.containerd).default_runtime
+        except ConfigError:
+            default = None
+    configured = cfg.cluster.platform.value if cfg.cluster.platform else None
+    advice = detect_platform(obj, default).advice(configured)
+    return [advice] if advice else []
+
+
 def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
                   ssh_config: Path | None = None, out_dir: Path | None = None,
                   remote_root: str = "", kube: KubeAccess | None = None,
@@ -192,6 +217,8 @@ def _capture_nodes(cfg: StackConfig, remote_root: str, kube: KubeAccess | None,
         if note:
             result.notes.append(note)
         result.files = dict(report.files)   # node path -> text until stored
+        if kube is not None:
+            result.problems += platform_problems(cfg, kube.client, node.name, result.files)
         return result
 
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:

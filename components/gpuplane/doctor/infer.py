@@ -77,6 +77,8 @@ def infer(view: ClusterView, inspections: dict[str, dict[str, Any]]) -> IntentSo
     if base:
         fields["containerd_base_dir"] = base
         why["containerd_base_dir"] = "the kubelet's containerd config path"
+    if first is not None:
+        fields.update(_platform(first, inspections, why))
     runtime = str(info.get("containerRuntimeVersion") or "")
     if runtime.startswith("containerd://"):
         fields["containerd_version"] = runtime.removeprefix("containerd://")
@@ -225,6 +227,27 @@ def _daemon_hints(inspections: dict[str, dict[str, Any]]
         elif "/var/lib/rancher/k3s/" in config:
             out.append(("k3s", f"node {node}: containerd reads {config}"))
     return out, base
+
+
+def _platform(node: dict[str, Any], inspections: dict[str, dict[str, Any]],
+              why: dict[str, str]) -> dict[str, Any]:
+    """The managed platform the first GPU node shows (gpuplane.platform_detect), with the
+    stack key to set; nothing for self-managed nodes."""
+    from gpuplane.doctor.nodes import dump_view
+    from gpuplane.platform_detect import STACK_KEY, detect_platform
+
+    dump = (inspections.get(name(node)) or {}).get("config_dump") or {}
+    view = dump_view(str(dump.get("stdout", ""))) if dump.get("ok") else None
+    found = detect_platform(node, view["default_runtime"] if view else None)
+    seen = "; ".join(found.evidence)
+    if found.platform is not None:
+        why["platform"] = (f"Node {name(node)}: {seen}; in a stack: {STACK_KEY}: "
+                           f"{found.platform.value}")
+        return {"platform": found.platform.value}
+    if found.cloud is not None:
+        why["platform"] = (f"not known: Node {name(node)} runs on {found.cloud} ({seen}) but "
+                           f"no profile fits it exactly. {found.note}").rstrip()
+    return {}
 
 
 def _nvidia_default(inspections: dict[str, dict[str, Any]],

@@ -67,7 +67,8 @@ def render_report(report: DoctorReport, console: Console) -> None:
     default = str(intent.nvidia_default).lower()
     if report.intent_source == "inferred" and "nvidia_default" not in report.inferred:
         default = "unknown"      # no node's containerd said: the rules assumed nothing
-    console.print(Text(f"{what}: distro {intent.distro}, containerd "
+    on = f" on {intent.platform}" if intent.platform else ""
+    console.print(Text(f"{what}: distro {intent.distro}{on}, containerd "
                        f"{intent.containerd_version}, device plugin {intent.device_plugin}, "
                        f"toolkit {intent.toolkit}, runtime class {intent.runtime_class}, "
                        f"nvidia default {default}, CDI "

@@ -187,8 +187,11 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
                f" (restart: {plan['cluster']['restartCommand']}"
                + (f"; Docker, once where its daemon.json changes: {docker}" if docker else "")
                + ")")
-    for line in batch_lines(plan) or ["no node changes (nodes are configured by the "
-                                      "operator's toolkit or need nothing)"]:
+    platform = plan["cluster"].get("platform")
+    idle = (f"no node changes: {platform} writes the nodes' containerd config, and gpuplane "
+            "leaves it alone" if platform else
+            "no node changes (nodes are configured by the operator's toolkit or need nothing)")
+    for line in batch_lines(plan) or [idle]:
         print_line(console, f"  {line}")
     for line in baseline_lines(plan):
         print_line(console, f"  planned from: {line}")

@@ -113,6 +113,8 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
         "verdict": verdict(findings),
         "cluster": {
             "distro": cfg.cluster.distro.value,
+            # The managed platform that owns the nodes' containerd config (title), or None.
+            "platform": cfg.platform.title if cfg.platform else None,
             "kubernetesVersion": cfg.cluster.kubernetes_version,
             "containerdVersion": cfg.cluster.containerd_version,
             "containerdConfig": plan.profile.config_path,

@@ -36,6 +36,7 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
                   toolkit: str, operator_chart: str | None = None) -> None:
     from gpuplane.rules.nodefiles import check_node_files
+    from gpuplane.rules.platform import check_platform_node_writes
     from gpuplane.rules.rollout import RolloutStep, check_rollout
 
     profile, version = intent_profile(intent)
@@ -70,7 +71,9 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
                 out.add([unreadable(exc, view.name)], view.urn)
                 continue
             out.add(assessed.findings + check_node_files(
-                profile, files, where=f"Command {view.name}", version=version), view.urn)
+                profile, files, where=f"Command {view.name}", version=version)
+                + check_platform_node_writes(intent, files, where=f"Command {view.name}"),
+                view.urn)
         plan = judged.get(key)
         if plan is None:
             continue

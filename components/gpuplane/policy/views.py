@@ -40,7 +40,9 @@ class StackFindings:
 
 
 def intent_profile(intent: ClusterIntent) -> tuple[DistroProfile, ContainerdVersion]:
-    return (profile(intent.distro, intent.containerd_base_dir),
+    from gpuplane.platforms import on_platform
+
+    return (on_platform(profile(intent.distro, intent.containerd_base_dir), intent.platform),
             ContainerdVersion.parse(intent.containerd_version))
 
 

@@ -27,6 +27,7 @@ from gpuplane.rules._shared import (
     version_tuple,
 )
 from gpuplane.rules.pinning import check_chart_version, check_image_tags
+from gpuplane.rules.platform import check_platform_hami
 
 NODE_LABEL = ("gpu", "on")                # what gpuplane puts on every GPU node
 IMAGE_TAG_FROM = (2, 7, 0)                # chart that moved imageTag to image.tag
@@ -59,13 +60,14 @@ def check_hami_values(values: dict[str, Any], intent: ClusterIntent, *, chart_ve
     """Every rule over the HAMi release's values; `where` names the release."""
     values = values if isinstance(values, Mapping) else {}
     if intent.device_plugin != "hami":
-        return _unwanted(values, where)
+        return _unwanted(values, where, intent.device_plugin)
     chart = version_tuple(chart_version)
     out = _scheduler_tag(values, intent, chart, where)
     out += _runtime_class(values, intent, where)
     out += _node_selector(values, where)
     out += _webhook(values, where, intent)
     out += _split(values, where)
+    out += check_platform_hami(values, intent, where=where)
     out += check_chart_version(chart_version, chart="hami", where=where,
                                stack_key="gpuplane:hami.chartVersion", example="2.10.0")
     out += check_image_tags(
@@ -74,12 +76,12 @@ def check_hami_values(values: dict[str, Any], intent: ClusterIntent, *, chart_ve
     return out
 
 
-def _unwanted(values: Mapping[str, Any], where: str) -> list[Finding]:
+def _unwanted(values: Mapping[str, Any], where: str, plugin: str) -> list[Finding]:
     if not flag(values, "devicePlugin.enabled", HAMI_DEFAULTS["devicePlugin.enabled"]):
         return []
     return [finding(
         "FM12",
-        "a HAMi release runs its device plugin while gpuplane:devicePlugin is gpu-operator: "
+        f"a HAMi release runs its device plugin while gpuplane:devicePlugin is {plugin}: "
         "two device plugins register nvidia.com/gpu on the GPU nodes and overwrite each "
         "other's count.",
         at(where, "values.devicePlugin.enabled", "gpuplane:devicePlugin"),

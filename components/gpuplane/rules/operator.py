@@ -21,6 +21,7 @@ from gpuplane.rules.opvalues import (
     containerd_version,
 )
 from gpuplane.rules.pinning import check_chart_version, check_image_tags
+from gpuplane.rules.platform import check_platform_values
 from gpuplane.rules.timeslicing import check_profile
 from gpuplane.rules.timeslicing import example as ts_example
 from gpuplane.rules.toolkit import check_toolkit
@@ -43,7 +44,7 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
     ctx = OperatorValues(values, intent, vt(chart_version), where)
     out: list[Finding] = []
     for check in (_driver, _device_plugin, _plugin_config, _cdi, _runtime_class,
-                  check_toolkit):
+                  check_toolkit, check_platform_values):
         out += check(ctx)
     out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
     # FM18 blocks for the chart and the toolkit/driver images: they decide what every

@@ -22,6 +22,7 @@ from typing import Any
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile, EditMode, profile
 from gpuplane.findings import Finding, Severity
+from gpuplane.platforms import platform_profile
 from gpuplane.rules._shared import finding, lookup, present
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
 from gpuplane.rules.nodefiles import check_node_files
@@ -259,6 +260,18 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
                      f"{DEFAULT_CONFIG} through whatever containerd is on the host's PATH)")
         fixes.append(f"- {{name: RUNTIME_CONFIG_SOURCE, value: "
                      f"{expected['RUNTIME_CONFIG_SOURCE']}}}")
+    plat = platform_profile(intent.platform) if intent.platform else None
+    first = source.split(",")[0].strip().partition("=")[0]
+    if plat is not None and plat.dump_rewrites(intent.kubernetes_version, version.major) \
+            and Installer.of(_toolkit(ctx)).writes_dropin and first != "file" \
+            and "RUNTIME_CONFIG_SOURCE" in expected:
+        # FM17-config-dump: on this platform the dump carries what breaks the node, even
+        # where it dumps the kubelet's own containerd.
+        source_only = False
+        if not any(w.startswith("RUNTIME_CONFIG_SOURCE") for w in wrong):
+            fixes.append(f"- {{name: RUNTIME_CONFIG_SOURCE, value: "
+                         f"{expected['RUNTIME_CONFIG_SOURCE']}}}")
+        wrong.append(f"RUNTIME_CONFIG_SOURCE is {source}: on {plat.title} {plat.dump_harm}")
     if not wrong:
         return out
     base = f", containerd base dir {intent.containerd_base_dir}" \

@@ -104,6 +104,116 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (scheduler.admissionWebhook."
         "whitelistNamespaces, failurePolicy; scheduler.kubeScheduler.image.registry, "
         ".repository)"),
+    # The managed platforms (cluster.platform; gpuplane.platforms, rules/platform.py).
+    Topic(
+        "FM08-platform-driver", "the operator's driver where the platform's image has one",
+        "The EKS AL2023 NVIDIA AMI, Bottlerocket's NVIDIA variants and AKS's GPU images "
+        "preinstall the NVIDIA driver; the operator's driver container then cannot load its "
+        "module and its validator loops. On the EKS AL2023 standard AMI the operator has no "
+        "driver container at all. An error wherever driver.enabled ends up true there.",
+        "cluster.platform: aks-ubuntu with gpuOperator.driver: managed.",
+        "Set gpuOperator.driver: preinstalled (driver.enabled=false); on EKS AL2023 run the "
+        "NVIDIA AMI or an image built with the driver.",
+        "NVIDIA/cloud-native-docs gpu-operator/microsoft-aks.rst@06480cb0 (driver.enabled="
+        "false); awslabs/amazon-eks-ami nodeadm/internal/containerd/runtime_config_nvidia.go"
+        "@ed5cea81 (the AMI's runtime)"),
+    Topic(
+        "FM08-platform-toolkit", "the operator's toolkit where the platform's image has one",
+        "Where the image preinstalls the NVIDIA Container Toolkit, the platform's own "
+        "containerd config already runs NVIDIA's runtime as the default (EKS AL2023 NVIDIA: "
+        "`nvidia`; Bottlerocket: `nvidia` via nvidia-oci; AKS: `nvidia-container-runtime`). "
+        "The operator's toolkit would install a second copy and rewrite that config on every "
+        "GPU node, which the platform writes again at its next boot or provisioning.",
+        "cluster.platform: eks-al2023-nvidia with gpuOperator.toolkit: operator.",
+        "Set gpuOperator.toolkit: host (toolkit.enabled=false): gpuplane then plans from the "
+        "platform's config and writes nothing.",
+        "awslabs/amazon-eks-ami nodeadm/internal/containerd/config2.template.toml@3477d8f1; "
+        "bottlerocket-os/bottlerocket packages/containerd/containerd-config-toml_k8s_nvidia_"
+        "containerd_sock@7b67f911; Azure/AgentBaker aks-node-controller/parser/templates/"
+        "containerd_v2.toml.gtpl@e3422a58"),
+    Topic(
+        "FM12-platform-device-plugin", "a second device plugin on Bottlerocket",
+        "Bottlerocket's NVIDIA variants run NVIDIA's device plugin as part of the host, "
+        "configured through settings.kubelet-device-plugins.nvidia.*. The operator's device "
+        "plugin, or HAMi's, would register nvidia.com/gpu a second time.",
+        "cluster.platform: bottlerocket-nvidia with devicePlugin: gpu-operator (or hami).",
+        "Set devicePlugin: platform (devicePlugin.enabled=false); share GPUs with "
+        "Bottlerocket's device-sharing-strategy / time-slicing settings.",
+        "bottlerocket-os/bottlerocket packages/containerd/containerd-config-toml_k8s_nvidia_"
+        "containerd_sock@7b67f911 (the variant's own NVIDIA runtime); bottlerocket-os/"
+        "bottlerocket-core-kit, the device plugin's settings template (settings.kubelet-"
+        "device-plugins.nvidia.*; read as an excerpt, not at a pinned file)"),
+    Topic(
+        "FM11-platform-runtime", "operator.runtimeClass naming a runtime the platform lacks",
+        "With the image's own toolkit, no installer adds a runtime: the operator's "
+        "RuntimeClass must name the one the platform's containerd config defines (AKS: "
+        "`nvidia-container-runtime`, EKS AL2023 NVIDIA and Bottlerocket: `nvidia`).",
+        "cluster.platform: aks-ubuntu with runtime.name: nvidia.",
+        "Set runtime.name to the platform's runtime (operator.runtimeClass follows it).",
+        "NVIDIA/cloud-native-docs gpu-operator/microsoft-aks.rst@06480cb0 "
+        "(operator.runtimeClass=nvidia-container-runtime)"),
+    Topic(
+        "FM15-cos-install-dirs", "driver and toolkit dirs outside /home/kubernetes/bin/nvidia "
+        "on COS",
+        "On Container-Optimized OS / is read-only and /etc is a stateless tmpfs; Google's "
+        "driver installer puts the driver in /home/kubernetes/bin/nvidia, the one writable, "
+        "stateful, executable place. The operator looks for the driver in "
+        "hostPaths.driverInstallDir (default /run/nvidia/driver) and installs its toolkit in "
+        "toolkit.installDir (default /usr/local/nvidia): both must be that directory.",
+        "cluster.platform: gke-cos with gpuOperator.values: {toolkit: {installDir: "
+        "/usr/local/nvidia}}.",
+        "Leave both to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos).",
+        "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (hostPaths."
+        "driverInstallDir, toolkit.installDir)"),
+    Topic(
+        "FM13-platform-hami", "HAMi's prerequisites on a managed platform",
+        "HAMi needs the only device plugin on its nodes (so not on Bottlerocket, whose image "
+        "runs one: FM12) and host paths it can write: its device plugin copies its vGPU "
+        "library to devicePlugin.libPath (/usr/local/vgpu) and global.gpuHookPath "
+        "(/usr/local), which sit under COS's read-only root. Elsewhere (EKS, AKS, GKE "
+        "Ubuntu) the self-managed prerequisites apply (FM13).",
+        "cluster.platform: gke-cos with devicePlugin: hami and the chart's default paths.",
+        "On COS put both under /home/kubernetes/bin (hami.values); on Bottlerocket keep the "
+        "platform's device plugin.",
+        "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (global.gpuHookPath, "
+        "devicePlugin.libPath) and templates/device-plugin/daemonsetnvidia.yaml@v2.10.0"),
+    Topic(
+        "FM04-platform-owned", "node files written on a platform that rewrites them",
+        "nodeadm renders EKS's containerd config at every boot, Bottlerocket renders it from "
+        "its settings (no shell, no SSH), GKE writes it at node start and recreates nodes on "
+        "upgrade, AKS renders it at provisioning and reimage. Files gpuplane wrote over SSH "
+        "are lost there, and nodes the platform adds later never get them.",
+        "cluster.platform: eks-al2023-nvidia with cluster.nodeAccess: ssh.",
+        "Set cluster.nodeAccess: none and change containerd through the platform's own input "
+        "(EKS NodeConfig, Bottlerocket settings, node-pool flags: docs/platforms.md).",
+        "awslabs/amazon-eks-ami nodeadm/internal/containerd/config.go@ed5cea81 (writes "
+        "config.toml on every init)"),
+    Topic(
+        "FM17-config-dump", "the toolkit's config source is `containerd config dump` where "
+        "the dump rewrites the platform's paths",
+        "The toolkit's default config source runs `containerd config dump` and writes what "
+        "it prints back. On GKE 1.33+ (containerd 2.0) that copy replaced GKE's CNI path and "
+        "broke pod networking; on AKS's containerd 2.3 it carried `version = 4` into a "
+        "drop-in under the version-2 root and containerd exited. Elsewhere a source that "
+        "does not read the kubelet's config is a warning (FM17); there an error.",
+        "cluster.platform: gke-cos, kubernetesVersion 1.33.5, gpuOperator.values toolkit.env "
+        "RUNTIME_CONFIG_SOURCE=command.",
+        "Leave toolkit.env to gpuplane (RUNTIME_CONFIG_SOURCE=file=/etc/containerd/"
+        "config.toml).",
+        "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (the 1.33 note); "
+        "NVIDIA/nvidia-container-toolkit#1222, NVIDIA/gpu-operator#1577, NVIDIA/aicr#1688 "
+        "(field reports)"),
+    Topic(
+        "FM03-dropin-newer", "a drop-in in a newer config version than its root",
+        "containerd 2.0-2.2 accept an imported file whose `version` is above the top-level "
+        "file's (measured) and refuse any version above 3; containerd 2.3 refuses an "
+        "imported file newer than its root (NVIDIA/aicr#1688; not run here). A warning on "
+        "2.0-2.2 (the node breaks at the containerd upgrade), an error from 2.3.",
+        "A version-2 /etc/containerd/config.toml importing a version-3 99-nvidia.toml.",
+        "Write every drop-in in the root's version; point the toolkit at the root "
+        "(RUNTIME_CONFIG_SOURCE=file=<root>) so its drop-in copies that version.",
+        "containerd/containerd cmd/containerd/server/config/config.go@v2.0.11 (imports, "
+        "version limit 3; measured on 2.0-2.2 in tests/test_platform_rules.py)"),
 ]}
 
 

@@ -17,10 +17,12 @@ import pulumi_kubernetes as k8s
 from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import StackConfig
+from gpuplane.docker_daemon import DAEMON_JSON
 from gpuplane.findings import Finding, has_errors
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.planner import NodeContainerdPlan, plan_node
 from gpuplane.rollout import batches
+from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack.gpu_operator import GpuOperator
 from gpuplane.stack.hami import Hami
 from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
@@ -69,6 +71,11 @@ class GpuCluster(pulumi.ComponentResource):
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                               docker=cfg.docker_settings)
         self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
+        # Node files on a managed platform, which rewrites them (FM04-platform-owned).
+        self.stack_findings = check_platform_node_writes(
+            cfg.intent(), [path for p in self.node_plans.values() for path in p.files]
+            + ([DAEMON_JSON] if any(p.docker for p in self.node_plans.values()) else [])
+            if cfg.node_access else [], where="node plan")
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
@@ -167,7 +174,7 @@ class GpuCluster(pulumi.ComponentResource):
                     f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
                 if f not in out:
                     out.append(f)
-        return out
+        return out + [f for f in getattr(self, "stack_findings", []) if f not in out]
 
 
 def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,

@@ -39,6 +39,9 @@ class ContainerdFacts:
     kubelet_cgroup_driver: CgroupDriver | None = None
     cdi_requested: bool | None = None
     config_key_prefix: str | None = None
+    # The managed platform that writes these files (gpuplane.platforms), None when the
+    # node's owner may edit them.
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from gpuplane.containerd.effective import EffectiveConfig, file_cri
 from gpuplane.containerd.load import LoadedFile
-from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2
+from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
 from gpuplane.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
     KEY_VERSION,
@@ -182,6 +182,7 @@ def fm03(a: Analysis) -> list[Finding]:
             f"Write {path} as version 2 (`version = 2`, full plugin names only); if the GPU "
             "Operator's toolkit wrote it, give the file it reads a `version` key first.",
         ))
+    out += _newer_than_root(a, out)
     lost_types = {x.runtime for x in a.losses if x.kind == "runtime_type"}
     for name, view in sorted(eff.runtimes.items()):
         if view.runtime_type is None and name not in lost_types:
@@ -193,6 +194,43 @@ def fm03(a: Analysis) -> list[Finding]:
                 a.where(where),
                 f'Add runtime_type = "{RUNC_V2}" to the {name} runtime table.',
             ))
+    return out
+
+
+# containerd 2.3 refuses an imported file whose `version` is above the top-level file's
+# (NVIDIA/aicr#1688, AKS Ubuntu 24.04 images: containerd 2.3.x). Not measured here: the
+# suite runs 2.0-2.2, which accept it (tests/test_platform_rules.py holds that).
+STRICT_IMPORT_VERSIONS = ContainerdVersion(2, 3)
+
+
+def _newer_than_root(a: Analysis, reported: list[Finding]) -> list[Finding]:
+    """FM03-dropin-newer: a drop-in in a newer config version than the root's, which
+    this line accepts (a version it refuses, or a mix that loses settings, is reported
+    above, once)."""
+    eff = a.eff
+    line = eff.containerd_version
+    root = eff.files[0]
+    if root.version < 2 or not line.deep_merges:
+        return []   # version 1 roots and 1.x's version limits are the checks above
+    out = []
+    for f in eff.files[1:]:
+        where = a.where(at(f, ("version",)))
+        if f.version <= root.version or f.version > line.max_config_version \
+                or any(f.path in r.where or f.path in r.message for r in reported):
+            continue
+        strict = line >= STRICT_IMPORT_VERSIONS
+        out.append(Finding(
+            "FM03", Severity.ERROR if strict else Severity.WARNING,
+            f"{f.path} says `version = {f.version}`, newer than {root.path} (`version = "
+            f"{root.version}`), which imports it: containerd 2.3 refuses an imported file "
+            "newer than its root and exits (AKS nodes NotReady, NVIDIA/aicr#1688)"
+            + ("." if strict else f"; containerd {line} still accepts it, so the node breaks "
+               "when containerd is upgraded."),
+            where,
+            f"Write {f.path} as version {root.version} like {root.path} (or {root.path} as "
+            f"version {f.version}); for the GPU Operator's toolkit set RUNTIME_CONFIG_SOURCE="
+            f"file={root.path} so its drop-in copies the root's version.",
+        ))
     return out
 
 

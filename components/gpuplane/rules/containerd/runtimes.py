@@ -56,7 +56,9 @@ def fm07(a: Analysis) -> list[Finding]:
             f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet."
             + _unused_note(a, bad),
             a.where(runtime_at(a, bad[0], "SystemdCgroup")),
-            f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}.",
+            f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}"
+            + (f" through {a.facts.owner}'s own configuration (docs/platforms.md)."
+               if a.facts.owner else "."),
         )]
     if len(set(values.values())) < 2:
         return []
@@ -84,7 +86,10 @@ def _severity(a: Analysis, odd: list[str]) -> Severity:
     """An error when a runtime pods run is the odd one; a runtime nothing is known to use
     (containerd 2.x's built-in runc beside a vendor's default, AKS's `untrusted`) breaks
     no pod by itself: a warning."""
-    return Severity.ERROR if set(odd) & _used(a) else Severity.WARNING
+    if set(odd) & _used(a):
+        return Severity.ERROR
+    # On a managed platform nobody but the platform can change its own runtimes.
+    return Severity.INFO if a.facts.owner else Severity.WARNING
 
 
 def _unused_note(a: Analysis, odd: list[str]) -> str:
@@ -95,7 +100,9 @@ def _unused_note(a: Analysis, odd: list[str]) -> str:
            "configures)" if builtin else "")
     return (f" Neither the default runtime ({a.eff.default_runtime}) nor a runtime the plan "
             f"uses is among them{why}: only pods whose RuntimeClass names "
-            f"{', '.join(odd)} are affected.")
+            f"{', '.join(odd)} are affected."
+            + (f" {a.facts.owner} writes these runtimes itself; gpuplane leaves its config "
+               "alone." if a.facts.owner else ""))
 
 
 def _spelling_note(runtimes: dict[str, RuntimeView], line: ContainerdVersion) -> str:
