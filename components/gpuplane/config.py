@@ -521,6 +521,59 @@ class DockerConfig(_Section):
     `--runtime=nvidia`); only with `nvidiaRuntime: true`."""
 
 
+class NodePoolConfig(_Section):
+    """The GPU node pool on AKS or GKE, for the node-pool command gpuplane hands out
+    (docs/platform-inputs.md): facts only the platform knows, so the stack names them."""
+
+    cluster: str
+    """The AKS or GKE cluster the pool belongs to."""
+    name: str
+    """The node pool's name."""
+    resource_group: str | None = None
+    """AKS only, required there: the cluster's resource group."""
+    vm_size: str | None = None
+    """AKS only, required there: the pool's VM size, e.g. `Standard_NC24ads_A100_v4`."""
+    node_count: int = Field(1, ge=0)
+    """AKS: the pool's node count."""
+    az_cli_version: VersionStr = "2.72.2"
+    """AKS: the Azure CLI that runs the command (`az version`); before 2.72.2 the
+    driver-less pool takes the older `--skip-gpu-driver-install` flag."""
+    accelerator_type: str | None = None
+    """GKE only, required there: the accelerator, e.g. `nvidia-l4`."""
+    accelerator_count: int = Field(1, ge=1)
+    """GKE: GPUs per node."""
+    machine_type: str | None = None
+    """GKE: the machine type, e.g. `g2-standard-24`; unset: gcloud's default."""
+    location: str | None = None
+    """GKE: the cluster's region or zone; unset: gcloud's configured one."""
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Node labels for the pool (GKE: gpuplane adds
+    `gke-no-default-nvidia-gpu-device-plugin=true`)."""
+
+
+_NODE_POOL_KEYS = {
+    Platform.AKS_UBUNTU: ("resource_group", "vm_size"),
+    Platform.GKE_COS: ("accelerator_type",),
+    Platform.GKE_UBUNTU: ("accelerator_type",),
+}
+
+
+def _node_pool_problem(cfg: StackConfig) -> str | None:
+    """Why `nodePool` does not fit `cluster.platform`, or None."""
+    pool, plat = cfg.node_pool, cfg.cluster.platform
+    if pool is None:
+        return None
+    if plat not in _NODE_POOL_KEYS:
+        return (f"nodePool: describes an AKS or GKE node pool, but cluster.platform is "
+                f"{plat.value if plat else 'unset'}; remove nodePool (EKS and Bottlerocket "
+                "get their node input from the other keys)")
+    missing = [to_camel(k) for k in _NODE_POOL_KEYS[plat] if getattr(pool, k) is None]
+    if missing:
+        return (f"nodePool.{missing[0]}: required on {plat.value}; add "
+                f"{', '.join(missing)} under gpuplane:nodePool")
+    return None
+
+
 class StackConfig(_Section):
     """All of a stack's `gpuplane:*` keys.
 
@@ -562,6 +615,10 @@ class StackConfig(_Section):
     """The post-deploy GPU checks."""
     docker: DockerConfig = DockerConfig()
     """Docker's nvidia runtime on GPU hosts that also run Docker (off by default)."""
+    node_pool: NodePoolConfig | None = None
+    """AKS and GKE only: the GPU node pool, so the plan and the stack output
+    `platformInput` give the command and fields that create it (docs/platform-inputs.md);
+    unset there: the plan says to set it."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:
@@ -590,10 +647,11 @@ class StackConfig(_Section):
                 raise ValueError(f"devicePlugin: platform means the node image's own device "
                                  f"plugin, which {where} do not ship; set devicePlugin: "
                                  "gpu-operator or hami")
-            if self.time_slicing.replicas > 1:
-                raise ValueError("timeSlicing: the platform's device plugin does the sharing "
-                                 f"on {self.platform.title} (its own settings, "
-                                 "docs/platforms.md); set timeSlicing.replicas: 0")
+            # timeSlicing then becomes the platform's own device-plugin settings (the
+            # stack output platformInput, docs/platform-inputs.md), not an operator ConfigMap.
+        problem = _node_pool_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.docker.set_as_default and not self.docker.nvidia_runtime:
             raise ValueError("docker.setAsDefault: makes Docker's nvidia runtime its default, "
                              "but docker.nvidiaRuntime is false; set docker.nvidiaRuntime: "

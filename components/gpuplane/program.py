@@ -60,6 +60,9 @@ def run() -> GpuCluster:
     pulumi.export("rolloutBatches", cluster.batches)
     pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
     pulumi.export("gpuOperatorRelease", cluster.operator.release.name)
+    # The managed platform's own node input (docs/platform-inputs.md); None elsewhere.
+    pulumi.export("platformInput",
+                  cluster.platform_input.to_output() if cluster.platform_input else None)
     if cluster.hami is not None:
         pulumi.export("hamiRelease", cluster.hami.release.name)
     return cluster

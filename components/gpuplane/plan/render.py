@@ -18,6 +18,7 @@ from rich.console import Console
 from gpuplane.console import print_block, print_line, print_table
 from gpuplane.plan.diff import to_yaml, toolkit_env
 from gpuplane.plan.toolkit_view import toolkit_lines
+from gpuplane.platforms_native.result import PlatformInput
 
 GITHUB_COMMENT_LIMIT = 65_536
 # What a comment may hold after the room kept for what the PR workflow adds around it
@@ -200,7 +201,19 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     for nodes, path, content, held in _all_files(plan):
         print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
         print_block(console, content, _fence_of(path))
+    _platform_input_text(plan, console)
     _findings_text(console, "Findings", plan["findings"])
+
+
+def _platform_input_text(plan: dict[str, Any], console: Console) -> None:
+    """The managed platform's own node input and what gpuplane leaves to the platform."""
+    out = plan.get("platformInput")
+    if not out:
+        return
+    print_line(console, ("Platform input", "bold"),
+               " (also the stack output platformInput; docs/platform-inputs.md)")
+    for line in PlatformInput.from_output(out).plan_lines():
+        print_line(console, f"  {line}")
 
 
 def _rejected_text(plan: dict[str, Any], console: Console) -> None:

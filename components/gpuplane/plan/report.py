@@ -124,6 +124,9 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "nodeAccess": cfg.cluster.node_access,
             "devicePlugin": cfg.device_plugin,
         },
+        # What to feed a managed platform's node group instead of node files
+        # (docs/platform-inputs.md); None on self-managed nodes.
+        "platformInput": cluster.platform_input.to_output() if cluster.platform_input else None,
         "effectiveRuntimes": {"afterGpuplane": written, "afterToolkit": plan.effective.to_dict()},
         "toolkit": toolkit_view(plan),
         "resources": [{

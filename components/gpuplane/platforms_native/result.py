@@ -68,6 +68,18 @@ class PlatformInput:
             out["notes"] = list(self.notes)
         return out
 
+    @classmethod
+    def from_output(cls, out: dict[str, Any]) -> PlatformInput:
+        """Back from `to_output()`: the plan's text render reads the JSON report, and
+        prints the same `plan_lines()` the object would."""
+        return cls(kind=out["kind"], platform=out["platform"], summary=out["summary"],
+                   document=out.get("document"), document_format=out.get("documentFormat"),
+                   fields=dict(out.get("fields") or {}),
+                   command=tuple(out.get("command") or ()),
+                   will_not_touch=tuple(out.get("willNotTouch") or ()),
+                   sources=tuple(out.get("sources") or ()),
+                   notes=tuple(out.get("notes") or ()))
+
     def plan_lines(self) -> list[str]:
         """The lines `gpuplane plan` prints for this input."""
         lines = [f"{self.platform}: {self.summary}"]

@@ -21,6 +21,8 @@ from gpuplane.docker_daemon import DAEMON_JSON
 from gpuplane.findings import Finding, has_errors
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.planner import NodeContainerdPlan, plan_node
+from gpuplane.platforms_native.from_stack import platform_input
+from gpuplane.platforms_native.result import PlatformInput
 from gpuplane.rollout import batches
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack.gpu_operator import GpuOperator
@@ -62,11 +64,14 @@ class GpuCluster(pulumi.ComponentResource):
     rollout: ContainerdRollout | None
     operator: GpuOperator
     hami: Hami | None
+    platform_input: PlatformInput | None       # what to feed a managed platform's nodes
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         cfg, private_key = args.config, args.private_key
+        # Before any resource: a refusal is a stack-key error, not a half-built stack.
+        self.platform_input, platform_findings = platform_input(cfg)
         child = pulumi.ResourceOptions(parent=self)
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                               docker=cfg.docker_settings)
@@ -76,6 +81,8 @@ class GpuCluster(pulumi.ComponentResource):
             cfg.intent(), [path for p in self.node_plans.values() for path in p.files]
             + ([DAEMON_JSON] if any(p.docker for p in self.node_plans.values()) else [])
             if cfg.node_access else [], where="node plan")
+        # What the platform makes of its input (EKS: nodeadm's merged config), judged too.
+        self.stack_findings += platform_findings
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
@@ -156,6 +163,7 @@ class GpuCluster(pulumi.ComponentResource):
             "batches": self.batches,
             "toolkitEnv": self.plan.toolkit_env,
             "planFindings": [f.to_dict() for f in self.plan_findings],
+            "platformInput": self.platform_input.to_output() if self.platform_input else None,
         })
 
     @property
