@@ -641,14 +641,14 @@ class StackConfig(_Section):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
                              "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
                              "operator")
-        if self.device_plugin == "platform":
-            if self.platform is None or DEVICE_PLUGIN not in self.platform.preinstalled:
-                where = self.platform.title if self.platform else "self-managed nodes"
-                raise ValueError(f"devicePlugin: platform means the node image's own device "
-                                 f"plugin, which {where} do not ship; set devicePlugin: "
-                                 "gpu-operator or hami")
-            # timeSlicing then becomes the platform's own device-plugin settings (the
-            # stack output platformInput, docs/platform-inputs.md), not an operator ConfigMap.
+        # With the image's plugin, timeSlicing becomes that plugin's own settings (the
+        # stack output platformInput, docs/platform-inputs.md), not an operator ConfigMap.
+        if self.device_plugin == "platform" and (
+                self.platform is None or DEVICE_PLUGIN not in self.platform.preinstalled):
+            where = self.platform.title if self.platform else "self-managed nodes"
+            raise ValueError(f"devicePlugin: platform means the node image's own device "
+                             f"plugin, which {where} do not ship; set devicePlugin: "
+                             "gpu-operator or hami")
         problem = _node_pool_problem(self)
         if problem:
             raise ValueError(problem)

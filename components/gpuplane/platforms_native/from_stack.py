@@ -9,6 +9,8 @@ writes, so the plan and `pulumi up` report it like any other bad key.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from gpuplane.config import NAMESPACE, StackConfig, StackConfigError
 from gpuplane.findings import Finding
 from gpuplane.platforms import Platform
@@ -84,7 +86,8 @@ def _runtime_intent(cfg: StackConfig, ami: AmiVariant) -> RuntimeIntent:
 
 def _aks(cfg: StackConfig) -> PlatformInput:
     pool = cfg.node_pool
-    driver = "operator" if cfg.gpu_operator.driver == "managed" else "aks"
+    driver: Literal["aks", "operator"] = \
+        "operator" if cfg.gpu_operator.driver == "managed" else "aks"
     if pool is None:
         return _pool_missing("aks-nodepool", "AKS", "`az aks nodepool add` command",
                              "cluster, name, resourceGroup, vmSize",
