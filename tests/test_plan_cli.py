@@ -23,7 +23,8 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--stack", "kubeadm-prod", "--format", "json")
     assert code == 0
     plan = json.loads(out)
-    assert set(plan) == {"format", "stack", "verdict", "cluster", "effectiveRuntimes", "toolkit",
+    assert set(plan) == {"format", "stack", "verdict", "cluster", "platformInput",
+                         "effectiveRuntimes", "toolkit",
                          "resources", "helm", "batches", "withheldBatches", "config", "nodes",
                          "findings", "summary"}
     assert plan["verdict"] == "ok" and plan["withheldBatches"] == []

@@ -163,6 +163,8 @@ def test_trap_operator_driver_on_eks_al2023_standard(tmp_path: Path) -> None:
 def test_trap_second_device_plugin_on_bottlerocket(tmp_path: Path, plugin: str) -> None:
     config = stack("bottlerocket-nvidia")
     config["gpuplane:devicePlugin"] = plugin
+    if plugin == "hami":   # HAMi shares GPUs itself: the stack's time-slicing cannot stay
+        del config["gpuplane:timeSlicing"]
     finding = _one(plan(tmp_path, config), "FM12")
     assert "Bottlerocket" in finding["message"]
     assert "devicePlugin: platform" in finding["fix"]

@@ -50,9 +50,12 @@ def platform_input(cfg: StackConfig) -> tuple[PlatformInput | None, list[Finding
             result = eks_nodeconfig(_eks_node(cfg, _EKS[plat]), _runtime_intent(cfg, _EKS[plat]))
             return result.platform_input, list(result.findings)
         if plat is Platform.BOTTLEROCKET_NVIDIA:
-            plugin = "hami" if cfg.device_plugin == "hami" else "gpu-operator"
-            return bottlerocket_settings(
-                DevicePluginIntent.from_time_slicing(cfg.time_slicing, device_plugin=plugin)), []
+            if cfg.device_plugin == "hami":
+                # No setting turns the image's plugin off: FM12 rejects the plan with the
+                # fix, and there is no input to hand out.
+                return None, []
+            return bottlerocket_settings(DevicePluginIntent.from_time_slicing(
+                cfg.time_slicing, device_plugin="gpu-operator")), []
         if plat is Platform.AKS_UBUNTU:
             return _aks(cfg), []
         return _gke(cfg, _GKE_IMAGE[plat]), []
