@@ -17,7 +17,7 @@ from gpuplane.plan.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 BUNDLED = ["hami-shared", "k8s-snap-dgx", "kind-smoke", "kubeadm-prod", "microk8s-edge",
-           "rke2-lab"]
+           "rke2-lab", "rke2-operator"]
 
 
 def registered(name: str, stacks: Path = STACKS) -> list[Registered]:
@@ -48,7 +48,7 @@ def plans() -> dict[str, dict[str, Any]]:
     return {name: plan_stack(name, STACKS) for name in BUNDLED}
 
 
-def test_bundled_stacks_are_the_documented_six() -> None:
+def test_bundled_stacks_are_the_documented_ones() -> None:
     assert available_stacks(STACKS) == BUNDLED
 
 

@@ -100,7 +100,7 @@ def choose(profile: DistroProfile, options: PlanOptions, kubernetes_version: str
                                    "and points the toolkit at it",))
     if requested == "detected" and gaps:
         raise ValueError(
-            f"runtimeSetup is detected, but {profile.title}'s own detection cannot give "
+            f"gpuOperator.runtimeSetup: detected, but {profile.title}'s own detection cannot give "
             f"what this stack asks: {'; '.join(gaps)}. Change those keys, or set "
             "gpuOperator.runtimeSetup: template (gpuplane writes the whole template, which "
             "needs cluster.nodeAccess: ssh)")
