@@ -260,8 +260,8 @@ def test_the_real_toolkit_with_rke2s_documented_env_gives_what_the_plan_predicts
         chart: str, line: str, tmp_path: Path) -> None:
     """The real installer the chart ships, run with the env RKE2's docs give (the socket
     only): it writes only the files the plan predicts, all outside what RKE2's containerd
-    reads, and installs the binaries whose detection the plan models; RKE2's render with
-    the binaries it really installed is the config the plan predicts, to real containerd."""
+    reads, naming the binaries whose detection the plan models; RKE2's render with those
+    binaries is the config the plan predicts, to real containerd."""
     toolkit = CHARTS[chart]
     version = ContainerdVersion.parse(line)
     plan = plan_node(RKE2, version, _options(chart))
@@ -271,13 +271,25 @@ def test_the_real_toolkit_with_rke2s_documented_env_gives_what_the_plan_predicts
     assert sorted(real.written) == sorted(plan.toolkit_files), real.log
     for path, text in real.written.items():
         assert tomllib.loads(text) == tomllib.loads(plan.toolkit_files[path]), path
-    installed = sorted(p.name for p in (tmp_path / "toolkit" / "toolkit-root" / "toolkit")
-                       .iterdir() if p.name.startswith("nvidia-container-runtime"))
-    binaries = tuple(f"{rancher_render.OPERATOR_TOOLKIT_DIR}/{name}" for name in installed)
-    assert set(rancher_render.OPERATOR_TOOLKIT_BINARIES) <= set(binaries), installed
+    # Where the binaries are: the paths the real installer gives its own runtimes (in the
+    # sandbox it copies no binaries; on a node they are there, RKE2's docs check the first).
+    binaries = tuple(sorted({runtime["options"]["BinaryName"]
+                             for text in real.written.values()
+                             for runtime in _all_runtimes(tomllib.loads(text))}))
+    assert set(binaries) == set(rancher_render.OPERATOR_TOOLKIT_BINARIES), binaries
     oracle.require_line(line)
     after = rendered_layout({**plan.baseline, **real.written}, RKE2, version, binaries)
     write_layout(after, tmp_path / "node")
     dumped = oracle.dump(line, host_path(tmp_path / "node", RKE2.config_path))
     assert dumped.ok, dumped.error
     assert oracle.effective_from_dump(line, dumped.config) == plan.effective.to_dict()
+
+
+def _all_runtimes(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every runtime table of a containerd config, whatever its CRI plugin name."""
+    out: list[dict[str, Any]] = []
+    for plugin in data.get("plugins", {}).values():
+        runtimes = plugin.get("containerd", {}).get("runtimes", {}) \
+            if isinstance(plugin, dict) else {}
+        out += [r for r in runtimes.values() if isinstance(r, dict)]
+    return out
