@@ -181,6 +181,17 @@ def test_the_bundled_stack_plans_clean_without_node_access_and_says_why() -> Non
     assert "env" not in values["devicePlugin"]
 
 
+def test_the_template_stack_says_it_took_the_template_path_and_why() -> None:
+    from gpuplane.plan.toolkit_view import toolkit_lines
+
+    lab = plan_stack("rke2-lab", STACKS)["toolkit"]
+    assert lab["runtimeSetup"]["path"] == "template"
+    assert lab["runtimeSetup"]["why"][0].startswith(rancher_mode.KEY)
+    lines = toolkit_lines(plan_stack("rke2-operator", STACKS)["toolkit"])
+    assert lines[0].startswith("runtime setup: detected (RKE2 adds the runtimes")
+    assert "never reads" in lines[1]
+
+
 def test_chart_v25_3_gets_the_device_plugins_volume_mounts_strategy() -> None:
     from gpuplane.values import operator_values
 
