@@ -215,3 +215,17 @@ def test_containerd_check_on_a_file_that_is_not_utf8(capsys: pytest.CaptureFixtu
     code = main(["containerd", "check", "--config", str(config), "--containerd-version", "1.7"])
     err = capsys.readouterr().err
     assert code == 2 and f"{config}:2: not UTF-8" in err and "Traceback" not in err
+
+
+def test_detected_runtime_setup_detection_cannot_serve_names_the_line(
+        capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    """RKE2 detected mode (gpuplane.rancher_mode) with nvidia as the default runtime, which
+    RKE2's detection never makes a runtime: the key's line, why, and the way out."""
+    _edit(project, "rke2-operator", "nvidiaDefault: false", "nvidiaDefault: true")
+    path = _edit(project, "rke2-operator", "runtimeSetup: auto", "runtimeSetup: detected")
+    code, err = plan(capsys, project / "stacks", "rke2-operator")
+    assert code == 2 and "Traceback" not in err
+    assert (f"Pulumi.rke2-operator.yaml:{_line(path, 'runtimeSetup')}: "
+            "gpuplane:gpuOperator.runtimeSetup: detected") in err, err
+    assert "gpuplane:runtime.nvidiaDefault is true" in err
+    assert "set gpuOperator.runtimeSetup: template" in err

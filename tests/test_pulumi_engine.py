@@ -164,7 +164,9 @@ BROKEN: dict[str, dict[str, dict[str, Any]]] = {
     "hami-shared/FM12": {"gpuplane:gpuOperator": {"values": {"devicePlugin": {"enabled": True}}}},
     "hami-shared/FM13": {"gpuplane:gpuOperator": {"cdi": True}},
 }
-PREVIEW_CASES = [pytest.param(s, None, id=s) for s in NONE_STACKS] + [
+# rke2-operator: RKE2's detected mode (no node access; the policy pack must accept the
+# socket-only toolkit.env as the plan does).
+PREVIEW_CASES = [pytest.param(s, None, id=s) for s in (*NONE_STACKS, "rke2-operator")] + [
     pytest.param(case.split("/")[0], edit, id=case) for case, edit in BROKEN.items()]
 
 

@@ -11,6 +11,7 @@ import contextlib
 import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -45,6 +46,7 @@ from gpuplane.platforms import (
     on_platform,
     platform_profile,
 )
+from gpuplane.rancher_mode import Choice, RuntimeSetup, choose
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
@@ -318,6 +320,16 @@ class GpuOperatorConfig(_Section):
     toolkit: Literal["operator", "host"] = "operator"
     """`operator`: the toolkit container, with `toolkit.env` from the planner; `host`:
     gpuplane writes the nvidia runtime itself (needs `cluster.nodeAccess: ssh`)."""
+    runtime_setup: RuntimeSetup = "auto"
+    """RKE2/K3s with `toolkit: operator` only: how the nvidia runtime gets into the config
+    their containerd reads. `detected`: as RKE2's docs recommend, toolkit.env sets only the
+    containerd socket and the distribution's own runtime detection adds `nvidia` and
+    `nvidia-cdi` once the toolkit has installed its binaries; gpuplane writes no node file
+    (`cluster.nodeAccess: none` is enough). `template`: gpuplane writes the whole template
+    over SSH and points the toolkit at it, for what detection cannot give (nvidia as the
+    default runtime, another runtime name, `runtime.systemdCgroup`, releases before the
+    October 2024 ones). `auto`: `detected` where it gives what the stack asks, else
+    `template`; `gpuplane plan` says which and why."""
     cdi: bool = False
     """`cdi.enabled` (containerd 1.7 and later)."""
     toolkit_image: ImageConfig | None = None
@@ -652,6 +664,11 @@ class StackConfig(_Section):
         problem = _node_pool_problem(self)
         if problem:
             raise ValueError(problem)
+        choice = self.runtime_setup   # ValueError for a `detected` detection cannot serve
+        if self.gpu_operator.runtime_setup != "auto" and choice is None:
+            raise ValueError(
+                f"gpuOperator.runtimeSetup: {self.gpu_operator.runtime_setup} applies to "
+                "distro rke2 or k3s with gpuOperator.toolkit: operator only; remove it")
         if self.docker.set_as_default and not self.docker.nvidia_runtime:
             raise ValueError("docker.setAsDefault: makes Docker's nvidia runtime its default, "
                              "but docker.nvidiaRuntime is false; set docker.nvidiaRuntime: "
@@ -730,7 +747,22 @@ class StackConfig(_Section):
     def hami_scheduler_tag(self) -> str:
         return self.hami.scheduler_image_tag or f"v{self.cluster.kubernetes_version}"
 
+    @property
+    def runtime_setup(self) -> Choice | None:
+        """RKE2/K3s with the operator's toolkit: the path `gpuOperator.runtimeSetup` gives
+        (gpuplane.rancher_mode); None elsewhere. ValueError for an explicit `detected` the
+        distribution's detection cannot serve."""
+        return choose(self.profile, self._plan_options(), self.cluster.kubernetes_version,
+                      self.gpu_operator.runtime_setup)
+
     def plan_options(self) -> PlanOptions:
+        options = self._plan_options()
+        choice = self.runtime_setup
+        if choice is None:
+            return options
+        return replace(options, runtime_setup=choice.path, runtime_setup_why=choice.why)
+
+    def _plan_options(self) -> PlanOptions:
         return PlanOptions(
             toolkit=ToolkitMode(self.gpu_operator.toolkit),
             nvidia_default=self.runtime.nvidia_default,
@@ -757,6 +789,7 @@ class StackConfig(_Section):
             cdi=self.gpu_operator.cdi,
             nvidia_default=self.runtime.nvidia_default,
             runtime_class=self.runtime.name,
+            runtime_setup=self.plan_options().runtime_setup,
             operator_namespace=self.gpu_operator.namespace,
             hami_namespace=self.hami.namespace,
             time_slicing_replicas=self.time_slicing.replicas,

@@ -49,6 +49,9 @@ class ClusterIntent:
     cdi: bool = False
     nvidia_default: bool = False       # nvidia is containerd's default runtime on GPU nodes
     runtime_class: str = "nvidia"
+    # RKE2/K3s with the operator's toolkit: `detected` (socket-only toolkit.env, the
+    # distribution adds the runtimes) or `template` (gpuplane.rancher_mode).
+    runtime_setup: str = "template"
     operator_namespace: str = "gpu-operator"
     hami_namespace: str = "kube-system"
     time_slicing_replicas: int = 0     # 0: time-slicing off

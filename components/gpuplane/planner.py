@@ -121,6 +121,10 @@ def _plan_containerd(
     profile = node_profile(profile, baseline)
     files: dict[str, str] = {}
     top = profile.config_path
+    if options.detected and profile.detects_nvidia_runtime:
+        # RKE2's/K3s's detected mode (gpuplane.rancher_mode): their own rendering adds the
+        # runtimes once the toolkit has installed its binaries; gpuplane writes nothing.
+        return assess(profile, version, options, {}, baseline)
     if top in baseline and _extends_rancher_base(profile, options,
                                                  baseline.get(profile.edit_path(version))):
         files = _rancher_files(profile, version, options, baseline)
@@ -196,10 +200,17 @@ def _extends_rancher_base(profile: DistroProfile, options: PlanOptions,
             and (own is None or rancher_render.extends_base(own)))
 
 
-def detected_binaries(profile: DistroProfile, options: PlanOptions) -> tuple[str, ...]:
-    """The runtime binaries RKE2/K3s find on a node gpuplane planned: the host toolkit's."""
-    if profile.detects_nvidia_runtime and options.toolkit is ToolkitMode.HOST:
+def detected_binaries(profile: DistroProfile, options: PlanOptions,
+                      after_toolkit: bool = False) -> tuple[str, ...]:
+    """The runtime binaries RKE2/K3s find on a node gpuplane planned, in their search
+    order: the host toolkit's; once the operator's toolkit has run (`after_toolkit`), the
+    binaries it installed into /usr/local/nvidia/toolkit."""
+    if not profile.detects_nvidia_runtime:
+        return ()
+    if options.toolkit is ToolkitMode.HOST:
         return rancher_render.HOST_TOOLKIT_BINARIES
+    if options.toolkit is ToolkitMode.OPERATOR and after_toolkit:
+        return rancher_render.OPERATOR_TOOLKIT_BINARIES
     return ()
 
 
@@ -288,7 +299,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         toolkit_files = {} if blocker else toolkit_writes(after, env, options.installer, node)
         source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
         written_layout = after
-        after = rendered_layout({**after, **toolkit_files}, profile, version)
+        after = rendered_layout({**after, **toolkit_files}, profile, version,
+                                detected_binaries(profile, options, after_toolkit=True))
         unmanaged = (check_distro_unmanaged(
             top, written_layout.get(top), toolkit_files.get(top), k0s_render.MARKER,
             profile.title, where=_where(profile)) if profile.generates_from_dropins else [])
@@ -302,8 +314,11 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     facts = ContainerdFacts(
         effective=effective,
         expected_runtimes=frozenset({own_default(before), *expected}),
-        expected_files=tuple(p for p in {**files, **toolkit_files} if p != top
-                             and not _is_template(profile, p) and _read_directly(profile, p)),
+        # In RKE2's/K3s's detected mode the toolkit's own edit lands in /etc/containerd,
+        # which their containerd never reads, by design: only gpuplane's files must be read.
+        expected_files=tuple(p for p in {**files, **({} if options.detected else toolkit_files)}
+                             if p != top and not _is_template(profile, p)
+                             and _read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
         owner=profile.owned_by or None,

@@ -45,6 +45,15 @@ DETECTED_RUNTIMES = (
     ("nvidia-cdi", "nvidia-container-runtime.cdi"),
 )
 HOST_TOOLKIT_BINARIES = ("/usr/bin/nvidia-container-runtime",)
+# What the GPU Operator's toolkit installs into its dir (`$ROOT/toolkit`, ROOT
+# /usr/local/nvidia; gpuplane.toolkit.output), which K3s searches first since
+# k3s-io/k3s#10761 (`runtimesPath` in pkg/agent/containerd/config_linux.go; see
+# gpuplane.rancher_mode). `.legacy` is installed too and detected by no one.
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
+OPERATOR_TOOLKIT_BINARIES = tuple(
+    posixpath.join(OPERATOR_TOOLKIT_DIR, name)
+    for name in ("nvidia-container-runtime", "nvidia-container-runtime.cdi",
+                 "nvidia-container-runtime.legacy"))
 
 
 def extends_base(template: str | None) -> bool:
@@ -71,13 +80,17 @@ def imported_dropin_dir(rendered: str | None, template_path: str) -> str | None:
 
 def detect(rendered: str, binaries: tuple[str, ...]) -> str:
     """The config the built-in template renders once `binaries` are on the node: `rendered`
-    with a table for each detected nvidia runtime it does not define yet."""
+    with a table for each detected nvidia runtime it does not define yet. Where one binary
+    name is in `binaries` twice, the first wins (K3s's search order: the operator's dir
+    before PATH)."""
     doc = tomlkit.parse(rendered)
     data = doc.unwrap()
     key = CRI_V3_RUNTIME if int(data.get("version", 1)) >= 3 else CRI_V2
     runtimes = data.get("plugins", {}).get(key, {}).get("containerd", {}).get("runtimes", {})
     systemd = runtimes.get("runc", {}).get("options", {}).get("SystemdCgroup", False)
-    found = {posixpath.basename(b): b for b in binaries}
+    found: dict[str, str] = {}
+    for binary in binaries:
+        found.setdefault(posixpath.basename(binary), binary)
     added = False
     for name, binary in DETECTED_RUNTIMES:
         if binary in found and name not in runtimes:

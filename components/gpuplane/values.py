@@ -14,6 +14,7 @@ import yaml
 
 from gpuplane.config import StackConfig
 from gpuplane.images import hami_mirror_values, operator_mirror_values
+from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -39,6 +40,10 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
         repository, _, image = op.toolkit_image.repository.rpartition("/")
         toolkit.update(repository=repository, image=image, version=op.toolkit_image.tag)
     device_plugin: dict[str, Any] = {"enabled": cfg.device_plugin == "gpu-operator"}
+    if op.toolkit == "operator" and cfg.device_plugin == "gpu-operator" \
+            and cfg.plan_options().detected and before_v25_10(op.chart_version):
+        # RKE2's docs for chart v25.3.x in detected mode (gpuplane.toolkit.env).
+        device_plugin["env"] = [{"name": k, "value": v} for k, v in DEVICE_PLUGIN_ENV.items()]
     if cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator":
         device_plugin["config"] = {"create": False, "name": cfg.time_slicing.config_map,
                                    "default": cfg.time_slicing.profile}

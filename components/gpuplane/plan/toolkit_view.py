@@ -7,7 +7,8 @@ The counterfactual is the same node planned without node access (`writes_files=F
 the toolkit then meets the distribution's own files. Its FM05 findings are the settings
 the toolkit's rewrite would drop there (on RKE2/K3s/MicroK8s: the template it creates
 holds only `version` and `imports`, so the rendered config loses the distribution's own
-plugin settings).
+plugin settings). On RKE2/K3s it also says which runtime setup the plan took and why
+(`runtimeSetup`, gpuplane.rancher_mode).
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def toolkit_view(plan: NodeContainerdPlan) -> dict[str, Any] | None:
                       replace(plan.options, writes_files=False), current=plan.baseline)
     lost = [f.message for f in alone.findings if f.id == "FM05"]
     avoided = bool(lost) and not [f for f in plan.findings if f.id == "FM05"]
+    setup = {"path": plan.options.runtime_setup, "why": list(plan.options.runtime_setup_why)} \
+        if plan.profile.detects_nvidia_runtime else None
     return {
+        "runtimeSetup": setup,
         "writes": sorted(plan.toolkit_files),
         "withoutGpuplane": lost,
         "avoidedBy": {
@@ -44,7 +48,15 @@ def toolkit_lines(view: dict[str, Any] | None) -> list[str]:
     """The view as plain sentences, for the text and markdown renderings."""
     if not view:
         return []
-    lines = [f"the operator's toolkit writes: {', '.join(view['writes'])}"]
+    lines: list[str] = []
+    setup = view.get("runtimeSetup")
+    if setup:
+        # RKE2/K3s (gpuplane.rancher_mode): which path puts the runtime in, and why.
+        lines.append(f"runtime setup: {setup['path']} ({'; '.join(setup['why'])})")
+    writes = f"the operator's toolkit writes: {', '.join(view['writes'])}"
+    if setup and setup["path"] == "detected":
+        writes += " (files the distribution's containerd never reads)"
+    lines.append(writes)
     for lost in view["withoutGpuplane"]:
         lines.append(f"left to itself on this node it would drop settings: {lost}")
     avoided = view["avoidedBy"]

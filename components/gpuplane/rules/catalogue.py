@@ -246,7 +246,11 @@ _ALL = [
         "edits /etc/containerd/config.toml, the kubelet's containerd reads another file.",
         "Set the toolkit's CONTAINERD_CONFIG, CONTAINERD_SOCKET, RUNTIME_DROP_IN_CONFIG and "
         "RUNTIME_CONFIG_SOURCE=file=<config> to the kubelet's containerd, from the distro "
-        "profile (`cluster.distro`, `cluster.containerdBaseDir`).",
+        "profile (`cluster.distro`, `cluster.containerdBaseDir`). On RKE2/K3s in detected "
+        "mode (`gpuOperator.runtimeSetup`) set only CONTAINERD_SOCKET: the distribution "
+        "adds the runtimes itself; a CONTAINERD_CONFIG there is a warning (a file it never "
+        "reads) or, pointed at its template, an error (the toolkit's template replaces "
+        "the built-in one).",
     ),
     _rule(
         "FM18", _W, "chart versions unpinned or images mutable",

@@ -216,9 +216,11 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     cdi_on, _ = ctx.cdi
     options = PlanOptions(toolkit=ToolkitMode.OPERATOR, nvidia_default=intent.nvidia_default,
                           cdi=cdi_on, runtime_name=intent.runtime_class,
-                          toolkit_version=_toolkit(ctx))
+                          toolkit_version=_toolkit(ctx), runtime_setup=intent.runtime_setup)
     expected = {e["name"]: e["value"] for e in toolkit_env_for(prof, version, options)}
     out: list[Finding] = []
+    if options.detected and prof.detects_nvidia_runtime:
+        out += _detected_config(ctx, env, prof, version)
     wrong: list[str] = []
     fixes: list[str] = []
     config = ENV_DEFAULTS["CONTAINERD_CONFIG"]
@@ -293,6 +295,37 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
     return out
 
 
+def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: DistroProfile,
+                     version: ContainerdVersion) -> list[Finding]:
+    """RKE2/K3s detected mode (gpuplane.rancher_mode): toolkit.env must leave the toolkit's
+    config alone. Pointed at the distribution's template, the toolkit writes a template
+    of its own, which replaces the built-in one and with it the detected runtimes and the
+    distribution's settings (error); pointed at any other file, it edits one their
+    containerd never reads, which says something that is not so (warning)."""
+    value, name = _first(env, ENV_NAMES["CONTAINERD_CONFIG"])
+    if not value:
+        return []
+    own = {_norm(prof.config_path), _norm(prof.edit_path(version))}
+    where = ctx.at(f"toolkit.env {name}", "gpuplane:gpuOperator.runtimeSetup")
+    fix = (f"Remove {name} from toolkit.env in `gpuplane:gpuOperator.values` (in detected "
+           f"mode toolkit.env sets only CONTAINERD_SOCKET={prof.socket}), or set "
+           "`gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the whole "
+           "template and point the toolkit at it.")
+    if _norm(value) in own:
+        return [finding(
+            "FM17",
+            f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: the "
+            f"toolkit writes a {prof.title} template of its own there, which replaces the "
+            "built-in template, so the distribution no longer renders its own settings or "
+            "the runtimes it detects.", where, fix)]
+    return [finding(
+        "FM17",
+        f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: "
+        f"{prof.title}'s containerd never reads that file (it reads {prof.config_path}, "
+        "rendered at every start), so the toolkit's edit there does nothing; the runtimes "
+        "come from the distribution's detection.", where, fix, severity=Severity.WARNING)]
+
+
 def _sets_default(env: Mapping[str, str | None], cdi_on: bool,
                   chart: tuple[int, int, int] | None) -> tuple[bool | None, str]:
     """Whether the toolkit makes nvidia the default runtime, from the env chart `chart`'s
@@ -318,6 +351,11 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
     if malformed:
         return []
     cdi_on, _ = ctx.cdi
+    if ctx.intent.runtime_setup == "detected" and \
+            profile(ctx.intent.distro, ctx.intent.containerd_base_dir).detects_nvidia_runtime:
+        # The toolkit's default lands in /etc/containerd, which RKE2's/K3s's containerd
+        # never reads; the detected runtimes are never the default.
+        return []
     sets, why = _sets_default(env, cdi_on, ctx.chart)
     want = ctx.intent.nvidia_default
     where = ctx.at("toolkit.env", "gpuplane:runtime.nvidiaDefault")

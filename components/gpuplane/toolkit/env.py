@@ -8,14 +8,35 @@ import posixpath
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import DistroProfile
+from gpuplane.toolkit.operator import OPERATOR_DROPIN_FROM, chart_tuple
 from gpuplane.toolkit.options import PlanOptions
 
 TOOLKIT_DROPIN = "99-nvidia.toml"
+# RKE2's docs for chart v25.3.x (rancher/rke2-docs docs/add-ons/gpu_operators.md@09157fbd):
+# beside the socket, these isolate GPUs (the device plugin gets DEVICE_PLUGIN_ENV).
+DETECTED_V25_3_ENV = {
+    "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED": "false",
+    "ACCEPT_NVIDIA_VISIBLE_DEVICES_AS_VOLUME_MOUNTS": "true",
+}
+DEVICE_PLUGIN_ENV = {"DEVICE_LIST_STRATEGY": "volume-mounts"}
+
+
+def before_v25_10(chart: str | None) -> bool:
+    """Whether chart `chart` is older than v25.10 (RKE2's docs' v25.3.x tab)."""
+    at = chart_tuple(chart)
+    return at is not None and at < OPERATOR_DROPIN_FROM
 
 
 def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
                     options: PlanOptions) -> list[dict[str, str]]:
-    """`toolkit.env` that points the operator's toolkit at the kubelet's containerd."""
+    """`toolkit.env` that points the operator's toolkit at the kubelet's containerd; in
+    RKE2's/K3s's detected mode (gpuplane.rancher_mode) the socket alone, as RKE2's docs
+    give it: the distribution adds the runtimes itself."""
+    if options.detected and profile.detects_nvidia_runtime:
+        detected = {"CONTAINERD_SOCKET": profile.socket}
+        if before_v25_10(options.operator_chart):
+            detected |= DETECTED_V25_3_ENV
+        return [{"name": k, "value": v} for k, v in detected.items()]
     env = {
         "CONTAINERD_CONFIG": profile.edit_path(version),
         "CONTAINERD_SOCKET": profile.socket,
@@ -39,4 +60,5 @@ def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
     return [{"name": k, "value": v} for k, v in env.items() if v]
 
 
-__all__ = ["TOOLKIT_DROPIN", "toolkit_env_for"]
+__all__ = ["DETECTED_V25_3_ENV", "DEVICE_PLUGIN_ENV", "TOOLKIT_DROPIN", "before_v25_10",
+           "toolkit_env_for"]

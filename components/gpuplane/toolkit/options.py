@@ -40,10 +40,20 @@ class PlanOptions:
     # False without node access (`cluster.nodeAccess: none`): gpuplane writes nothing on the
     # nodes, so the plan judges what the toolkit does to the node as it is.
     writes_files: bool = True
+    # RKE2/K3s with the operator's toolkit: `detected` leaves the nvidia runtimes to the
+    # distribution's own detection (socket-only toolkit.env, no node file), `template`
+    # writes the whole template (gpuplane.rancher_mode chooses; `why` says why).
+    runtime_setup: str = "template"
+    runtime_setup_why: tuple[str, ...] = ()
 
     @property
     def installer(self) -> Installer:
         return Installer.of(self.toolkit_version)
+
+    @property
+    def detected(self) -> bool:
+        """Whether RKE2's/K3s's detection, not a written template, adds the runtimes."""
+        return self.toolkit is ToolkitMode.OPERATOR and self.runtime_setup == "detected"
 
     @property
     def toolkit_dropin(self) -> bool:
