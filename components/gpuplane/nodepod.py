@@ -191,7 +191,14 @@ def run_agent_pod(client: ClusterClient, pod: dict[str, Any], program: str | Non
         raise PodFailed(rejection(exc, namespace)) from None
     try:
         status = _wait(client, f"{pods}/{name}", clock() + timeout_s, poll_s, sleep, clock)
-        log = client.get_text(f"{pods}/{name}/log", {"container": "agent"})
+        try:
+            log = client.get_text(f"{pods}/{name}/log", {"container": "agent"})
+        except ApiError as exc:
+            if exc.status != 400:
+                raise
+            # The container is gone with its log (a restart took its shim down): the
+            # exit code in the pod's status still tells what happened.
+            log = f"(no log: {exc})"
     except ApiError as exc:
         raise PodFailed(rejection(exc, namespace)) from None
     finally:
