@@ -519,11 +519,11 @@ class StackConfig(_Section):
     """The cluster every GPU node belongs to."""
     ssh: SshConfig = SshConfig()
     """Defaults for reaching every node over SSH."""
-    node_pod: NodePodConfig = NodePodConfig()
-    """The node agent's pods, with `cluster.nodeAccess: pod`."""
     ssh_private_key: Annotated[str | None, Field(repr=False)] = None
     """The SSH private key, a Pulumi secret (`pulumi config set --secret
     gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
+    node_pod: NodePodConfig = NodePodConfig()
+    """The node agent's pods, with `cluster.nodeAccess: pod`."""
     nodes: list[NodeConfig] = Field(default_factory=list)
     """The GPU nodes, one entry each."""
     device_plugin: Literal["gpu-operator", "hami"] = "gpu-operator"
