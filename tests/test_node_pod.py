@@ -59,7 +59,7 @@ def test_pod_access_needs_no_ssh_key_nor_hosts_and_writes_node_files() -> None:
 def test_pod_access_without_nodes_is_an_error_naming_the_key() -> None:
     raw = _config(nodeAccess="pod")
     raw["nodes"] = []
-    with pytest.raises(StackConfigError, match="cluster.nodeAccess is pod but no nodes"):
+    with pytest.raises(StackConfigError, match=r"cluster\.nodeAccess is pod but no nodes"):
         parse_stack_config(raw)
 
 

@@ -128,5 +128,6 @@ def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
     out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
 
-__all__ = ["COMMAND", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS", "Located", "StackFindings", "View",
+__all__ = ["COMMAND", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS", "Located",
+           "StackFindings", "View",
            "intent_from_config", "intent_of", "stack_findings", "workload_findings"]
