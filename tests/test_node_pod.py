@@ -282,4 +282,7 @@ def test_the_text_plan_shows_the_pod_and_its_needs(capsys: pytest.CaptureFixture
     out = capsys.readouterr().out
     assert "through a pod per node, no SSH" in out and "namespace node-tools" in out
     assert "needs: create, delete configmaps in namespace node-tools" in out
+    assert main(["plan", "--stack", "kubeadm-pod", "--stacks-dir", str(stacks),
+                 "--format", "markdown"]) == 0
+    assert "- through a pod per node, no SSH" in capsys.readouterr().out
     shutil.rmtree(stacks)

@@ -192,8 +192,8 @@ class NodePodConfig(_Section):
     """The labels `nodePod.namespace` has in the cluster, when it is not gpuplane's: a Pod
     Security `enforce` level other than `privileged` is refused at plan time."""
     image: str = "busybox:1.36"
-    """Image of the node agent's pods: needs only `sh` and `nsenter` (the agent runs in the
-    host's namespaces with the host's own tools)."""
+    """Image of the node agent's pods: needs only `sh` and `nsenter` (busybox's applets;
+    the agent runs in the host's namespaces with the host's own tools)."""
     timeout_seconds: int = Field(600, ge=60, le=3600)
     """Bound on one agent pod (apply or restore), from creation to its end."""
 

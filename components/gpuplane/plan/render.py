@@ -350,6 +350,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         out.append(("findings", "No policy findings.\n", True))
     rollout = ["#### Rollout", ""] + [f"- {line}" for line in
                                       batch_lines(plan) or ["no node changes"]]
+    rollout += [f"- {line}" for line in node_pod_lines(plan)]
     rollout += [f"- planned from: {line}" for line in baseline_lines(plan)]
     rollout += [f"- toolkit: {line}" for line in toolkit_lines(plan.get("toolkit"))]
     out.append(("rollout", "\n".join(rollout) + "\n", False))
