@@ -105,9 +105,9 @@ def test_ssh_access_needs_hosts_and_a_key() -> None:
 
 
 def test_all_documented_keys_exist() -> None:
-    assert KEYS == ("cluster", "ssh", "sshPrivateKey", "nodes", "devicePlugin", "runtime",
-                    "gpuOperator", "timeSlicing", "hami", "rollout", "checks", "docker",
-                    "nodePool")
+    assert KEYS == ("cluster", "ssh", "sshPrivateKey", "nodePod", "nodes", "devicePlugin",
+                    "runtime", "gpuOperator", "timeSlicing", "hami", "rollout", "checks",
+                    "docker", "nodePool")
 
 
 def test_stack_file_errors_name_file_line_and_key(tmp_path: Path) -> None:

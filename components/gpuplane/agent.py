@@ -328,7 +328,13 @@ def plan_stdin(plan: AgentPlan) -> str:
     (state holds its path and hash), so a node's command holds only what differs per node.
     `--root DIR` (tests, chroots) is honoured for the agent's path as for everything else.
     """
-    loader = [
+    return "\n".join([*_plan_header(plan), *_loader(), *_plan_lines(plan)]) + "\n"
+
+
+def _loader() -> list[str]:
+    """:func:`plan_stdin`'s lines between the header and the plan (the same in every
+    program): find or install the agent by its digest and start it."""
+    return [
         "GP_EMBEDDED=1 gp_r= gp_root=",
         'for gp_a; do [ "$gp_r" = --root ] && gp_root=$gp_a; '
         'case $gp_a in --root=*) gp_root=${gp_a#*=} ;; esac; gp_r=$gp_a; done',
@@ -345,7 +351,17 @@ def plan_stdin(plan: AgentPlan) -> str:
         'gp_self() { cat -- "$GP_AGENT_FILE"; }',
         'gp_begin "$@"',
     ]
-    return "\n".join([*_plan_header(plan), *loader, *_plan_lines(plan)]) + "\n"
+
+
+def embedded_program(program: str) -> str:
+    """A :func:`plan_stdin` program made self-contained (the agent embedded as in
+    :func:`apply_stdin`): what the node agent's pod runs (`nodeAccess: pod`), which has no
+    upload on the node to install from. The plan part is kept as is."""
+    loader = "\n".join(_loader())
+    if program.count(loader) != 1:
+        raise ValueError("not a node agent program (plan_stdin): its loader is missing")
+    return program.replace(loader, "\n".join(
+        [_agent_function(), "GP_EMBEDDED=1", 'eval "$(gp_self)"', 'gp_begin "$@"']))
 
 
 def _plan_header(plan: AgentPlan) -> list[str]:
@@ -498,11 +514,21 @@ def restore_command(sudo: bool, plan_id: str | None = None) -> str:
     With `plan_id`, only if that plan is still the one applied: Pulumi runs a replaced
     resource's delete after its successor's create, which must not be undone.
     """
-    args = f" --plan-id {shlex.quote(plan_id)}" if plan_id else ""
-    script = (f"if [ -f {AGENT_PATH} ]; then sh {AGENT_PATH} restore{args} || exit $?; "
-              "else echo 'gpuplane-agent: nothing to restore' >&2; fi; "
-              f"{uninstall_script()}")
-    return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
+    return f"{_sudo(sudo)}sh -c {shlex.quote(restore_script(plan_id))}"
+
+
+def restore_script(plan_id: str | None = None, *, root: str = "",
+                   agent_args: tuple[str, ...] = ()) -> str:
+    """The shell script :func:`restore_command` runs (the node agent's pod runs it too).
+    `root` and `agent_args` are for sandboxes (tests, benchmarks): the node's / and the
+    agent's extra options (`--root` and the like)."""
+    q = shlex.quote
+    agent = q(root.rstrip("/") + AGENT_PATH)
+    args = f" --plan-id {q(plan_id)}" if plan_id else ""
+    args += "".join(f" {q(a)}" for a in agent_args)
+    return (f"if [ -f {agent} ]; then sh {agent} restore{args} || exit $?; "
+            "else echo 'gpuplane-agent: nothing to restore' >&2; fi; "
+            f"{uninstall_script(root.rstrip('/') + AGENT_DIR)}")
 
 
 def status_command(sudo: bool) -> str:
@@ -523,6 +549,7 @@ __all__ = [
     "agent_source",
     "apply_command",
     "apply_stdin",
+    "embedded_program",
     "install_script",
     "payload_base_texts",
     "payload_bases",
@@ -530,6 +557,7 @@ __all__ = [
     "payload_files",
     "plan_stdin",
     "restore_command",
+    "restore_script",
     "staged_agent_path",
     "status_command",
     "uninstall_script",

@@ -142,8 +142,10 @@ class ClusterConfig(_Section):
     kubelet_cgroup_driver: CgroupDriver | None = None
     """The kubelet's cgroup driver, which runc's SystemdCgroup must match (FM07). Unset:
     what the distribution's own containerd config gives runc."""
-    node_access: Literal["ssh", "none"] = "ssh"
-    """`ssh`: gpuplane changes containerd on the nodes; `none`: the operator's toolkit alone."""
+    node_access: Literal["ssh", "pod", "none"] = "ssh"
+    """How gpuplane changes containerd on the nodes: `ssh` runs the node agent over SSH;
+    `pod` runs the same agent from a short-lived privileged pod per node (no SSH; see
+    `nodePod`); `none`: gpuplane writes nothing, the operator's toolkit alone."""
     baseline_files: BaselineFiles = Field(default_factory=dict)
     """`{<node path>: <local copy>}`: plan from files captured from the nodes instead of
     gpuplane's model of the distribution (`gpuplane nodes capture` writes it); local paths
@@ -227,6 +229,28 @@ def _platform_problem(cluster: ClusterConfig) -> str | None:
     return None
 
 
+class NodePodConfig(_Section):
+    namespace: str | None = None
+    """Namespace of the node agent's pods with `cluster.nodeAccess: pod`; unset: the GPU
+    Operator's namespace, which gpuplane creates with Pod Security `enforce: privileged`.
+    Another namespace must admit privileged, hostPID pods."""
+    namespace_labels: dict[str, str] = Field(default_factory=dict)
+    """The labels `nodePod.namespace` has in the cluster, when it is not gpuplane's: a Pod
+    Security `enforce` level other than `privileged` is refused at plan time."""
+    image: str = "busybox:1.36"
+    """Image of the node agent's pods: needs only `sh` and `nsenter` (busybox's applets;
+    the agent runs in the host's namespaces with the host's own tools)."""
+    timeout_seconds: int = Field(600, ge=60, le=3600)
+    """Bound on one agent pod (apply or restore), from creation to its end."""
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS_LABEL.match(value):
+            raise ValueError(f"{value!r} is not a namespace name (a DNS label)")
+        return value
+
+
 class SshConfig(_Section):
     user: str = "root"
     """The SSH login user on every node (a node's `user` overrides it)."""
@@ -241,7 +265,7 @@ class NodeConfig(_Section):
     """The Kubernetes node name (`kubectl get nodes`), a DNS subdomain of at most 63
     characters: the checks pin their pods by the `kubernetes.io/hostname` label."""
     host: str | None = None
-    """Address SSH connects to; required with `cluster.nodeAccess: ssh`."""
+    """Address SSH connects to; required with `cluster.nodeAccess: ssh` (unused with `pod`)."""
     user: str | None = None
     """SSH user for this node; unset: `ssh.user`."""
     port: int | None = Field(None, ge=1, le=65535)
@@ -319,7 +343,7 @@ class GpuOperatorConfig(_Section):
     """`preinstalled` (`driver.enabled=false`) or `managed` (the operator installs it)."""
     toolkit: Literal["operator", "host"] = "operator"
     """`operator`: the toolkit container, with `toolkit.env` from the planner; `host`:
-    gpuplane writes the nvidia runtime itself (needs `cluster.nodeAccess: ssh`)."""
+    gpuplane writes the nvidia runtime itself (needs `cluster.nodeAccess: ssh` or `pod`)."""
     runtime_setup: RuntimeSetup = "auto"
     """RKE2/K3s with `toolkit: operator` only: how the nvidia runtime gets into the config
     their containerd reads. `detected`: as RKE2's docs recommend, toolkit.env sets only the
@@ -526,7 +550,7 @@ class DockerConfig(_Section):
     nvidia_runtime: bool = False
     """Also give Docker on each GPU node the nvidia runtime: `runtimes.nvidia` in
     `/etc/docker/daemon.json`, merged into the node's file, and Docker restarted once when
-    it changed (needs `cluster.nodeAccess: ssh`). For hosts that run Docker beside
+    it changed (needs `cluster.nodeAccess: ssh` or `pod`). For hosts that run Docker beside
     Kubernetes (NIM containers, development)."""
     set_as_default: bool = False
     """Make nvidia Docker's `default-runtime` too (containers then need no
@@ -607,6 +631,8 @@ class StackConfig(_Section):
     ssh_private_key: Annotated[str | None, Field(repr=False)] = None
     """The SSH private key, a Pulumi secret (`pulumi config set --secret
     gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
+    node_pod: NodePodConfig = NodePodConfig()
+    """The node agent's pods, with `cluster.nodeAccess: pod`."""
     nodes: list[NodeConfig] = Field(default_factory=list)
     """The GPU nodes, one entry each."""
     device_plugin: Literal["gpu-operator", "hami", "platform"] = "gpu-operator"
@@ -648,11 +674,21 @@ class StackConfig(_Section):
                 raise ValueError("sshPrivateKey: required when cluster.nodeAccess is ssh; set "
                                  "it with `pulumi config set --secret gpuplane:sshPrivateKey "
                                  "< ~/.ssh/id_ed25519`")
+        elif self.cluster.node_access == "pod":
+            if not self.nodes:
+                raise ValueError("nodes: cluster.nodeAccess is pod but no nodes are listed; "
+                                 "list the GPU nodes (their Kubernetes names) or set "
+                                 "cluster.nodeAccess: none")
+            from gpuplane.nodepod import psa_problem
+
+            problem = psa_problem(self.node_pod.namespace_labels, self.node_pod_namespace)
+            if problem:
+                raise ValueError(f"nodePod.namespaceLabels: {problem}")
         elif self.gpu_operator.toolkit == "host" and not (
                 self.platform and self.platform.configures_runtime):
             raise ValueError("gpuOperator.toolkit: host needs node access to write containerd "
-                             "config; set cluster.nodeAccess: ssh or gpuOperator.toolkit: "
-                             "operator")
+                             "config; set cluster.nodeAccess: ssh (or pod) or "
+                             "gpuOperator.toolkit: operator")
         # With the image's plugin, timeSlicing becomes that plugin's own settings (the
         # stack output platformInput, docs/platform-inputs.md), not an operator ConfigMap.
         if self.device_plugin == "platform" and (
@@ -676,7 +712,7 @@ class StackConfig(_Section):
         if self.docker.nvidia_runtime and not self.node_access:
             raise ValueError("docker.nvidiaRuntime: writing /etc/docker/daemon.json needs node "
                              "access, but cluster.nodeAccess is none; set "
-                             "cluster.nodeAccess: ssh or docker.nvidiaRuntime: false")
+                             "cluster.nodeAccess: ssh (or pod) or docker.nvidiaRuntime: false")
         if self.device_plugin != "hami" and self.hami.values:
             raise ValueError("hami.values: HAMi is not installed (devicePlugin is "
                              f"{self.device_plugin}), so these raw values would be ignored; "
@@ -705,7 +741,13 @@ class StackConfig(_Section):
 
     @property
     def node_access(self) -> bool:
-        return self.cluster.node_access == "ssh"
+        """Whether gpuplane writes node files (`ssh` or `pod`: the same agent)."""
+        return self.cluster.node_access in ("ssh", "pod")
+
+    @property
+    def node_pod_namespace(self) -> str:
+        """Where the node agent's pods run: `nodePod.namespace`, else the operator's."""
+        return self.node_pod.namespace or self.gpu_operator.namespace
 
     @property
     def docker_settings(self) -> DockerSettings | None:
@@ -772,7 +814,7 @@ class StackConfig(_Section):
             runtime_name=self.runtime.name,
             operator_chart=self.gpu_operator.chart_version,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
-            writes_files=self.cluster.node_access == "ssh",
+            writes_files=self.node_access,
         )
 
     def intent(self) -> ClusterIntent:

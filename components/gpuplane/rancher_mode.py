@@ -103,7 +103,7 @@ def choose(profile: DistroProfile, options: PlanOptions, kubernetes_version: str
             f"gpuOperator.runtimeSetup: detected, but {profile.title}'s own detection cannot give "
             f"what this stack asks: {'; '.join(gaps)}. Change those keys, or set "
             "gpuOperator.runtimeSetup: template (gpuplane writes the whole template, which "
-            "needs cluster.nodeAccess: ssh)")
+            "needs cluster.nodeAccess: ssh or pod)")
     if gaps:
         return Choice("template", tuple(
             ["the detection cannot give what this stack asks", *gaps]))

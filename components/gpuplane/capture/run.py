@@ -161,10 +161,11 @@ def capture_stack(name: str, stacks_dir: Path, identity: Path | None = None,
         raise CaptureError(f"{stack.path}: {NAMESPACE}:nodes lists no nodes; list the GPU "
                            "nodes to capture (name: the Kubernetes node name)")
     key: AbstractContextManager[Path | None] = nullcontext(identity)
-    if kube is None and not cfg.node_access:
-        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is none: capture "
-                           "over SSH needs it; set cluster.nodeAccess: ssh with the nodes' "
-                           "hosts, or capture through the Kubernetes API: --via kubernetes")
+    if kube is None and cfg.cluster.node_access != "ssh":
+        raise CaptureError(f"{stack.path}: {NAMESPACE}:cluster.nodeAccess is "
+                           f"{cfg.cluster.node_access}: capture over SSH needs ssh; capture "
+                           "through the Kubernetes API: --via kubernetes, or set "
+                           "cluster.nodeAccess: ssh with the nodes' hosts")
     if kube is None:
         if identity is not None and not identity.is_file():
             raise CaptureError(f"--identity {identity}: no such file")

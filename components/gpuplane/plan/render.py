@@ -167,6 +167,19 @@ def _blocking(plan: dict[str, Any]) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------- text
 
+def node_pod_lines(plan: dict[str, Any]) -> list[str]:
+    """`nodeAccess: pod`: where the agent's pods run and what they need."""
+    pod = plan["cluster"].get("nodePod")
+    if not pod:
+        return []
+    made = " (created by gpuplane, Pod Security privileged)" \
+        if pod["namespaceCreatedByGpuplane"] else ""
+    return [f"through a pod per node, no SSH: {pod['podName']} in namespace "
+            f"{pod['namespace']}{made}, image {pod['image']}, privileged with hostPID, "
+            f"at most {pod['timeoutSeconds']} s each",
+            *(f"needs: {need}" for need in pod["needs"])]
+
+
 def render_text(plan: dict[str, Any], console: Console) -> None:
     """The plan for a terminal or a log (see `gpuplane.console` for the style)."""
     print_line(console, ("gpuplane plan ", "bold"), headline(plan))
@@ -193,6 +206,8 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
             "leaves it alone" if platform else
             "no node changes (nodes are configured by the operator's toolkit or need nothing)")
     for line in batch_lines(plan) or [idle]:
+        print_line(console, f"  {line}")
+    for line in node_pod_lines(plan):
         print_line(console, f"  {line}")
     for line in baseline_lines(plan):
         print_line(console, f"  planned from: {line}")
@@ -351,6 +366,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         out.append(("findings", "No policy findings.\n", True))
     rollout = ["#### Rollout", ""] + [f"- {line}" for line in
                                       batch_lines(plan) or ["no node changes"]]
+    rollout += [f"- {line}" for line in node_pod_lines(plan)]
     rollout += [f"- planned from: {line}" for line in baseline_lines(plan)]
     rollout += [f"- toolkit: {line}" for line in toolkit_lines(plan.get("toolkit"))]
     out.append(("rollout", "\n".join(rollout) + "\n", False))

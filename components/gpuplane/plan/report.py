@@ -122,6 +122,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "restartCommand": plan.profile.restart_command,
             "dockerRestartCommand": plan.docker.restart_command if plan.docker else None,
             "nodeAccess": cfg.cluster.node_access,
+            "nodePod": node_pod_view(cfg),
             "devicePlugin": cfg.device_plugin,
         },
         # What to feed a managed platform's node group instead of node files
@@ -155,6 +156,32 @@ def verdict(findings: list[Finding]) -> str:
     """`rejected` when an error finding (mandatory policy or the rulebook) blocks the
     update, else `ok` (advisories allowed)."""
     return "rejected" if any(f.severity is Severity.ERROR for f in findings) else "ok"
+
+
+def node_pod_view(cfg: StackConfig) -> dict[str, Any] | None:
+    """With `nodeAccess: pod`: the pod each node gets, where it runs and what it needs
+    (RBAC, Pod Security); None otherwise."""
+    if cfg.cluster.node_access != "pod":
+        return None
+    from gpuplane.nodepod import agent_pod, pod_name, rbac_needs
+
+    namespace = cfg.node_pod_namespace
+    shape = agent_pod("NODE", "apply", namespace=namespace, image=cfg.node_pod.image,
+                      timeout_s=cfg.node_pod.timeout_seconds)["spec"]
+    return {
+        "namespace": namespace,
+        "namespaceCreatedByGpuplane": namespace == cfg.gpu_operator.namespace,
+        "image": cfg.node_pod.image,
+        "timeoutSeconds": cfg.node_pod.timeout_seconds,
+        # One pod per node and run: its name from the node's (a plan of 10,000 nodes
+        # lists the pattern, not 20,000 names).
+        "podName": "gpuplane-agent-<sha256(node)[:10]>-<apply|restore>",
+        "example": pod_name(cfg.nodes[0].name, "apply") if cfg.nodes else None,
+        "hostPID": shape["hostPID"],
+        "privileged": shape["containers"][0]["securityContext"]["privileged"],
+        "command": shape["containers"][0]["command"],
+        "needs": rbac_needs(namespace),
+    }
 
 
 def stack_settings(cfg: StackConfig) -> dict[str, Any]:

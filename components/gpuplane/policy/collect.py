@@ -18,6 +18,9 @@ from gpuplane.toolkit.options import NEWEST_TOOLKIT
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 COMMAND = "command:remote:Command"
+# `nodeAccess: pod`: the same agent program, run from a pod (gpuplane.stack.node_pod).
+NODE_AGENT_POD = "pulumi-python:dynamic/gpuplane:NodeAgentPod"
+NODE_COMMANDS = frozenset({COMMAND, NODE_AGENT_POD})
 WORKLOADS: dict[str, tuple[str, str]] = {
     "kubernetes:core/v1:Pod": ("v1", "Pod"),
     "kubernetes:core/v1:ReplicationController": ("v1", "ReplicationController"),
@@ -83,7 +86,7 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     version = str(operator[0].props.get("version") or "") if operator else ""
     values = (operator[0].props.get("values") or {}) if operator else {}
     found = toolkit_version(values, version)
-    node_findings([v for v in views if v.type == COMMAND], intent, out,
+    node_findings([v for v in views if v.type in NODE_COMMANDS], intent, out,
                   toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
                   operator_chart=version or None)
     return out
@@ -125,5 +128,6 @@ def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
     out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
 
-__all__ = ["COMMAND", "RELEASE", "WORKLOADS", "Located", "StackFindings", "View",
+__all__ = ["COMMAND", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS", "Located",
+           "StackFindings", "View",
            "intent_from_config", "intent_of", "stack_findings", "workload_findings"]

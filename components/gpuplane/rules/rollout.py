@@ -145,7 +145,7 @@ def _restore(batches: dict[int, list[RolloutStep]], where: str) -> list[Finding]
                 continue
             here = _step_at(where, step, "gpuplane:cluster.nodeAccess")
             fix = ("Give the step a delete that runs the node agent's restore (gpuplane "
-                   "does with `gpuplane:cluster.nodeAccess: ssh`); by hand set "
+                   "does with `gpuplane:cluster.nodeAccess: ssh` or `pod`); by hand set "
                    "default_runtime_name = \"runc\" and remove the nvidia runtime before "
                    "uninstalling.")
             if step.sets_nvidia_default:

@@ -111,7 +111,7 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
         "Let gpuplane render `toolkit.env` (do not override CONTAINERD_CONFIG, "
         "RUNTIME_CONFIG_SOURCE or RUNTIME_DROP_IN_CONFIG in `gpuplane:gpuOperator.values`); "
         "on RKE2/K3s/MicroK8s gpuplane then writes the whole template first, which needs "
-        "`gpuplane:cluster.nodeAccess: ssh`. On containerd "
+        "`gpuplane:cluster.nodeAccess: ssh` (or `pod`). On containerd "
         "< 2.0 keep CRI settings in the top-level config (the toolkit's config source)"
         + (f" — move them from {', '.join(files)} into it" if files else "")
         + ", or set `gpuplane:gpuOperator.toolkit: host`.", Severity.ERROR)]

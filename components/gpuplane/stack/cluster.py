@@ -27,6 +27,7 @@ from gpuplane.rollout import batches
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack.gpu_operator import GpuOperator
 from gpuplane.stack.hami import Hami
+from gpuplane.stack.node_pod import ContainerdPodRollout
 from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
 from gpuplane.stack.runtime_class import NvidiaRuntimeClass
 from gpuplane.stack.time_slicing import TimeSlicing
@@ -61,7 +62,7 @@ class GpuCluster(pulumi.ComponentResource):
     plan: NodeContainerdPlan                   # from gpuplane's model of the distribution
     node_plans: dict[str, NodeContainerdPlan]  # per node: from its captured files, if any
     batches: list[list[str]]
-    rollout: ContainerdRollout | None
+    rollout: ContainerdRollout | ContainerdPodRollout | None
     operator: GpuOperator
     hami: Hami | None
     platform_input: PlatformInput | None       # what to feed a managed platform's nodes
@@ -109,7 +110,17 @@ class GpuCluster(pulumi.ComponentResource):
             for f in self.plan_findings:
                 pulumi.log.error(f"{f.id} {f.where}: {f.message} Fix: {f.fix}", resource=self)
         writes = any(p.files or p.docker for p in self.node_plans.values())
-        if cfg.node_access and self.batches and writes and not plan_errors:
+        if cfg.cluster.node_access == "pod" and self.batches and writes and not plan_errors:
+            # No SSH: the same agent from a privileged pod per node (gpuplane.nodepod); its
+            # namespace is gpuplane's privileged operator namespace unless set otherwise.
+            own = cfg.node_pod_namespace == namespace
+            self.rollout = ContainerdPodRollout(
+                f"{name}-containerd", plans=self.node_plans, batches=self.batches,
+                namespace=cfg.node_pod_namespace, image=cfg.node_pod.image,
+                timeout_seconds=cfg.node_pod.timeout_seconds, kubeconfig=args.kubeconfig,
+                after=[ns] if own else [], opts=child)
+            before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
+        elif cfg.node_access and self.batches and writes and not plan_errors:
             if private_key is None:
                 raise ValueError("GpuCluster: node access is ssh but no private key was given")
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,

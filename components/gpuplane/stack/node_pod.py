@@ -1,0 +1,169 @@
+"""containerd changes on GPU nodes without SSH (`cluster.nodeAccess: pod`): one
+`NodeAgentPod` per node, in the SSH rollout's batches and order.
+
+Why a dynamic provider and not a `kubernetes` Job per node: the agent must also run at
+`pulumi destroy` (restore, byte for byte), and deleting a Job the Kubernetes provider
+manages runs nothing on the node; a Job's pod template is also immutable, so a plan change
+would replace it, and a replacement's delete comes after its successor's create. A
+dynamic resource has the SSH command's lifecycle exactly: create and update run the
+agent's `apply` in a pod, delete runs its `restore` (only while this resource's plan is
+the one applied: `--plan-id`) in a pod. Like `GpuJobCheck` (gpuplane.checks.provider) it
+uses the Kubernetes client with the stack's kubeconfig; the pods and their ConfigMaps
+live for one run only, so the state keeps the plan (its `stdin`, the same text the SSH
+command carries, which the policies read) and nothing of the cluster.
+
+A pod that ends without the agent's verdict (killed, its container lost when a restart
+took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
+makes a rerun converge from any step (tests/test_agent_faults.py). An agent that ends
+with a verdict other than 0 fails the resource with the agent's message, as over SSH.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
+
+from gpuplane.agent import agent_plan, embedded_program, plan_stdin, restore_script
+from gpuplane.doctor.client import ClusterClient
+from gpuplane.kube_provider import KubeResourceProvider
+from gpuplane.nodepod import PodFailed, PodRun, agent_pod, run_agent_pod
+from gpuplane.planner import NodeContainerdPlan
+
+PROVIDER_KEY = "__provider"
+_OUTPUT_KEYS = frozenset({"result", "runs"})
+_INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
+SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
+"""Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
+points the pods at a sandbox node (tests/agent_node.py) instead of the host's /."""
+
+
+class NodeAgentPodProvider(KubeResourceProvider):
+    """Runs the node agent in a pod on the node: apply at create and update, restore at
+    delete."""
+
+    # Test seam: None means the real client; a plain attribute so that dill pickles it.
+    client_factory: Callable[[str | None, str | None], ClusterClient] | None = None
+    poll_seconds: float = 2.0
+
+    def _client(self, props: Mapping[str, Any]) -> ClusterClient:
+        if self.client_factory is not None:
+            return self.client_factory(self.kubeconfig(props), self.stack_context)
+        from gpuplane.doctor.client import KubeClient
+
+        return KubeClient(self.kubeconfig(props), self.stack_context)
+
+    def _pod(self, props: Mapping[str, Any], mode: str) -> dict[str, Any]:
+        sandbox = json.loads(os.environ.get(SANDBOX_ENV) or "{}")
+        return agent_pod(str(props["node"]), mode, namespace=str(props["namespace"]),
+                         image=str(props["image"]), timeout_s=int(props["timeoutSeconds"]),
+                         plan_id=str(props["planId"]),
+                         agent_args=tuple(sandbox.get("agentArgs") or ()),
+                         root=str(sandbox.get("root") or ""),
+                         host_pid=int(sandbox.get("hostPid") or 1))
+
+    def _run(self, props: Mapping[str, Any], mode: str) -> tuple[PodRun, int]:
+        """Run `mode` until the agent gives a verdict (at most `tries` pods)."""
+        node, tries = str(props["node"]), int(props.get("tries") or 3)
+        program = embedded_program(str(props["stdin"])) if mode == "apply" else None
+        run = PodRun(None)
+        for attempt in range(1, tries + 1):
+            try:
+                run = run_agent_pod(self._client(props), self._pod(props, mode), program,
+                                    timeout_s=float(props["timeoutSeconds"]),
+                                    poll_s=self.poll_seconds)
+            except PodFailed as exc:
+                raise RuntimeError(f"node agent ({mode}) on {node}: {exc}") from None
+            if run.verdict:
+                return run, attempt
+        raise RuntimeError(f"node agent ({mode}) on {node}: {tries} pods ended without the "
+                           f"agent's verdict (exit {run.rc}, phase {run.phase}): "
+                           f"{run.tail()}")
+
+    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
+        run, runs = self._run(props, "apply")
+        if run.rc != 0:
+            raise RuntimeError(f"node agent (apply) on {props['node']} exited {run.rc}: "
+                               f"{run.tail()}")
+        inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+        return {**inputs, "result": run.out, "runs": runs}
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"node-agent-{props['node']}", outs=self._apply(props))
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in _INPUT_KEYS))
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self._apply(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        run, _ = self._run(props, "restore")
+        if run.rc != 0:
+            raise RuntimeError(f"node agent (restore) on {props['node']} exited {run.rc}: "
+                               f"{run.tail()}")
+
+
+class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPod"):
+    """The node agent's plan for one node, applied from a pod on it (restored at delete)."""
+
+    result: pulumi.Output[dict[str, Any]]
+    runs: pulumi.Output[int]
+
+    def __init__(self, name: str, *, node: str, stdin: str, plan_id: str, namespace: str,
+                 image: str, timeout_seconds: int, tries: int = 3,
+                 kubeconfig: pulumi.Input[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None,
+                 provider: NodeAgentPodProvider | None = None):
+        props = {"node": node, "namespace": namespace, "image": image,
+                 "timeoutSeconds": timeout_seconds, "stdin": stdin, "planId": plan_id,
+                 "tries": tries,
+                 # What delete runs on the node (the policies read it, as the SSH
+                 # command's `delete`).
+                 "delete": restore_script(plan_id),
+                 "kubeconfig": kubeconfig, "result": None, "runs": None}
+        super().__init__(provider or NodeAgentPodProvider(), name, props,
+                         pulumi.ResourceOptions.merge(
+                             opts or pulumi.ResourceOptions(),
+                             pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])))
+
+
+class ContainerdPodRollout(pulumi.ComponentResource):
+    """`ContainerdRollout` (gpuplane.stack.node_rollout) without SSH: every node of batch
+    k depends on every node of batch k-1, canary first."""
+
+    commands: dict[str, NodeAgentPod]
+
+    def __init__(self, name: str, *, plans: Mapping[str, NodeContainerdPlan],
+                 batches: Sequence[Sequence[str]], namespace: str, image: str,
+                 timeout_seconds: int, kubeconfig: pulumi.Input[str] | None = None,
+                 after: Sequence[pulumi.Resource] = (),
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpuplane:index:ContainerdPodRollout", name, None, opts)
+        programs: dict[int, tuple[str, str]] = {}
+        for plan in plans.values():
+            if id(plan) not in programs:
+                ap = agent_plan(plan)
+                programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
+        self.commands = {}
+        previous: list[pulumi.Resource] = list(after)   # the canary waits for its namespace
+        for batch in batches:
+            current: list[pulumi.Resource] = []
+            for node in batch:
+                plan_id, stdin = programs[id(plans[node])]
+                pod = NodeAgentPod(
+                    f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
+                    namespace=namespace, image=image, timeout_seconds=timeout_seconds,
+                    kubeconfig=kubeconfig,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(previous)))
+                self.commands[node] = pod
+                current.append(pod)
+            previous = current
+        self.register_outputs({"nodes": list(self.commands)})
+
+
+__all__ = ["SANDBOX_ENV", "ContainerdPodRollout", "NodeAgentPod", "NodeAgentPodProvider"]

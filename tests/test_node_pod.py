@@ -1,0 +1,288 @@
+"""`cluster.nodeAccess: pod` without a cluster (issue #30): the stack keys, the agent's pod
+as gpuplane writes it, the run against a fake API (exit codes, reruns, clean-up), the
+NodeAgentPod provider's lifecycle, the stack's graph (the SSH rollout's batches and
+order), the policies and the plan. The real pod on a real node: tests/test_node_pod_real.py
+and tests/test_node_pod_engine.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuplane.agent import agent_plan, apply_stdin, embedded_program, plan_stdin
+from gpuplane.cli import main
+from gpuplane.config import StackConfigError, parse_stack_config
+from gpuplane.containerd import ContainerdVersion
+from gpuplane.distros import profile
+from gpuplane.doctor.client import ApiError
+from gpuplane.nodepod import agent_pod, psa_problem, rejection, run_agent_pod
+from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.stack.node_pod import NodeAgentPodProvider
+
+STACKS = Path(__file__).resolve().parent.parent / "stacks"
+PLAN = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
+                            PlanOptions(toolkit=ToolkitMode.HOST)))
+
+
+def _pod_stack(dest: Path, name: str = "kubeadm-pod", **edits: Any) -> Path:
+    """kubeadm-prod with `nodeAccess: pod` (no SSH key, no hosts needed) plus `edits`."""
+    data = yaml.safe_load((STACKS / "Pulumi.kubeadm-prod.yaml").read_text())
+    cfg = data["config"]
+    cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+    del cfg["gpuplane:sshPrivateKey"]
+    cfg.update(edits)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+def _config(**cluster: Any) -> dict[str, Any]:
+    return {"cluster": {"distro": "kubeadm", "kubernetesVersion": "1.31.4",
+                        "containerdVersion": "1.7", **cluster},
+            "gpuOperator": {"chartVersion": "v25.10.1", "toolkit": "host"},
+            "nodes": [{"name": "gpu-1"}]}
+
+
+# -- stack keys ---------------------------------------------------------------------
+
+def test_pod_access_needs_no_ssh_key_nor_hosts_and_writes_node_files() -> None:
+    cfg = parse_stack_config(_config(nodeAccess="pod"))
+    assert cfg.node_access and cfg.plan_options().writes_files
+    assert cfg.node_pod_namespace == "gpu-operator"   # gpuplane's privileged namespace
+
+
+def test_pod_access_without_nodes_is_an_error_naming_the_key() -> None:
+    raw = _config(nodeAccess="pod")
+    raw["nodes"] = []
+    with pytest.raises(StackConfigError, match=r"cluster\.nodeAccess is pod but no nodes"):
+        parse_stack_config(raw)
+
+
+@pytest.mark.parametrize("level", ["baseline", "restricted"])
+def test_a_namespace_known_to_reject_privileged_pods_is_refused_at_plan_time(
+        level: str) -> None:
+    raw = _config(nodeAccess="pod")
+    raw["nodePod"] = {"namespace": "node-tools", "namespaceLabels": {
+        "pod-security.kubernetes.io/enforce": level}}
+    with pytest.raises(StackConfigError) as error:
+        parse_stack_config(raw)
+    text = str(error.value)
+    assert "nodePod.namespaceLabels" in text and f"enforces Pod Security '{level}'" in text
+    assert "pod-security.kubernetes.io/enforce=privileged" in text
+
+
+def test_psa_levels() -> None:
+    assert psa_problem({}, "x") is None
+    assert psa_problem({"pod-security.kubernetes.io/enforce": "privileged"}, "x") is None
+    assert psa_problem({"pod-security.kubernetes.io/warn": "restricted"}, "x") is None
+    assert "baseline" in str(psa_problem({"pod-security.kubernetes.io/enforce": "baseline"},
+                                         "x"))
+
+
+# -- the pod -------------------------------------------------------------------------
+
+def test_the_apply_pod_enters_the_hosts_namespaces_and_reads_its_program() -> None:
+    pod = agent_pod("gpu-1", "apply", namespace="gpu-operator", plan_id=PLAN.plan_id)
+    spec = pod["spec"]
+    assert spec["nodeName"] == "gpu-1" and spec["hostPID"] is True
+    assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 600
+    container = spec["containers"][0]
+    assert container["securityContext"] == {"privileged": True}
+    script = container["command"][2]
+    assert script.startswith("exec nsenter -t 1 -m -u -i -n -p -- sh -s -- apply")
+    assert script.endswith("</gpuplane/program")
+    assert spec["volumes"] == [{"name": "program", "configMap": {"name": pod["metadata"]
+                                                                 ["name"]}}]
+
+
+def test_the_restore_pod_runs_the_nodes_agent_only_for_its_plan() -> None:
+    pod = agent_pod("gpu-1", "restore", namespace="ns", plan_id="abc123")
+    script = pod["spec"]["containers"][0]["command"][2]
+    assert "sh /var/lib/gpuplane/agent.sh restore --plan-id abc123" in script
+    assert "volumes" not in pod["spec"]
+
+
+def test_the_pods_program_is_the_ssh_program_with_the_agent_embedded() -> None:
+    assert embedded_program(plan_stdin(PLAN)) == apply_stdin(PLAN)
+    with pytest.raises(ValueError, match="not a node agent program"):
+        embedded_program("echo hi\n")
+
+
+def test_the_apis_pod_security_refusal_is_translated() -> None:
+    exc = ApiError(403, "POST", "/api/v1/namespaces/ns/pods",
+                   'pods "x" is forbidden: violates PodSecurity "baseline:latest": '
+                   "privileged (container \"agent\" must not set privileged=true)")
+    text = rejection(exc, "ns")
+    assert "violates PodSecurity" in text and "Fix: label the namespace" in text
+    plain = rejection(ApiError(403, "POST", "/api/v1/namespaces/ns/pods", "no"), "ns")
+    assert "create pods in namespace ns" in plain
+
+
+# -- the run against a fake API -----------------------------------------------------------
+
+class FakeApi:
+    """Pods end with the next exit code of `codes` (None: no exit code)."""
+
+    def __init__(self, codes: list[int | None], create_error: ApiError | None = None) -> None:
+        self.codes, self.create_error = list(codes), create_error
+        self.calls: list[tuple[str, str]] = []
+        self.pods: list[dict[str, Any]] = []
+        self.code: int | None = None
+
+    def get(self, path: str, params: Any = None) -> Any:
+        self.calls.append(("GET", path))
+        state = {"terminated": {"exitCode": self.code}} if self.code is not None else {}
+        return {"status": {"phase": "Succeeded" if self.code == 0 else "Failed",
+                           "containerStatuses": [{"state": state}]}}
+
+    def get_text(self, path: str, params: Any = None) -> str:
+        self.calls.append(("LOG", path))
+        return 'gpuplane-agent: done\n{"mode": "apply", "changed": true}\n'
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        self.calls.append(("POST", path))
+        if path.endswith("/pods"):
+            if self.create_error:
+                raise self.create_error
+            self.pods.append(body)
+            self.code = self.codes.pop(0)
+        return body
+
+    def delete(self, path: str) -> None:
+        self.calls.append(("DELETE", path))
+
+
+def _provider(api: FakeApi) -> NodeAgentPodProvider:
+    provider = NodeAgentPodProvider()
+    provider.client_factory = lambda *_: api
+    provider.poll_seconds = 0.0
+    return provider
+
+
+def _props() -> dict[str, Any]:
+    return {"node": "gpu-1", "namespace": "ns", "image": "busybox:1.36",
+            "timeoutSeconds": 60, "stdin": plan_stdin(PLAN), "planId": PLAN.plan_id,
+            "tries": 3, "kubeconfig": None}
+
+
+def test_a_run_reads_the_agents_exit_code_and_result_and_cleans_up() -> None:
+    api = FakeApi([0])
+    pod = agent_pod("gpu-1", "apply", namespace="ns")
+    run = run_agent_pod(api, pod, "program", timeout_s=5, poll_s=0)
+    assert run.rc == 0 and run.verdict and run.out == {"mode": "apply", "changed": True}
+    name = pod["metadata"]["name"]
+    assert api.calls[-2:] == [("DELETE", f"/api/v1/namespaces/ns/pods/{name}"),
+                              ("DELETE", f"/api/v1/namespaces/ns/configmaps/{name}")]
+
+
+def test_a_pod_killed_mid_transaction_is_run_again() -> None:
+    api = FakeApi([137, 0])
+    outs = _provider(api).create(_props()).outs
+    assert outs["runs"] == 2 and outs["result"]["mode"] == "apply"
+
+
+def test_pods_that_never_give_a_verdict_fail_after_the_tries() -> None:
+    api = FakeApi([137, None, 143])
+    with pytest.raises(RuntimeError, match="3 pods ended without the agent's verdict"):
+        _provider(api).create(_props())
+
+
+def test_an_agent_that_refuses_fails_the_resource_with_its_exit_code() -> None:
+    with pytest.raises(RuntimeError, match="exited 2"):
+        _provider(FakeApi([2])).create(_props())
+
+
+def test_delete_runs_the_restore_pod_for_its_plan() -> None:
+    api = FakeApi([0])
+    _provider(api).delete("id", _props())
+    script = api.pods[0]["spec"]["containers"][0]["command"][2]
+    assert f"restore --plan-id {PLAN.plan_id}" in script
+    assert not any(p.endswith("/configmaps") for m, p in api.calls if m == "POST")
+
+
+def test_a_refused_pod_is_a_clear_error() -> None:
+    api = FakeApi([0], ApiError(403, "POST", "/api/v1/namespaces/ns/pods",
+                                "violates PodSecurity \"restricted:latest\""))
+    with pytest.raises(RuntimeError, match="rejected the node agent's pod in namespace ns"):
+        _provider(api).create(_props())
+
+
+def test_only_the_plan_and_the_pods_settings_change_the_resource() -> None:
+    provider, props = NodeAgentPodProvider(), _props()
+    assert not provider.diff("id", props, {**props, "kubeconfig": "other"}).changes
+    assert provider.diff("id", props, {**props, "stdin": props["stdin"] + "#\n"}).changes
+
+
+# -- the stack, the policies and the plan --------------------------------------------------
+
+def _plan(capsys: pytest.CaptureFixture[str], stacks: Path, name: str) -> dict[str, Any]:
+    capsys.readouterr()
+    code = main(["plan", "--stack", name, "--stacks-dir", str(stacks), "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    out["exit"] = code
+    return dict(out)
+
+
+def test_the_pod_rollout_has_the_ssh_rollouts_batches_order_and_findings(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    ssh = _plan(capsys, STACKS, "kubeadm-prod")
+    pod = _plan(capsys, _pod_stack(tmp_path), "kubeadm-pod")
+    assert pod["exit"] == ssh["exit"] == 0
+    assert pod["batches"] == ssh["batches"]
+    assert [n["files"] for n in pod["nodes"]] == [n["files"] for n in ssh["nodes"]]
+    assert pod["findings"] == ssh["findings"]
+
+    def rollout(plan: dict[str, Any], kind: str) -> dict[str, list[str]]:
+        return {r["name"]: [d for d in r["dependsOn"] if d.startswith("containerd-")]
+                for r in plan["resources"] if r["type"] == kind}
+
+    nodes = rollout(pod, "pulumi-python:dynamic/gpuplane:NodeAgentPod")
+    assert nodes == rollout(ssh, "command:remote:Command")
+    assert not [r for r in pod["resources"] if r["type"].startswith("command:")]
+    stdin = {r["name"]: r["inputs"]["stdin"] for r in pod["resources"]
+             if r["name"].startswith("containerd-")}
+    assert stdin == {r["name"]: r["inputs"]["stdin"] for r in ssh["resources"]
+                     if r["type"] == "command:remote:Command"}
+    canary = next(r for r in pod["resources"] if r["name"] == "containerd-a100-01")
+    assert canary["dependsOn"] == ["gpu-operator-namespace"]   # its pod's namespace
+    view = pod["cluster"]["nodePod"]
+    assert view["namespace"] == "gpu-operator" and view["namespaceCreatedByGpuplane"]
+    assert view["hostPID"] and view["privileged"]
+    assert any("create, get, delete pods in namespace gpu-operator" in n
+               for n in view["needs"])
+    assert ssh["cluster"]["nodePod"] is None
+
+
+def test_the_policies_judge_the_pods_plan_as_the_commands(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A rollout the rulebook rejects (every node at once, FM06) is rejected the same way
+    with pod access."""
+    broken = {"gpuplane:rollout": {"canary": False, "maxUnavailable": 10}}
+    pod = _plan(capsys, _pod_stack(tmp_path / "pod", **broken), "kubeadm-pod")
+    data = yaml.safe_load((STACKS / "Pulumi.kubeadm-prod.yaml").read_text())
+    data["config"].update(broken)
+    (tmp_path / "ssh").mkdir()
+    (tmp_path / "ssh" / "Pulumi.kubeadm-ssh.yaml").write_text(yaml.safe_dump(data))
+    ssh = _plan(capsys, tmp_path / "ssh", "kubeadm-ssh")
+    ids = {f["id"] for f in pod["findings"]}
+    assert "FM06" in ids and pod["exit"] == ssh["exit"] == 1
+    assert ids == {f["id"] for f in ssh["findings"]}
+
+
+def test_the_text_plan_shows_the_pod_and_its_needs(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: Path) -> None:
+    stacks = _pod_stack(tmp_path, **{"gpuplane:nodePod": {"namespace": "node-tools"}})
+    capsys.readouterr()
+    assert main(["plan", "--stack", "kubeadm-pod", "--stacks-dir", str(stacks)]) == 0
+    out = capsys.readouterr().out
+    assert "through a pod per node, no SSH" in out and "namespace node-tools" in out
+    assert "needs: create, delete configmaps in namespace node-tools" in out
+    assert main(["plan", "--stack", "kubeadm-pod", "--stacks-dir", str(stacks),
+                 "--format", "markdown"]) == 0
+    assert "- through a pod per node, no SSH" in capsys.readouterr().out
+    shutil.rmtree(stacks)

@@ -1,0 +1,199 @@
+"""`cluster.nodeAccess: pod` on a real node (issue #30): the node agent run by gpuplane's
+NodeAgentPod provider as a real privileged, hostPID pod that a real kubelet runs on real
+containerd, under the real control plane (tests/agent_pod.py, tests/kubelet_node.py).
+
+Proven here: create applies the plan through the pod (containerd serves the nvidia
+runtime, the node is Ready after the restart), an unchanged plan restarts nothing, delete
+restores every file byte for byte; a kill of the agent's pod at crash points of apply and
+restore converges on the next pod; Pod Security `baseline` on the namespace is refused
+with the API's message and the fix.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import agent_pod
+import control_plane
+import kubelet_node
+import pytest
+
+from gpuplane.agent import embedded_program, plan_stdin
+from gpuplane.distros import Distro, profile
+from gpuplane.nodepod import agent_pod as pod_manifest
+from gpuplane.nodepod import run_agent_pod
+from gpuplane.stack.node_pod import NodeAgentPodProvider
+
+import oracle
+
+pytestmark = pytest.mark.engine
+LINE = "1.7"
+NS = "gpuplane-nodes"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[control_plane.ControlPlane]:
+    why = kubelet_node.missing()
+    if why:
+        oracle.unavailable(f"the real kubelet node: {why}", "make test")
+    oracle.require_daemon_support(LINE)
+    root = Path(tempfile.mkdtemp(prefix="gp-np-", dir="/tmp"))
+    cp = control_plane.start(root / "cp")
+    try:
+        agent_pod.namespace(cp, NS, "privileged")
+        yield cp
+    finally:
+        cp.stop()
+
+
+class Node:
+    """A PodNode with its kubelet, and the provider pointed at it."""
+
+    def __init__(self, cp: control_plane.ControlPlane, name: str,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
+        self.cp, self.name = cp, name
+        self.node = agent_pod.PodNode(self.tmp, LINE, profile(Distro.KUBEADM))
+        self.node.boot()
+        self.kubelet = kubelet_node.attach(cp, self.node, self.tmp / "k", name)
+        for key, value in self.node.sandbox_env().items():
+            monkeypatch.setenv(key, value)
+        self.provider = NodeAgentPodProvider()
+        self.provider.client_factory = lambda *_: agent_pod.client(cp)
+        self.provider.poll_seconds = 0.5
+
+    def props(self, namespace: str = NS, **plan_options: Any) -> dict[str, Any]:
+        plan = self.node.plan(**plan_options)
+        return {"node": self.name, "namespace": namespace, "image": agent_pod.IMAGE,
+                "timeoutSeconds": 180, "stdin": plan_stdin(plan), "planId": plan.plan_id,
+                "tries": 3, "kubeconfig": None}
+
+    def ready(self) -> None:
+        kubelet_node.wait_ready(self.cp, self.name, self.kubelet, self.tmp / "k" /
+                                "kubelet.log", 60)
+
+    def close(self) -> None:
+        kubelet_node.stop_kubelet(self.kubelet, self.tmp / "k")
+        self.node.close()
+        oracle.unmount_under(self.tmp)
+
+
+@pytest.fixture
+def node_named(cluster: control_plane.ControlPlane,
+               monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    made: list[Node] = []
+
+    def make(name: str) -> Node:
+        made.append(Node(cluster, name, monkeypatch))
+        return made[-1]
+
+    yield make
+    for n in made:
+        n.close()
+
+
+def _applied(n: Node, props: dict[str, Any]) -> None:
+    plan = n.node.plan()
+    for path, text in plan.files.items():
+        assert (n.node.root / path.lstrip("/")).read_text() == text, path
+    assert "nvidia" in n.node.effective()["runtimes"], "containerd does not serve the plan"
+
+
+def test_a_pod_applies_the_plan_and_its_delete_restores_byte_for_byte(node_named) -> None:
+    n = node_named("gpu-node-pod")
+    original = n.node.snapshot()
+    props = n.props()
+    created = n.provider.create(props)
+    outs = created.outs
+    assert outs["result"].get("mode") == "apply", outs
+    _applied(n, props)
+    # One pod, one containerd restart: the pod lived through the restart it made.
+    assert outs["runs"] == 1 and n.node.restarts == 1, (outs, n.node.restarts)
+    n.ready()
+    restarts = n.node.restarts
+    again = n.provider.update(created.id, outs, props).outs
+    assert again["runs"] == 1 and n.node.restarts == restarts, "an unchanged plan restarted"
+    n.provider.delete(created.id, again)
+    assert n.node.snapshot() == original, "the node's files are not back byte for byte"
+    assert "nvidia" not in n.node.effective()["runtimes"]
+    assert not (n.node.root / "var/lib/gpuplane/state").exists()
+    n.ready()
+
+
+def test_a_restart_that_takes_the_pod_down_converges_on_the_next_pod(node_named) -> None:
+    """A node whose containerd restart stops the shims (KillMode=control-group): the pod
+    running the agent dies at the restart it asked for; the provider's next pod finds the
+    journal and finishes; delete restores byte for byte."""
+    n = node_named("gpu-node-killmode")
+    original = n.node.snapshot()
+    props = n.props()
+    n.node.kill_shims_next = True
+    outs = n.provider.create(props).outs
+    print(f"restart took the pod down: {outs['runs']} pods, {n.node.restarts} restarts")
+    assert outs["runs"] == 2, outs
+    _applied(n, props)
+    n.ready()
+    n.provider.delete("x", outs)
+    assert n.node.snapshot() == original
+    n.ready()
+
+
+def test_a_killed_agent_pod_converges_on_the_next_pod(node_named) -> None:
+    """The fault suite's crash points (tests/test_agent_faults.py REPRESENTATIVE) hit
+    inside the pod: the pod ends killed (137), the provider's next pod converges."""
+    n = node_named("gpu-node-crash")
+    original = n.node.snapshot()
+    props = n.props()
+    client = agent_pod.client(n.cp)
+    sandbox = n.node.sandbox()
+
+    def killed(mode: str, step: str) -> None:
+        pod = pod_manifest(n.name, mode, namespace=NS, image=agent_pod.IMAGE, timeout_s=120,
+                           plan_id=props["planId"], agent_args=sandbox["agentArgs"],
+                           root=sandbox["root"], host_pid=sandbox["hostPid"],
+                           env={"GPUPLANE_AGENT_FAILPOINT": f"{mode}:{step}"})
+        run = run_agent_pod(client, pod, embedded_program(props["stdin"])
+                            if mode == "apply" else None, timeout_s=120, poll_s=0.5)
+        assert run.rc == 137 and not run.verdict, (mode, step, run.rc, run.tail())
+
+    for step in ("write-1", "restart"):
+        killed("apply", step)
+        n.ready()
+        outs = n.provider.create(props).outs
+        assert outs["result"].get("mode") == "apply", (step, outs)
+        _applied(n, props)
+        n.ready()
+        n.provider.delete("x", outs)
+        assert n.node.snapshot() == original, f"apply:{step} then restore"
+    outs = n.provider.create(props).outs
+    for step in ("rmdirs", "forget"):
+        n.ready()
+        killed("restore", step)
+        n.ready()
+        n.provider.delete("x", outs)
+        assert n.node.snapshot() == original, f"restore:{step} then restore"
+        n.ready()
+        outs = n.provider.create(props).outs
+        _applied(n, props)
+    n.ready()
+    n.provider.delete("x", outs)
+    assert n.node.snapshot() == original
+
+
+def test_a_namespace_that_enforces_baseline_is_a_clear_error(
+        cluster: control_plane.ControlPlane, node_named) -> None:
+    agent_pod.namespace(cluster, "restricted-nodes", "baseline")
+    n = node_named("gpu-node-psa")
+    original = n.node.snapshot()
+    with pytest.raises(RuntimeError) as error:
+        n.provider.create(n.props(namespace="restricted-nodes"))
+    message = str(error.value)
+    assert "violates PodSecurity" in message and "baseline" in message, message
+    assert "pod-security.kubernetes.io/enforce=privileged" in message, message
+    assert "gpuplane:nodePod.namespace" in message, message
+    assert n.node.snapshot() == original and n.node.restarts == 0
+
+
