@@ -52,6 +52,19 @@ def _api(cp: control_plane.ControlPlane) -> Any:
     return client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
 
 
+def _runtime_class(core: Any) -> None:
+    """RuntimeClass `nvidia` (handler `nvidia`), unless a test before made it."""
+    from kubernetes import client
+
+    try:
+        client.NodeV1Api(core.api_client).create_runtime_class(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+             "metadata": {"name": "nvidia"}, "handler": "nvidia"})
+    except client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+
+
 def _pod(name: str, image: str, runtime_class: str | None,
          node: str = "gpu-node-1") -> dict[str, Any]:
     """A pod of the locally imported pause image: nothing to pull, nothing to mount."""
@@ -111,7 +124,6 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
     from dataclasses import asdict
 
     import gpu_chain
-    from kubernetes import client
 
     from gpuplane.checks.live import KubeCluster
     from gpuplane.checks.manifests import plan_checks, probe_configmap
@@ -132,12 +144,7 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
         core = _api(cluster)
         # What the device plugin would advertise: one GPU (the pod requests it).
         core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
-        try:
-            client.NodeV1Api(core.api_client).create_runtime_class(
-                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        except client.exceptions.ApiException as error:
-            assert error.status == 409, error   # made by the test above
+        _runtime_class(core)
         namespace = "gpu-operator"
         core.create_namespace({"metadata": {"name": namespace}})
         configmap = probe_configmap(namespace, PROBE_PATH.read_text(), "checks-probe")
@@ -172,7 +179,6 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
     import subprocess
     import sys
 
-    from kubernetes import client
 
     plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
                      PlanOptions(toolkit=ToolkitMode.HOST))
@@ -182,12 +188,7 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
     try:
         core = _api(cluster)
         core.patch_node_status(node.name, {"status": {"capacity": {"nvidia.com/gpu": "2"}}})
-        try:
-            client.NodeV1Api(core.api_client).create_runtime_class(
-                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        except client.exceptions.ApiException as error:
-            assert error.status == 409, error   # made by a test above
+        _runtime_class(core)
         for pod_name, runtime_class in (("doctor-with-class", "nvidia"),
                                         ("doctor-no-class", None)):
             pod = _pod(pod_name, node.pause, runtime_class, node.name)
@@ -214,7 +215,6 @@ def test_the_node_agent_applies_and_restores_on_a_ready_node(
     `nvidia` then runs through the planned runtime; the same plan again restarts nothing;
     `restore` gives every file back byte for byte, restarts once more, and the node is
     Ready."""
-    from kubernetes import client
 
     tmp = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
     node = kubelet_node.KubeletSandbox(tmp, LINE, profile(Distro.KUBEADM))
@@ -229,12 +229,7 @@ def test_the_node_agent_applies_and_restores_on_a_ready_node(
         assert node.restarts == 1
         kubelet_node.wait_ready(cluster, name, kubelet, tmp / "k" / "kubelet.log", 60)
         core = _api(cluster)
-        try:
-            client.NodeV1Api(core.api_client).create_runtime_class(
-                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        except client.exceptions.ApiException as error:
-            assert error.status == 409, error   # made by a test above
+        _runtime_class(core)
         assert node.daemon is not None
         pod = _pod("agent-gpu", node.daemon.ensure_pause_image(), "nvidia", name)
         core.create_namespaced_pod("default", pod)
@@ -355,7 +350,6 @@ def _inspected_node(cp: control_plane.ControlPlane, tmp_path: Path, name: str,
     """A Ready node advertising one GPU, with the python3 image the doctor's inspection
     pod and the probe run in, and RuntimeClass `nvidia` in the cluster."""
     import gpu_chain
-    from kubernetes import client
 
     from gpuplane.doctor.inspect import DEFAULT_IMAGE
 
@@ -366,12 +360,7 @@ def _inspected_node(cp: control_plane.ControlPlane, tmp_path: Path, name: str,
             tmp_path / "python3.tar", name=f"docker.io/library/{DEFAULT_IMAGE}"))
         core = _api(cp)
         core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
-        try:
-            client.NodeV1Api(core.api_client).create_runtime_class(
-                {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-                 "metadata": {"name": "nvidia"}, "handler": "nvidia"})
-        except client.exceptions.ApiException as error:
-            assert error.status == 409, error   # made by a test above
+        _runtime_class(core)
     except BaseException:
         node.stop()
         raise
