@@ -4,9 +4,9 @@ containerd, under the real control plane (tests/agent_pod.py, tests/kubelet_node
 
 Proven here: create applies the plan through the pod (containerd serves the nvidia
 runtime, the node is Ready after the restart), an unchanged plan restarts nothing, delete
-restores every file byte for byte; a kill of the agent's pod at crash points of apply and
-restore converges on the next pod; Pod Security `baseline` on the namespace is refused
-with the API's message and the fix.
+restores every file byte for byte; a kill of the agent's pod at every crash point of apply
+and restore (the fault suite's matrix) converges on the next pod; Pod Security `baseline`
+on the namespace is refused with the API's message and the fix.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ import agent_pod
 import control_plane
 import kubelet_node
 import pytest
+import test_agent_faults
 
-from gpuplane.agent import embedded_program, plan_stdin
+from gpuplane.agent import AgentPlan, embedded_program, plan_stdin
 from gpuplane.distros import Distro, profile
 from gpuplane.nodepod import agent_pod as pod_manifest
 from gpuplane.nodepod import run_agent_pod
 from gpuplane.stack.node_pod import NodeAgentPodProvider
 
 import oracle
+from agent_node import AgentRun
 
 pytestmark = pytest.mark.engine
 LINE = "1.7"
@@ -144,46 +146,55 @@ def test_a_restart_that_stops_the_shims_still_converges(node_named) -> None:
     n.ready()
 
 
-def test_a_killed_agent_pod_converges_on_the_next_pod(node_named) -> None:
-    """The fault suite's crash points (tests/test_agent_faults.py REPRESENTATIVE) hit
-    inside the pod: the pod ends killed (137), the provider's next pod converges."""
+class InPod:
+    """The node `n` as the fault suite (tests/test_agent_faults.py) drives it, except that
+    every run of the agent is a pod: the pod gpuplane's provider makes
+    (gpuplane.nodepod.agent_pod, with the failpoint in its env) run by
+    gpuplane.nodepod.run_agent_pod, through the real kubelet and containerd. Restore runs
+    with the plan's id, as the provider's delete does."""
+
+    def __init__(self, n: Node, plan_id: str) -> None:
+        self.n, self.plan_id = n, plan_id
+        self.client = agent_pod.client(n.cp)
+        self.pods = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.n.node, name)
+
+    def run(self, mode: str, plan: AgentPlan | None = None,
+            env: dict[str, str] | None = None) -> AgentRun:
+        self.n.ready()
+        sandbox = self.n.node.sandbox()
+        agent_env = {k: v for k, v in (env or {}).items() if k.startswith("GPUPLANE_AGENT_")}
+        pod = pod_manifest(self.n.name, mode, namespace=NS, image=agent_pod.IMAGE,
+                           timeout_s=120, plan_id=self.plan_id,
+                           agent_args=sandbox["agentArgs"], root=sandbox["root"],
+                           host_pid=sandbox["hostPid"], env=agent_env)
+        program = embedded_program(plan_stdin(plan)) if plan is not None else None
+        run = run_agent_pod(self.client, pod, program, timeout_s=120, poll_s=0.2)
+        self.pods += 1
+        assert run.rc is not None, f"{mode}: the pod ended without an exit code: {run.tail()}"
+        # A pod killed by the failpoint's SIGKILL exits 137 where the agent run directly
+        # ends on signal 9.
+        return AgentRun(-9 if run.rc == 137 else run.rc, run.out, run.log)
+
+
+def test_every_crash_point_of_apply_and_restore_converges_through_the_pod(node_named) -> None:
+    """The fault suite's crash matrix (tests/test_agent_faults._every_crash_point: every step
+    boundary of apply and restore, each followed once by the same mode and once by the
+    other), every agent run a pod on the kubelet node: the pod ends killed (137), the next
+    pod converges, the original comes back byte for byte, containerd serves runc after."""
     n = node_named("gpu-node-crash")
+    plan = n.node.plan(nvidia_default=True)
+    node = InPod(n, plan.plan_id)
     original = n.node.snapshot()
-    props = n.props()
-    client = agent_pod.client(n.cp)
-    sandbox = n.node.sandbox()
-
-    def killed(mode: str, step: str) -> None:
-        pod = pod_manifest(n.name, mode, namespace=NS, image=agent_pod.IMAGE, timeout_s=120,
-                           plan_id=props["planId"], agent_args=sandbox["agentArgs"],
-                           root=sandbox["root"], host_pid=sandbox["hostPid"],
-                           env={"GPUPLANE_AGENT_FAILPOINT": f"{mode}:{step}"})
-        run = run_agent_pod(client, pod, embedded_program(props["stdin"])
-                            if mode == "apply" else None, timeout_s=120, poll_s=0.5)
-        assert run.rc == 137 and not run.verdict, (mode, step, run.rc, run.tail())
-
-    for step in ("write-1", "restart"):
-        killed("apply", step)
-        n.ready()
-        outs = n.provider.create(props).outs
-        assert outs["result"].get("mode") == "apply", (step, outs)
-        _applied(n, props)
-        n.ready()
-        n.provider.delete("x", outs)
-        assert n.node.snapshot() == original, f"apply:{step} then restore"
-    outs = n.provider.create(props).outs
-    for step in ("rmdirs", "forget"):
-        n.ready()
-        killed("restore", step)
-        n.ready()
-        n.provider.delete("x", outs)
-        assert n.node.snapshot() == original, f"restore:{step} then restore"
-        n.ready()
-        outs = n.provider.create(props).outs
-        _applied(n, props)
+    steps = test_agent_faults._steps_of(node, plan)
+    assert steps == test_agent_faults.STEPS, "through the pod the agent passes other steps"
+    covered = test_agent_faults._every_crash_point(node, original, plan, steps)
+    print(f"through the pod: {covered} crash points x 2 reruns, {node.pods} pods, "
+          f"{n.node.restarts} containerd restarts")
+    assert covered == sum(map(len, test_agent_faults.STEPS.values()))
     n.ready()
-    n.provider.delete("x", outs)
-    assert n.node.snapshot() == original
 
 
 def test_a_namespace_that_enforces_baseline_is_a_clear_error(
