@@ -11,8 +11,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
+from test_checks_component import Recorder, RecordingMonitor
 
 from gpuplane.agent import agent_plan, apply_stdin, embedded_program, plan_stdin
 from gpuplane.cli import main
@@ -22,7 +24,7 @@ from gpuplane.distros import profile
 from gpuplane.doctor.client import ApiError
 from gpuplane.nodepod import agent_pod, psa_problem, rejection, run_agent_pod
 from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
-from gpuplane.stack.node_pod import NodeAgentPodProvider
+from gpuplane.stack.node_pod import ContainerdPodRollout, NodeAgentPodProvider
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 PLAN = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
@@ -187,14 +189,37 @@ def test_a_pod_killed_mid_transaction_is_run_again() -> None:
 
 
 def test_pods_that_never_give_a_verdict_fail_after_the_tries() -> None:
-    api = FakeApi([137, None, 143])
-    with pytest.raises(RuntimeError, match="3 pods ended without the agent's verdict"):
-        _provider(api).create(_props())
+    outs = _provider(FakeApi([137, None, 143])).create(_props()).outs
+    assert "3 pods ended without the agent's verdict" in outs["error"], outs
+    assert outs["nodeTouched"] is True and outs["result"] is None
 
 
 def test_an_agent_that_refuses_fails_the_resource_with_its_exit_code() -> None:
-    with pytest.raises(RuntimeError, match="exited 2"):
-        _provider(FakeApi([2])).create(_props())
+    """A failure is an output (gpuplane.gate logs it and stops the program), never an
+    exception: the SDK would print that under its traceback."""
+    outs = _provider(FakeApi([2])).create(_props()).outs
+    assert "node agent (apply) on gpu-1 exited 2" in outs["error"], outs
+
+
+def test_a_failed_update_keeps_the_plan_the_node_holds_and_runs_again() -> None:
+    provider, olds = _provider(FakeApi([0])), _props()
+    applied = provider.create(olds).outs
+    assert applied["error"] is None and applied["nodeTouched"] is True
+    news = {**olds, "stdin": olds["stdin"] + "#\n", "planId": "other"}
+    provider.client_factory = lambda *_: FakeApi([1])
+    failed = provider.update("id", applied, news).outs
+    assert "exited 1" in failed["error"]
+    # the node still holds the old plan: delete restores that one, and the next `up`
+    # (same inputs) runs the agent again
+    assert failed["planId"] == olds["planId"] and failed["stdin"] == olds["stdin"]
+    assert failed["result"] == applied["result"]
+    assert provider.diff("id", failed, news).changes
+    assert provider.diff("id", failed, failed).changes, "a failed run must always re-run"
+    api = FakeApi([0])
+    provider.client_factory = lambda *_: api
+    again = provider.update("id", failed, news).outs
+    assert again["error"] is None and again["planId"] == "other"
+    assert not provider.diff("id", again, news).changes
 
 
 def test_delete_runs_the_restore_pod_for_its_plan() -> None:
@@ -205,17 +230,90 @@ def test_delete_runs_the_restore_pod_for_its_plan() -> None:
     assert not any(p.endswith("/configmaps") for m, p in api.calls if m == "POST")
 
 
-def test_a_refused_pod_is_a_clear_error() -> None:
+def test_a_refused_pod_is_a_clear_error_and_its_delete_runs_nothing() -> None:
     api = FakeApi([0], ApiError(403, "POST", "/api/v1/namespaces/ns/pods",
                                 "violates PodSecurity \"restricted:latest\""))
-    with pytest.raises(RuntimeError, match="rejected the node agent's pod in namespace ns"):
-        _provider(api).create(_props())
+    outs = _provider(api).create(_props()).outs
+    assert "rejected the node agent's pod in namespace ns" in outs["error"], outs
+    assert outs["nodeTouched"] is False
+    calls = len(api.calls)
+    _provider(api).delete("id", outs)
+    assert api.calls[calls:] == [], "delete ran a pod for a plan no agent ever ran"
+
+
+def test_a_failed_restore_fails_the_delete() -> None:
+    with pytest.raises(RuntimeError, match="node agent \\(restore\\) on gpu-1 exited 3"):
+        _provider(FakeApi([3])).delete("id", _props())
 
 
 def test_only_the_plan_and_the_pods_settings_change_the_resource() -> None:
     provider, props = NodeAgentPodProvider(), _props()
     assert not provider.diff("id", props, {**props, "kubeconfig": "other"}).changes
     assert provider.diff("id", props, {**props, "stdin": props["stdin"] + "#\n"}).changes
+
+
+# -- the rollout stops at a failed node ----------------------------------------------------
+
+class FailingNode(Recorder):
+    """The agent failed on node `failed` (its NodeAgentPod's `error` output)."""
+
+    def __init__(self, failed: str | None) -> None:
+        super().__init__()
+        self.failed = failed
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        rid, state = super().new_resource(args)
+        if args.typ.endswith(":NodeAgentPod"):
+            node = state["node"]
+            state = {**state, "nodeTouched": True, "error":
+                     f"node agent (apply) on {node} exited 1: refused" if node == self.failed
+                     else None}
+        return rid, state
+
+
+def _rollout(failed: str | None) -> tuple[RecordingMonitor, list[tuple[str, str]], Any]:
+    mocks = FailingNode(failed)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    plan = plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
+                     PlanOptions(toolkit=ToolkitMode.HOST))
+    logged: list[tuple[str, str]] = []
+
+    def program() -> Any:
+        rollout = ContainerdPodRollout("r", plans={n: plan for n in ("a", "b", "c")},
+                                       batches=[["a"], ["b", "c"]], namespace="ns",
+                                       image="busybox:1.36", timeout_seconds=60)
+        return rollout.done
+
+    run = pulumi.runtime.test(program)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pulumi.log, "error",
+                      lambda msg, resource=None, **_: logged.append(
+                          (msg, resource.pulumi_resource_name)))
+        try:
+            run()
+        except pulumi.RunError as exc:
+            return monitor, logged, exc
+    return monitor, logged, None
+
+
+def test_each_batch_waits_for_every_node_of_the_one_before() -> None:
+    monitor, logged, error = _rollout(None)
+    assert error is None and logged == []
+    canary = monitor.registered["containerd-a"]["urn"]
+    for node in ("b", "c"):
+        assert canary in monitor.registered[f"containerd-{node}"]["deps"], node
+
+
+def test_a_node_whose_agent_failed_stops_the_rollout_without_a_traceback() -> None:
+    """The agent's message is an error on the node's resource, the program stops with a
+    RunError (the CLI prints its message alone) and no later node is registered."""
+    monitor, logged, error = _rollout("a")
+    assert logged == [("node agent (apply) on a exited 1: refused", "containerd-a")]
+    assert error is not None and "the node agent failed on containerd-a" in str(error)
+    assert "containerd-b" not in monitor.registered
+    assert "containerd-c" not in monitor.registered
 
 
 # -- the stack, the policies and the plan --------------------------------------------------

@@ -2,8 +2,9 @@
 Pulumi engine (tests/pulumi_engine.py: the CLI and the kubernetes provider built from
 their Go modules; gpuplane's NodeAgentPod is a Python dynamic provider, which needs no
 command provider) on a real kubelet node (tests/agent_pod.py) under the real control
-plane: `up` writes the plan on the node through the agent's pod, a second `up` changes
-nothing, `destroy` restores the node's files byte for byte.
+plane: an agent pod that cannot start fails `up` with the fix and no traceback, and the
+node is untouched; fixed, `up` writes the plan on the node through the agent's pod, a
+second `up` changes nothing, `destroy` restores the node's files byte for byte.
 
 The stack is the bundled kind-smoke with `nodeAccess: pod`, containerd 1.7, one GPU node
 (the kubelet's) and the node's files captured as its baseline (`cluster.baselineFiles`:
@@ -23,6 +24,7 @@ import control_plane
 import kubelet_node
 import pulumi_engine
 import pytest
+import yaml
 from test_pulumi_engine import stack_file
 
 from gpuplane.distros import Distro, profile
@@ -73,13 +75,31 @@ def test_pulumi_up_applies_through_the_pod_and_destroy_restores_byte_for_byte(
             "gpuplane:runtime": {"systemdCgroup": False},
             "gpuplane:checks": {"enabled": False}})
         engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+
+        # An agent pod that cannot start (an image no registry serves) fails `up` with
+        # the fix and no traceback; the node is untouched, the operator never installed.
+        bad = stack_file(tmp_path / "bad", "kind-smoke", {
+            **yaml.safe_load(path.read_text())["config"],
+            "gpuplane:nodePod": {"timeoutSeconds": 60,
+                                 "image": "docker.io/library/gpuplane-nowhere:0"}})
+        failed = engine.run("up", "kind-smoke", stack_file=bad, policy_pack=True)
+        text = failed.stdout + failed.stderr
+        assert not failed.ok, text[-4000:]
+        assert f"node agent (apply) on {NODE}" in text and "gpuplane:nodePod.image" in text, \
+            text[-4000:]
+        assert "the node agent failed on containerd-" in text, text[-4000:]
+        assert "Traceback" not in text, text[-6000:]
+        assert not [s for s in failed.steps if s["type"] == "kubernetes:helm.sh/v3:Release"]
+        assert node.snapshot() == original and node.restarts == 0
+
+        # Fixed, the next `up` runs the agent (the failed resource always runs again).
         with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
             up = engine.run("up", "kind-smoke", stack_file=path, policy_pack=True)
         assert up.ok, (up.stdout + up.stderr)[-6000:]
         steps = {s["name"]: s for s in up.steps}
         pod_step = steps[f"containerd-{NODE}"]
         assert pod_step["type"] == "pulumi-python:dynamic/gpuplane:NodeAgentPod"
-        assert pod_step["op"] == "create"
+        assert pod_step["op"] == "update", pod_step
         written = (node.root / CONFIG.lstrip("/")).read_text()
         assert written != original_text and "imports" in written, written
         assert (node.root / "var/lib/gpuplane/state").is_file()

@@ -167,7 +167,13 @@ class PodRun:
 
 
 class PodFailed(Exception):
-    """The agent's pod could not run (the API refused it, it never started, timed out)."""
+    """The agent's pod could not run (the API refused it, it never started, timed out).
+    `started`: whether its container may have run the agent (a timeout; an API error
+    while it ran), so that the node may hold a change."""
+
+    def __init__(self, message: str, *, started: bool = False) -> None:
+        super().__init__(message)
+        self.started = started
 
 
 def run_agent_pod(client: ClusterClient, pod: dict[str, Any], program: str | None = None,
@@ -200,7 +206,7 @@ def run_agent_pod(client: ClusterClient, pod: dict[str, Any], program: str | Non
             # exit code in the pod's status still tells what happened.
             log = f"(no log: {exc})"
     except ApiError as exc:
-        raise PodFailed(rejection(exc, namespace)) from None
+        raise PodFailed(rejection(exc, namespace), started=True) from None
     finally:
         with contextlib.suppress(ApiError):
             client.delete(f"{pods}/{name}")
@@ -244,7 +250,8 @@ def _wait(client: ClusterClient, path: str, deadline: float, poll_s: float, slee
                                 "to an image the node can pull (it needs sh and nsenter)")
         sleep(poll_s)
     raise PodFailed(f"the node agent's pod was still {phase} after the bound "
-                    "(gpuplane:nodePod.timeoutSeconds); it was deleted")
+                    "(gpuplane:nodePod.timeoutSeconds); it was deleted",
+                    started=phase != "Pending")
 
 
 def _exit_code(status: Mapping[str, Any]) -> int | None:

@@ -7,12 +7,11 @@ Job object per GPU node (about 11.6 KB each under the Kubernetes provider: its i
 the live object), and one resource's diff shows which node checks change.
 
 A failed check is not raised here: the SDK's dynamic-provider host would print any
-exception under its own traceback (`pulumi.dynamic.__main__._abort_with_traceback`, pulumi
-3.260.0). The verdict comes back as the `result` output (`passed: false`, the report with
-the finding, its fix and the pod's output); `verdict()` logs the report on the resource and
-`gate()` stops the program cleanly. The resources re-run (new Jobs) whenever an input
-changes (the checks, the intent, the settings, the probe's fingerprint) and after a
-failed verdict.
+exception under its own traceback (gpuplane.gate). The verdict comes back as the `result`
+output (`passed: false`, the report with the finding, its fix and the pod's output);
+`verdict()` logs the report on the resource and `gate()` stops the program cleanly. The
+resources re-run (new Jobs) whenever an input changes (the checks, the intent, the
+settings, the probe's fingerprint) and after a failed verdict.
 
 Pulumi pickles the provider object (dill) into the state and runs it in the Python
 dynamic-provider host, where this module is imported by name: the gpuplane package must be
@@ -44,6 +43,8 @@ from gpuplane.checks.live import (
 from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
+from gpuplane.gate import gate as generic_gate
+from gpuplane.gate import judged
 from gpuplane.intent import ClusterIntent
 from gpuplane.kube_provider import KubeResourceProvider
 
@@ -272,36 +273,25 @@ def verdict(check: Check) -> pulumi.Output[bool]:
     """Whether `check` passed; a failed verdict's report (finding, fix, pod output) is
     logged as an error on `check`, where the CLI shows it. Unknown in preview."""
 
-    def judge(result: Any) -> bool:
+    def failure(result: Any) -> str | None:
         if isinstance(result, dict) and result.get("passed") is False:
-            pulumi.log.error(str(result.get("report") or "failed"), resource=check)
-            return False
-        return True
+            return str(result.get("report") or "failed")
+        return None
 
-    return check.result.apply(judge)
+    return judged(check, check.result, failure)
 
 
 def gate(checks: Sequence[Check],
          verdicts: Sequence[pulumi.Output[bool]]) -> pulumi.Output[pulumi.Resource]:
-    """One of `checks` once every verdict is in, for `depends_on` of what must wait for
-    them (it carries all of them as dependencies, in preview too).
+    """gpuplane.gate.gate for checks: the program stops once every verdict is in when any
+    check failed."""
 
-    When any failed it raises `pulumi.RunError`: the program stops, which the language
-    host reports without a traceback, and what depends on the gate is never registered.
-    Waiting for every verdict first lets the checks running beside the failed one finish
-    and report too."""
-    names = [c.pulumi_resource_name for c in checks]
-
-    def judge(passed: list[bool]) -> pulumi.Resource:
-        failed = [name for name, ok in zip(names, passed, strict=True) if not ok]
-        if failed:
-            raise pulumi.RunError(
-                f"gpuplane: the post-deploy check{'s' if len(failed) > 1 else ''} "
+    def message(failed: list[str]) -> str:
+        return (f"gpuplane: the post-deploy check{'s' if len(failed) > 1 else ''} "
                 f"{', '.join(failed)} failed; the report is above. Fix what it says and "
                 "run `pulumi up` again: a failed check always re-runs.")
-        return checks[0]
 
-    return pulumi.Output.all(*verdicts).apply(judge)
+    return generic_gate(checks, verdicts, message)
 
 
 def _secret(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:

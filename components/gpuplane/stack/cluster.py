@@ -101,7 +101,7 @@ class GpuCluster(pulumi.ComponentResource):
             data={INTENT_KEY: cfg.intent().to_json()},
             opts=in_ns)
 
-        before_operator: list[pulumi.Resource] = [ns, intent]
+        before_operator: list[pulumi.Input[pulumi.Resource]] = [ns, intent]
         self.rollout = None
         plan_errors = has_errors(self.plan_findings)
         if plan_errors:
@@ -119,7 +119,8 @@ class GpuCluster(pulumi.ComponentResource):
                 namespace=cfg.node_pod_namespace, image=cfg.node_pod.image,
                 timeout_seconds=cfg.node_pod.timeout_seconds, kubeconfig=args.kubeconfig,
                 after=[ns] if own else [], opts=child)
-            before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
+            if self.rollout.done is not None:
+                before_operator.append(self.rollout.done)
         elif cfg.node_access and self.batches and writes and not plan_errors:
             if private_key is None:
                 raise ValueError("GpuCluster: node access is ssh but no private key was given")

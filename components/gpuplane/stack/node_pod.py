@@ -15,7 +15,10 @@ command carries, which the policies read) and nothing of the cluster.
 A pod that ends without the agent's verdict (killed, its container lost when a restart
 took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
 makes a rerun converge from any step (tests/test_agent_faults.py). An agent that ends
-with a verdict other than 0 fails the resource with the agent's message, as over SSH.
+with a verdict other than 0, or a pod that cannot run, fails `pulumi up` with the agent's
+message as over SSH, but through an output and gpuplane.gate rather than an exception (no
+SDK traceback): the failed node's batch finishes, no later batch nor the operator is
+registered, and the failed node runs again at the next `up`.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
 from gpuplane.agent import agent_plan, embedded_program, plan_stdin, restore_script
 from gpuplane.doctor.client import ClusterClient
+from gpuplane.gate import gate, judged
 from gpuplane.kube_provider import KubeResourceProvider
 from gpuplane.nodepod import PodFailed, PodRun, agent_pod, run_agent_pod
 from gpuplane.planner import NodeContainerdPlan
 
 PROVIDER_KEY = "__provider"
-_OUTPUT_KEYS = frozenset({"result", "runs"})
+_OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched"})
 _INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
 SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
 """Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
@@ -67,7 +71,8 @@ class NodeAgentPodProvider(KubeResourceProvider):
                          host_pid=int(sandbox.get("hostPid") or 1))
 
     def _run(self, props: Mapping[str, Any], mode: str) -> tuple[PodRun, int]:
-        """Run `mode` until the agent gives a verdict (at most `tries` pods)."""
+        """Run `mode` until the agent gives a verdict (at most `tries` pods); a verdict
+        other than 0, or none, is AgentFailed."""
         node, tries = str(props["node"]), int(props.get("tries") or 3)
         program = embedded_program(str(props["stdin"])) if mode == "apply" else None
         run = PodRun(None)
@@ -77,35 +82,74 @@ class NodeAgentPodProvider(KubeResourceProvider):
                                     timeout_s=float(props["timeoutSeconds"]),
                                     poll_s=self.poll_seconds)
             except PodFailed as exc:
-                raise RuntimeError(f"node agent ({mode}) on {node}: {exc}") from None
+                raise AgentFailed(f"node agent ({mode}) on {node}: {exc}",
+                                  started=exc.started or attempt > 1) from None
             if run.verdict:
+                if run.rc != 0:
+                    raise AgentFailed(f"node agent ({mode}) on {node} exited {run.rc}: "
+                                      f"{run.tail()}", started=True)
                 return run, attempt
-        raise RuntimeError(f"node agent ({mode}) on {node}: {tries} pods ended without the "
-                           f"agent's verdict (exit {run.rc}, phase {run.phase}): "
-                           f"{run.tail()}")
+        raise AgentFailed(f"node agent ({mode}) on {node}: {tries} pods ended without the "
+                          f"agent's verdict (exit {run.rc}, phase {run.phase}): {run.tail()}",
+                          started=True)
 
-    def _apply(self, props: Mapping[str, Any]) -> dict[str, Any]:
-        run, runs = self._run(props, "apply")
-        if run.rc != 0:
-            raise RuntimeError(f"node agent (apply) on {props['node']} exited {run.rc}: "
-                               f"{run.tail()}")
-        inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
-        return {**inputs, "result": run.out, "runs": runs}
+    def _apply(self, props: Mapping[str, Any],
+               olds: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The outputs of an apply. A failure is an output (`error`), not an exception
+        (gpuplane.gate): the outputs then keep what the node holds, the old plan after a
+        failed update (the agent changed nothing, or rolled back), so that the next diff
+        runs the agent again and delete restores the plan the node has."""
+        inputs = _inputs(props)
+        try:
+            run, runs = self._run(props, "apply")
+        except AgentFailed as exc:
+            if olds is not None:
+                return {**_inputs(olds), "result": olds.get("result"), "runs": olds.get("runs"),
+                        "error": str(exc), "nodeTouched": True}
+            return {**inputs, "result": None, "runs": 0, "error": str(exc),
+                    "nodeTouched": exc.started}
+        return {**inputs, "result": run.out, "runs": runs, "error": None, "nodeTouched": True}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=f"node-agent-{props['node']}", outs=self._apply(props))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=any(olds.get(k) != news.get(k) for k in _INPUT_KEYS))
+        """A change of the plan or the pod's settings, or a failed last run (it always runs
+        again)."""
+        return DiffResult(changes=bool(olds.get("error"))
+                          or any(olds.get(k) != news.get(k) for k in _INPUT_KEYS))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=self._apply(news))
+        return UpdateResult(outs=self._apply(news, None if olds.get("error") and
+                                             not olds.get("nodeTouched") else olds))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        run, _ = self._run(props, "restore")
-        if run.rc != 0:
-            raise RuntimeError(f"node agent (restore) on {props['node']} exited {run.rc}: "
-                               f"{run.tail()}")
+        """Restore the node. Raised here, a failure shows the SDK's traceback: a delete has
+        no outputs to carry it."""
+        if props.get("nodeTouched") is False:
+            return      # its only pod never started: the node holds nothing of this plan
+        try:
+            self._run(props, "restore")
+        except AgentFailed as exc:
+            raise RuntimeError(str(exc)) from None
+
+
+class AgentFailed(Exception):
+    """The node agent failed on the node, or its pod could not run it. `started`: whether
+    an agent may have run (the node may hold a change to restore)."""
+
+    def __init__(self, message: str, *, started: bool) -> None:
+        super().__init__(message)
+        self.started = started
+
+
+def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+
+
+def failure(error: Any) -> str | None:
+    """The `error` output as gpuplane.gate.judged reads it."""
+    return str(error) if error else None
 
 
 class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPod"):
@@ -113,6 +157,10 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
 
     result: pulumi.Output[dict[str, Any]]
     runs: pulumi.Output[int]
+    error: pulumi.Output[str | None]
+    """Why the agent failed on the node (None when it applied the plan)."""
+    nodeTouched: pulumi.Output[bool]
+    """Whether an agent may have run on the node for this plan (delete restores it)."""
 
     def __init__(self, name: str, *, node: str, stdin: str, plan_id: str, namespace: str,
                  image: str, timeout_seconds: int, tries: int = 3,
@@ -125,7 +173,8 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
                  # What delete runs on the node (the policies read it, as the SSH
                  # command's `delete`).
                  "delete": restore_script(plan_id),
-                 "kubeconfig": kubeconfig, "result": None, "runs": None}
+                 "kubeconfig": kubeconfig, "result": None, "runs": None, "error": None,
+                 "nodeTouched": None}
         super().__init__(provider or NodeAgentPodProvider(), name, props,
                          pulumi.ResourceOptions.merge(
                              opts or pulumi.ResourceOptions(),
@@ -137,6 +186,9 @@ class ContainerdPodRollout(pulumi.ComponentResource):
     k depends on every node of batch k-1, canary first."""
 
     commands: dict[str, NodeAgentPod]
+    done: pulumi.Input[pulumi.Resource] | None
+    """A node of the last batch once every node applied its plan, for `depends_on`; the
+    program stops (`pulumi.RunError`) when the agent failed on any node."""
 
     def __init__(self, name: str, *, plans: Mapping[str, NodeContainerdPlan],
                  batches: Sequence[Sequence[str]], namespace: str, image: str,
@@ -150,9 +202,11 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 ap = agent_plan(plan)
                 programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         self.commands = {}
-        previous: list[pulumi.Resource] = list(after)   # the canary waits for its namespace
+        # The canary waits for its namespace; each later batch for the gate of the one
+        # before it: a node whose agent failed stops the rollout there (gpuplane.gate).
+        previous: list[pulumi.Input[pulumi.Resource]] = list(after)
         for batch in batches:
-            current: list[pulumi.Resource] = []
+            current: list[NodeAgentPod] = []
             for node in batch:
                 plan_id, stdin = programs[id(plans[node])]
                 pod = NodeAgentPod(
@@ -162,8 +216,16 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=list(previous)))
                 self.commands[node] = pod
                 current.append(pod)
-            previous = current
+            previous = [gate(current, [judged(p, p.error, failure) for p in current],
+                             _stopped)]
+        self.done = previous[0] if batches else None
         self.register_outputs({"nodes": list(self.commands)})
+
+
+def _stopped(failed: list[str]) -> str:
+    return (f"gpuplane: the node agent failed on {', '.join(failed)}; its message is above. "
+            "The rollout stopped there: no later node was changed. Fix what it says and run "
+            "`pulumi up` again: a node whose agent failed always runs again.")
 
 
 __all__ = ["SANDBOX_ENV", "ContainerdPodRollout", "NodeAgentPod", "NodeAgentPodProvider"]
