@@ -116,10 +116,13 @@ def main() -> int:
                                   text=True, timeout=180, check=False)
             assert done.returncode == 0, done.stderr[-2000:]
 
+        def through_pod(outs: dict[str, object]) -> None:
+            assert not outs.get("error"), outs["error"]    # a failure is an output
+
         paths: dict[str, dict[str, Callable[[], object]]] = {
             "pod": {
-                "apply": lambda: provider.create(props),
-                "no-op": lambda: provider.update("id", props, props),
+                "apply": lambda: through_pod(provider.create(props).outs),
+                "no-op": lambda: through_pod(provider.update("id", props, props).outs),
                 "restore": lambda: provider.delete("id", props),
             },
             "ssh": {

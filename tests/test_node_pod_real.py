@@ -202,9 +202,9 @@ def test_a_namespace_that_enforces_baseline_is_a_clear_error(
     agent_pod.namespace(cluster, "restricted-nodes", "baseline")
     n = node_named("gpu-node-psa")
     original = n.node.snapshot()
-    with pytest.raises(RuntimeError) as error:
-        n.provider.create(n.props(namespace="restricted-nodes"))
-    message = str(error.value)
+    outs = n.provider.create(n.props(namespace="restricted-nodes")).outs
+    message = str(outs["error"])
+    assert outs["nodeTouched"] is False, outs
     assert "violates PodSecurity" in message and "baseline" in message, message
     assert "pod-security.kubernetes.io/enforce=privileged" in message, message
     assert "gpuplane:nodePod.namespace" in message, message
