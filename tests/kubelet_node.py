@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,10 @@ def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], to
 
 
 def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
-             daemon: oracle.Daemon) -> subprocess.Popen[bytes]:
+             daemon: oracle.Daemon, *, prefix: Sequence[str] = (),
+             endpoint: str | None = None) -> subprocess.Popen[bytes]:
+    """The kubelet, run through `prefix` (tests/ns_node.py: the node's namespaces) and
+    talking to containerd at `endpoint` (default: the daemon's socket)."""
     pki = cp.root / "pki"
     user = f"node-{name}"
     control_plane.cert(pki, user, f"/O=system:nodes/CN=system:node:{name}")
@@ -148,7 +152,7 @@ def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
     config: dict[str, Any] = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "cgroupDriver": "cgroupfs", "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{daemon.socket}",
+        "containerRuntimeEndpoint": endpoint or f"unix://{daemon.socket}",
         # The apiserver reaches the kubelet at the node's InternalIP for `kubectl logs`
         # (a pod's log is how the probe reports): listening there, open to it without a
         # client certificate (the test control plane gives the apiserver none).
@@ -167,7 +171,7 @@ def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
     (root / "kubelet.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     log = open(root / "kubelet.log", "wb")  # noqa: SIM115 - owned by the process
     return subprocess.Popen(
-        [str(KUBELET), "--kubeconfig", str(root / "kubelet.kubeconfig"),
+        [*prefix, str(KUBELET), "--kubeconfig", str(root / "kubelet.kubeconfig"),
          "--config", str(root / "kubelet.yaml"), "--hostname-override", name,
          "--root-dir", str(root / "kubelet")],
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

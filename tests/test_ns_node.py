@@ -1,0 +1,167 @@
+"""gpuplane's plan as it is, on a node in namespaces of its own (tests/ns_node.py), under
+the real Pulumi engine (issue #28): the kubeadm node's containerd reads
+/etc/containerd/config.toml, the NVIDIA runtime is /usr/bin/nvidia-container-runtime
+(the logging stand-in: no GPU here) and `systemctl restart containerd` restarts it from
+inside the node. No file is rewritten for the test: what `pulumi up` makes is what the
+node runs.
+
+The chain (`nodeAccess: pod`, the host toolkit, the RuntimeClass, the checks on):
+`pulumi up` runs the node agent in its pod; it writes the planned files, containerd
+restarts exactly once through systemctl and serves the nvidia runtime, the node is Ready;
+the probe Job's pod runs through handler `nvidia` (the runtime binary is called) and, with
+no NVIDIA driver here, the verdict fails `up` with the node's name, FM01 and no
+traceback. A second `up` runs only the failed check and restarts nothing; `pulumi
+destroy` restores the node's files byte for byte through the pod, one more restart, the
+node Ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import control_plane
+import kubelet_node
+import pulumi_engine
+import pytest
+from ns_node import NsNode, attach
+from test_pulumi_engine import check_jobs, stack_file
+
+from gpuplane.distros import Distro, profile
+
+import oracle
+
+pytestmark = [pytest.mark.real, pytest.mark.engine]
+LINE = "1.7"
+NODE = "gpu-ns-01"
+CONFIG = "/etc/containerd/config.toml"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[control_plane.ControlPlane]:
+    for why in (pulumi_engine.missing(), kubelet_node.missing()):
+        if why:
+            oracle.unavailable(f"the real Pulumi engine on a namespaced node: {why}",
+                               "make test")
+    oracle.require_daemon_support(LINE)
+    root = Path(tempfile.mkdtemp(prefix="gp-nse-", dir="/tmp"))
+    cp = control_plane.start(root / "cp")
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+def node(cluster: control_plane.ControlPlane) -> Iterator[tuple[NsNode, object]]:
+    made = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), LINE,
+                  profile(Distro.KUBEADM))
+    try:
+        made.boot()
+        kubelet = attach(cluster, made, NODE)
+        yield made, kubelet
+        kubelet_node.stop_kubelet(kubelet, made.tmp / "k", cluster, NODE)
+    finally:
+        made.close()
+
+
+def test_the_node_has_its_own_files_network_and_restart(
+        cluster: control_plane.ControlPlane, node: tuple[NsNode, Any]) -> None:
+    import subprocess
+
+    n, kubelet = node
+    host_config = Path(CONFIG).read_bytes() if Path(CONFIG).exists() else None
+    n.host(CONFIG).write_text(n.host(CONFIG).read_text() + "# the node's own\n")
+    assert (Path(CONFIG).read_bytes() if Path(CONFIG).exists() else None) == host_config
+    assert n.daemon is not None and n.daemon.proc is not None
+    for ns in ("mnt", "net"):
+        theirs = os.readlink(f"/proc/{n.daemon.proc.pid}/ns/{ns}")
+        assert theirs == os.readlink(f"/proc/{n.pid}/ns/{ns}") != os.readlink(
+            f"/proc/self/ns/{ns}"), f"containerd is not in the node's {ns} namespace"
+    assert os.readlink(f"/proc/{kubelet.pid}/ns/mnt") == os.readlink(f"/proc/{n.pid}/ns/mnt")
+    restarted = subprocess.run(n.enter("systemctl", "restart", "containerd"),
+                               capture_output=True, text=True, check=False)
+    assert restarted.returncode == 0 and n.restarts == 1, restarted.stderr
+    assert subprocess.run(n.enter("systemctl", "restart", "docker"), capture_output=True,
+                          check=False).returncode == 1
+    kubelet_node.wait_ready(cluster, NODE, kubelet, n.tmp / "k" / "kubelet.log", 60)
+
+
+def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
+        cluster: control_plane.ControlPlane, node: tuple[NsNode, Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import gpu_chain
+    from kubernetes import client
+    from test_kubelet_node import _api
+    from test_pulumi_engine import plan_json
+
+    from gpuplane.checks.settings import ChecksSettings
+
+    n, kubelet = node
+    for key, value in n.sandbox_env().items():
+        monkeypatch.setenv(key, value)      # the engine's providers inherit it
+    n.import_image(gpu_chain.build_python_image(
+        tmp_path / "python3.tar", name=f"docker.io/library/{ChecksSettings().image}"))
+    core = _api(cluster)
+    core.patch_node_status(NODE, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
+    with contextlib.suppress(client.exceptions.ApiException):
+        client.NodeV1Api(core.api_client).delete_runtime_class("nvidia")
+    captured = tmp_path / "captured-config.toml"
+    captured.write_text(n.host(CONFIG).read_text())
+    original = n.snapshot()
+    path = stack_file(tmp_path / "stacks", "kind-smoke", {
+        "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
+                             "kubeletCgroupDriver": "cgroupfs",
+                             "baselineFiles": {CONFIG: str(captured)}},
+        "gpuplane:gpuOperator": {"toolkit": "host"},
+        "gpuplane:nodes": [{"name": NODE, "gpus": 1}],
+        "gpuplane:nodePod": {"timeoutSeconds": 180},
+        "gpuplane:runtime": {"systemdCgroup": False, "createRuntimeClass": True},
+        "gpuplane:checks": {"enabled": True, "timeoutSeconds": 180}})
+    code, plan = plan_json(path, "kind-smoke", capsys)
+    assert code == 0, plan["findings"]
+    [planned] = [nd for nd in plan["nodes"] if nd["name"] == NODE]
+    files = planned["files"]
+    assert CONFIG in files, files.keys()
+
+    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        up = engine.run("up", "kind-smoke", stack_file=path, policy_pack=True, timeout=600)
+    text = up.stdout + up.stderr
+    assert not up.ok, text[-4000:]
+    assert f"[FM01] node {NODE}: the CUDA probe found no GPU in its pod" in text, text[-4000:]
+    assert "no NVIDIA driver (no_driver)" in text and "Traceback" not in text, text[-4000:]
+    # The agent wrote the plan's files, byte for byte, and restarted containerd once,
+    # through systemctl inside the node.
+    for node_path, content in files.items():
+        assert n.host(node_path).read_text() == content, node_path
+    assert n.restarts == 1, n.restarts
+    assert "restart containerd" in (n.tmp / "systemctl.log").read_text()
+    assert "nvidia" in n.effective()["runtimes"]
+    kubelet_node.wait_ready(cluster, NODE, kubelet, n.tmp / "k" / "kubelet.log", 60)
+    assert client.NodeV1Api(core.api_client).read_runtime_class("nvidia").handler == "nvidia"
+    assert oracle.wrapper_log(n.tmp / "nvidia" / oracle.WRAPPER_NAME).exists(), \
+        "the probe's pod did not run through /usr/bin/nvidia-container-runtime"
+
+    again = engine.run("up", "kind-smoke", stack_file=path, policy_pack=True, timeout=600)
+    assert not again.ok
+    assert sorted(s["name"] for s in again.steps if s["op"] in ("update", "replace")) \
+        == ["gpu-checks-nodes-check"], again.steps
+    assert n.restarts == 1, "a second up restarted containerd"
+
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        down = engine.run("destroy", "kind-smoke", stack_file=path, timeout=600)
+    assert down.ok, (down.stdout + down.stderr)[-6000:]
+    assert n.snapshot() == original, "destroy did not restore the node byte for byte"
+    assert not n.host("/var/lib/gpuplane").exists()
+    assert "nvidia" not in n.effective()["runtimes"] and n.restarts == 2
+    kubelet_node.wait_ready(cluster, NODE, kubelet, n.tmp / "k" / "kubelet.log", 60)
+    assert [j for j in check_jobs(cluster) if j.startswith("gpu-checks-")] == []
+    print(json.dumps({"up_to_verdict_s": round(up.seconds, 1),
+                      "second_up_s": round(again.seconds, 1),
+                      "destroy_s": round(down.seconds, 1), "restarts": n.restarts}))
