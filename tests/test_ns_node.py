@@ -136,6 +136,7 @@ def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
     assert not up.ok, text[-4000:]
     assert f"[FM01] node {NODE}: the CUDA probe found no GPU in its pod" in text, text[-4000:]
     assert "no NVIDIA driver (no_driver)" in text and "Traceback" not in text, text[-4000:]
+    assert "Exception calling application" not in text, text[-4000:]
     # The agent wrote the plan's files, byte for byte, and restarted containerd once,
     # through systemctl inside the node.
     for node_path, content in files.items():
