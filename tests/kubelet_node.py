@@ -142,9 +142,12 @@ def start(cp: control_plane.ControlPlane, root: Path, layout: dict[str, str], to
 
 def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
              daemon: oracle.Daemon, *, prefix: Sequence[str] = (),
-             endpoint: str | None = None) -> subprocess.Popen[bytes]:
-    """The kubelet, run through `prefix` (tests/ns_node.py: the node's namespaces) and
-    talking to containerd at `endpoint` (default: the daemon's socket)."""
+             endpoint: str | None = None, cgroup_root: str | None = None
+             ) -> subprocess.Popen[bytes]:
+    """The kubelet, run through `prefix` (tests/ns_node.py: the node's namespaces),
+    talking to containerd at `endpoint` (default: the daemon's socket), its pods' cgroups
+    under `cgroup_root` (default: the hierarchies' roots; kubelets side by side need one
+    each, or each removes the other's pod cgroups as orphans)."""
     pki = cp.root / "pki"
     user = f"node-{name}"
     control_plane.cert(pki, user, f"/O=system:nodes/CN=system:node:{name}")
@@ -167,6 +170,8 @@ def _kubelet(cp: control_plane.ControlPlane, root: Path, name: str,
                          "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
     }
+    if cgroup_root:
+        config["cgroupRoot"] = cgroup_root
     # YAML, as kubeadm writes /var/lib/kubelet/config.yaml (the doctor's inspection reads it).
     (root / "kubelet.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     log = open(root / "kubelet.log", "wb")  # noqa: SIM115 - owned by the process

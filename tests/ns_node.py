@@ -35,6 +35,7 @@ lent), or reach a registry (the pause and agent images are built here and import
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -160,6 +161,7 @@ class NsNode:
         self.cni_conf = kubelet_node.write_cni(tmp / "cni")
         self.image_tar = agent_pod.build_agent_image(tmp / "agent-image.tar")
         self.daemon: NsDaemon | None = None
+        self.cgroup_root = ""       # the kubelet's (attach)
         self._lock = threading.Lock()
         for sub in ("lib", "run"):
             (self.state / sub).mkdir(parents=True, exist_ok=True)
@@ -362,17 +364,37 @@ class NsNode:
         if self.holder.poll() is None:
             os.killpg(self.holder.pid, signal.SIGKILL)
             self.holder.wait(timeout=10)
+        if self.cgroup_root:
+            _remove_tree(self.cgroup_root)
+
+
+def _remove_tree(relative: str) -> None:
+    """The cgroup `relative` and every cgroup below it, in every hierarchy (deepest
+    first; a cgroup with processes left stays)."""
+    for hierarchy in oracle._cgroup_roots():
+        top = hierarchy / relative.lstrip("/")
+        if not top.is_dir():
+            continue
+        dirs = sorted((p for p in top.rglob("*") if p.is_dir()),
+                      key=lambda p: len(p.parts), reverse=True)
+        for path in [*dirs, top]:
+            with contextlib.suppress(OSError):
+                path.rmdir()
 
 
 def attach(cp: control_plane.ControlPlane, node: NsNode, name: str) -> subprocess.Popen[bytes]:
-    """A kubelet for `node` in its mount namespace (the host's network), Ready when this
-    returns."""
+    """A kubelet for `node` in its mount namespace (the host's network), its pods' cgroups
+    under a root of the node's own, Ready when this returns."""
     assert node.daemon is not None
     root = node.tmp / "k"
     root.mkdir(parents=True, exist_ok=True)
+    node.cgroup_root = f"/gpuplane-node-{name}"
+    for hierarchy in oracle._cgroup_roots():
+        (hierarchy / node.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
     kubelet = kubelet_node._kubelet(cp, root, name, node.daemon,
                                     prefix=node.enter(net=False),
-                                    endpoint="unix:///run/containerd/containerd.sock")
+                                    endpoint="unix:///run/containerd/containerd.sock",
+                                    cgroup_root=node.cgroup_root)
     try:
         kubelet_node.wait_ready(cp, name, kubelet, root / "kubelet.log")
     except BaseException:

@@ -33,6 +33,7 @@ from ns_node import NsNode, attach
 from test_pulumi_engine import check_jobs, stack_file
 
 from gpuplane.distros import Distro, profile
+from gpuplane.stack.node_pod import SANDBOX_ENV
 
 import oracle
 
@@ -166,3 +167,82 @@ def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
     print(json.dumps({"up_to_verdict_s": round(up.seconds, 1),
                       "second_up_s": round(again.seconds, 1),
                       "destroy_s": round(down.seconds, 1), "restarts": n.restarts}))
+
+
+@pytest.fixture
+def nodes(cluster: control_plane.ControlPlane) -> Iterator[Any]:
+    made: list[tuple[NsNode, Any, str]] = []
+
+    def make(name: str) -> NsNode:
+        n = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), LINE,
+                   profile(Distro.KUBEADM))
+        made.append((n, None, name))
+        n.boot()
+        made[-1] = (n, attach(cluster, n, name), name)
+        return n
+
+    yield make
+    for n, kubelet, name in made:
+        try:
+            if kubelet is not None:
+                kubelet_node.stop_kubelet(kubelet, n.tmp / "k", cluster, name)
+        finally:
+            n.close()
+
+
+def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
+        cluster: control_plane.ControlPlane, nodes: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two nodes, `maxUnavailable: 1` with a canary: `up` restarts each containerd once,
+    the canary's before the other's. A node added to the stack is the only one the next
+    `up` changes (the others restart nothing); `destroy` restores all three."""
+    names = ["gpu-ns-a", "gpu-ns-b", "gpu-ns-c"]
+    made = {name: nodes(name) for name in names}
+    monkeypatch.setenv(SANDBOX_ENV, json.dumps({name: n.sandbox() for name, n in made.items()}))
+    captured = tmp_path / "captured-config.toml"
+    captured.write_text(made["gpu-ns-a"].host(CONFIG).read_text())
+    originals = {name: n.snapshot() for name, n in made.items()}
+
+    def stack(members: list[str]) -> Path:
+        return stack_file(tmp_path / f"stacks-{len(members)}", "kind-smoke", {
+            "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
+                                 "kubeletCgroupDriver": "cgroupfs",
+                                 "baselineFiles": {CONFIG: str(captured)}},
+            "gpuplane:gpuOperator": {"toolkit": "host"},
+            "gpuplane:nodes": [{"name": m, "gpus": 1} for m in members],
+            "gpuplane:nodePod": {"timeoutSeconds": 180},
+            "gpuplane:rollout": {"canary": True, "maxUnavailable": 1},
+            "gpuplane:runtime": {"systemdCgroup": False},
+            "gpuplane:checks": {"enabled": False}})
+
+    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+    two = stack(names[:2])
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        up = engine.run("up", "kind-smoke", stack_file=two, policy_pack=True, timeout=600)
+    assert up.ok, (up.stdout + up.stderr)[-6000:]
+    a, b, c = (made[name] for name in names)
+    assert (a.restarts, b.restarts, c.restarts) == (1, 1, 0)
+    assert a.restart_times()[0] < b.restart_times()[0], "the canary was not changed first"
+
+    three = stack(names)
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        grown = engine.run("up", "kind-smoke", stack_file=three, policy_pack=True, timeout=600)
+    assert grown.ok, (grown.stdout + grown.stderr)[-6000:]
+    agents = {s["name"]: s["op"] for s in grown.steps
+              if s["type"].endswith("gpuplane:NodeAgentPod")}
+    assert agents.get("containerd-gpu-ns-c") == "create", agents
+    assert {k: v for k, v in agents.items() if k != "containerd-gpu-ns-c"} in (
+        {}, {"containerd-gpu-ns-a": "same", "containerd-gpu-ns-b": "same"}), agents
+    assert (a.restarts, b.restarts, c.restarts) == (1, 1, 1)
+    for n in (a, b, c):
+        assert "nvidia" in n.effective()["runtimes"]
+
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        down = engine.run("destroy", "kind-smoke", stack_file=three, timeout=600)
+    assert down.ok, (down.stdout + down.stderr)[-6000:]
+    for name, n in made.items():
+        assert n.snapshot() == originals[name], f"{name} is not restored byte for byte"
+        assert n.restarts == 2, (name, n.restarts)
+    print(json.dumps({"two_nodes_up_s": round(up.seconds, 1),
+                      "third_node_up_s": round(grown.seconds, 1),
+                      "destroy_three_s": round(down.seconds, 1)}))

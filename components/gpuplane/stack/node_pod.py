@@ -43,7 +43,8 @@ _OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched"})
 _INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
 SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
 """Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
-points the pods at a sandbox node (tests/agent_node.py) instead of the host's /."""
+points the pods at a sandbox node (tests/agent_node.py, tests/ns_node.py) instead of the
+host's /; or {node name: that} for several nodes."""
 
 
 class NodeAgentPodProvider(KubeResourceProvider):
@@ -63,6 +64,7 @@ class NodeAgentPodProvider(KubeResourceProvider):
 
     def _pod(self, props: Mapping[str, Any], mode: str) -> dict[str, Any]:
         sandbox = json.loads(os.environ.get(SANDBOX_ENV) or "{}")
+        sandbox = sandbox.get(str(props["node"]), {}) if "hostPid" not in sandbox else sandbox
         return agent_pod(str(props["node"]), mode, namespace=str(props["namespace"]),
                          image=str(props["image"]), timeout_s=int(props["timeoutSeconds"]),
                          plan_id=str(props["planId"]),
