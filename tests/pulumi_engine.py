@@ -87,8 +87,9 @@ class Engine:
 
     def run(self, op: str, stack: str, *, stack_file: Path | None = None,
             policy_pack: bool = False, policy_config: Path | None = None,
-            timeout: float = 600) -> Result:
-        """`op` (preview, up, refresh, destroy) of `stack` under the real CLI."""
+            timeout: float = 600, refresh: bool = False) -> Result:
+        """`op` (preview, up, refresh, destroy) of `stack` under the real CLI; `refresh`:
+        `preview --refresh --diff`, `up --refresh --diff`."""
         project = self.project(stack, stack_file)
         argv = [sys.executable, str(RUNNER), op, str(project), stack,
                 str(CLI_BUILD)]
@@ -96,6 +97,8 @@ class Engine:
             argv += ["--policy-pack", str(REPO / "policies")]
         if policy_config is not None:
             argv += ["--policy-config", str(policy_config)]
+        if refresh:
+            argv.append("--refresh")
         # Its own session: on a time-out the runner, the CLI and the providers it started
         # are stopped together, never left behind.
         with subprocess.Popen(argv, env=self.env(), stdout=subprocess.PIPE,

@@ -57,6 +57,7 @@ def main() -> int:
     ap.add_argument("cli_root")
     ap.add_argument("--policy-pack")
     ap.add_argument("--policy-config")
+    ap.add_argument("--refresh", action="store_true", help="preview/up --refresh --diff")
     a = ap.parse_args()
 
     violations: list[dict[str, Any]] = []
@@ -93,6 +94,7 @@ def main() -> int:
     if a.policy_pack and a.policy_config:
         packs["policy_pack_configs"] = [a.policy_config]
     common: dict[str, Any] = {"on_output": out.append, "on_event": on_event}
+    refresh: dict[str, Any] = {"refresh": True, "diff": True} if a.refresh else {}
     peak = [0]
     stop = threading.Event()
     sampler = threading.Thread(target=_cli_peak, daemon=True,
@@ -104,9 +106,10 @@ def main() -> int:
     outputs: dict[str, Any] = {}
     try:
         if a.op == "preview":
-            changes = dict(stack.preview(on_error=err.append, **packs, **common).change_summary)
+            changes = dict(stack.preview(on_error=err.append, **packs, **refresh,
+                                         **common).change_summary)
         elif a.op == "up":
-            res = stack.up(on_error=err.append, **packs, **common)
+            res = stack.up(on_error=err.append, **packs, **refresh, **common)
             changes = dict(res.summary.resource_changes or {})
             outputs = {k: v.value for k, v in res.outputs.items()}
         elif a.op == "refresh":

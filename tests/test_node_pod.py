@@ -384,3 +384,40 @@ def test_the_text_plan_shows_the_pod_and_its_needs(capsys: pytest.CaptureFixture
                  "--format", "markdown"]) == 0
     assert "- through a pod per node, no SSH" in capsys.readouterr().out
     shutil.rmtree(stacks)
+
+
+class StatusApi(FakeApi):
+    """The status pod's log: the agent's status line."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        super().__init__([0])
+        self.status = status
+
+    def get_text(self, path: str, params: Any = None) -> str:
+        return json.dumps(self.status) + "\n"
+
+
+def test_refresh_reads_the_agents_status_and_a_drifted_node_runs_again() -> None:
+    props = {**_props(), "result": {"mode": "apply"}, "runs": 1, "error": None,
+             "nodeTouched": True}
+    clean = {"mode": "status", "applied": True, "plan_id": PLAN.plan_id, "drift": False,
+             "drifted_files": []}
+    api = StatusApi(clean)
+    read = _provider(api).read("id", props).outs
+    script = api.pods[0]["spec"]["containers"][0]["command"][2]
+    assert "status" in script and "restore" not in script
+    assert read["nodeStatus"] == {"applied": True, "planId": PLAN.plan_id, "drift": False,
+                                  "driftedFiles": []}
+    assert not NodeAgentPodProvider().diff("id", read, _props()).changes
+    edited = {**clean, "drift": True, "drifted_files": ["/etc/containerd/config.toml"]}
+    drifted = _provider(StatusApi(edited)).read("id", props).outs
+    assert drifted["nodeStatus"]["driftedFiles"] == ["/etc/containerd/config.toml"]
+    assert NodeAgentPodProvider().diff("id", drifted, _props()).changes
+    gone = _provider(StatusApi({"mode": "status", "applied": False})).read("id", props).outs
+    assert NodeAgentPodProvider().diff("id", gone, _props()).changes
+
+
+def test_refresh_of_a_plan_never_applied_runs_no_pod() -> None:
+    api = StatusApi({})
+    props = {**_props(), "nodeTouched": False, "error": "refused"}
+    assert _provider(api).read("id", props).outs == props and api.pods == []

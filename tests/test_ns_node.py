@@ -246,3 +246,70 @@ def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
     print(json.dumps({"two_nodes_up_s": round(up.seconds, 1),
                       "third_node_up_s": round(grown.seconds, 1),
                       "destroy_three_s": round(down.seconds, 1)}))
+
+
+DRIFT = '\n[debug]\n  level = "info"\n'
+
+
+def test_a_file_edited_on_the_node_is_reported_by_preview_refresh_and_never_overwritten(
+        cluster: control_plane.ControlPlane, node: tuple[NsNode, Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After `up`, a setting added by hand to the node's config: `pulumi preview --refresh`
+    reads the agent's status through a pod (the drifted file) and plans to run the node's
+    agent again; `up --refresh` runs it, the agent refuses to overwrite the edit (FM05)
+    and `up` fails naming the file, no traceback, nothing restarted. With the edit taken
+    back, `up --refresh` succeeds restarting nothing, and `destroy` restores byte for
+    byte."""
+    n, kubelet = node
+    for key, value in n.sandbox_env().items():
+        monkeypatch.setenv(key, value)
+    captured = tmp_path / "captured-config.toml"
+    captured.write_text(n.host(CONFIG).read_text())
+    original = n.snapshot()
+    path = stack_file(tmp_path / "stacks", "kind-smoke", {
+        "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
+                             "kubeletCgroupDriver": "cgroupfs",
+                             "baselineFiles": {CONFIG: str(captured)}},
+        "gpuplane:gpuOperator": {"toolkit": "host"},
+        "gpuplane:nodes": [{"name": NODE, "gpus": 1}],
+        "gpuplane:nodePod": {"timeoutSeconds": 180},
+        "gpuplane:runtime": {"systemdCgroup": False},
+        "gpuplane:checks": {"enabled": False}})
+    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        up = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
+    assert up.ok and n.restarts == 1, (up.stdout + up.stderr)[-4000:]
+    written = n.host(CONFIG).read_text()
+
+    quiet = engine.run("preview", "kind-smoke", stack_file=path, refresh=True)
+    assert quiet.ok, quiet.stdout[-4000:]
+    assert _op(quiet, f"containerd-{NODE}") in ("same", "refresh", None), quiet.steps
+
+    n.host(CONFIG).write_text(written + DRIFT)
+    seen = engine.run("preview", "kind-smoke", stack_file=path, refresh=True)
+    assert seen.ok, seen.stdout[-4000:]
+    assert _op(seen, f"containerd-{NODE}") == "update", seen.steps
+    assert CONFIG in seen.stdout, seen.stdout[-4000:]       # the refreshed driftedFiles
+
+    refused = engine.run("up", "kind-smoke", stack_file=path, refresh=True, timeout=600)
+    text = refused.stdout + refused.stderr
+    assert not refused.ok, text[-4000:]
+    assert "FM05" in text and CONFIG in text and "Traceback" not in text, text[-4000:]
+    assert n.host(CONFIG).read_text() == written + DRIFT, "the edit was overwritten"
+    assert n.restarts == 1
+
+    n.host(CONFIG).write_text(written)
+    back = engine.run("up", "kind-smoke", stack_file=path, refresh=True, timeout=600)
+    assert back.ok, (back.stdout + back.stderr)[-4000:]
+    assert n.restarts == 1, "taking the edit back restarted containerd"
+    with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+        down = engine.run("destroy", "kind-smoke", stack_file=path, timeout=600)
+    assert down.ok, (down.stdout + down.stderr)[-4000:]
+    assert n.snapshot() == original
+    kubelet_node.wait_ready(cluster, NODE, kubelet, n.tmp / "k" / "kubelet.log", 60)
+
+
+def _op(result: pulumi_engine.Result, name: str) -> str | None:
+    """The last step of resource `name` (a refresh step comes before the update's)."""
+    ops = [s["op"] for s in result.steps if s["name"] == name]
+    return ops[-1] if ops else None

@@ -533,9 +533,18 @@ def restore_script(plan_id: str | None = None, *, root: str = "",
 
 def status_command(sudo: bool) -> str:
     """Print the node's effective runtimes and config digest as one JSON object."""
-    script = (f"if [ -f {AGENT_PATH} ]; then exec sh {AGENT_PATH} status; fi; "
-              """echo '{"mode": "status", "applied": false}'""")
-    return f"{_sudo(sudo)}sh -c {shlex.quote(script)}"
+    return f"{_sudo(sudo)}sh -c {shlex.quote(status_script())}"
+
+
+def status_script(*, root: str = "", agent_args: tuple[str, ...] = ()) -> str:
+    """The shell script :func:`status_command` runs (the node agent's pod runs it at
+    `pulumi refresh`): the installed agent's `status` (drift, drifted files), or
+    `applied: false` when no agent is installed. `root` and `agent_args` as for
+    :func:`restore_script`."""
+    agent = shlex.quote(root.rstrip("/") + AGENT_PATH)
+    args = "".join(f" {shlex.quote(a)}" for a in agent_args)
+    return (f"if [ -f {agent} ]; then exec sh {agent} status{args}; fi; "
+            """echo '{"mode": "status", "applied": false}'""")
 
 
 __all__ = [
@@ -560,5 +569,6 @@ __all__ = [
     "restore_script",
     "staged_agent_path",
     "status_command",
+    "status_script",
     "uninstall_script",
 ]

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplane.agent import restore_script
+from gpuplane.agent import restore_script, status_script
 from gpuplane.doctor.client import ApiError, ClusterClient
 
 DEFAULT_IMAGE = "busybox:1.36"   # needs only sh and nsenter
@@ -92,10 +92,11 @@ def agent_pod(node: str, mode: str, *, namespace: str, image: str = DEFAULT_IMAG
               timeout_s: int = 600, plan_id: str | None = None,
               agent_args: Sequence[str] = (), root: str = "",
               host_pid: int = 1, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The pod that runs the agent's `mode` (apply or restore) on `node`.
+    """The pod that runs the agent's `mode` (apply, restore or status) on `node`.
 
     apply reads its program from the ConfigMap :func:`program_configmap` (same name as the
-    pod); restore runs the agent the node keeps (:func:`gpuplane.agent.restore_script`,
+    pod); status (:func:`gpuplane.agent.status_script`) and restore run the agent the node
+    keeps (restore: :func:`gpuplane.agent.restore_script`,
     only if `plan_id` is still applied). `agent_args`, `root` and `host_pid` are for
     sandboxes (tests, benchmarks): the agent's extra options, the node's / and the process
     whose namespaces stand for the host's; `env` reaches the agent (nsenter keeps it: the
@@ -104,11 +105,12 @@ def agent_pod(node: str, mode: str, *, namespace: str, image: str = DEFAULT_IMAG
     if mode == "apply":
         script = (f"exec {enter} sh -s -- apply {shlex.join(agent_args)} "
                   f"<{PROGRAM_DIR}/{PROGRAM_KEY}")
-    elif mode == "restore":
-        inner = restore_script(plan_id, root=root, agent_args=tuple(agent_args))
+    elif mode in ("restore", "status"):
+        inner = restore_script(plan_id, root=root, agent_args=tuple(agent_args)) \
+            if mode == "restore" else status_script(root=root, agent_args=tuple(agent_args))
         script = f"exec {enter} sh -c {shlex.quote(inner)}"
     else:
-        raise ValueError(f"agent pod: mode {mode!r} is not apply or restore")
+        raise ValueError(f"agent pod: mode {mode!r} is not apply, restore or status")
     name = pod_name(node, mode)
     container: dict[str, Any] = {
         "name": "agent", "image": image, "imagePullPolicy": "IfNotPresent",

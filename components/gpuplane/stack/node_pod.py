@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
 from gpuplane.agent import agent_plan, embedded_program, plan_stdin, restore_script
 from gpuplane.doctor.client import ClusterClient
@@ -39,7 +39,7 @@ from gpuplane.nodepod import PodFailed, PodRun, agent_pod, run_agent_pod
 from gpuplane.planner import NodeContainerdPlan
 
 PROVIDER_KEY = "__provider"
-_OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched"})
+_OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched", "nodeStatus"})
 _INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
 SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
 """Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
@@ -118,12 +118,32 @@ class NodeAgentPodProvider(KubeResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         """A change of the plan or the pod's settings, or a failed last run (it always runs
         again)."""
-        return DiffResult(changes=bool(olds.get("error"))
+        return DiffResult(changes=bool(olds.get("error")) or _drifted(olds)
                           or any(olds.get(k) != news.get(k) for k in _INPUT_KEYS))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self._apply(news, None if olds.get("error") and
                                              not olds.get("nodeTouched") else olds))
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """`pulumi refresh` (and `preview --refresh`): what the node's agent says now, as
+        the `nodeStatus` output (applied, plan, drift, the drifted files). A drifted node,
+        or one where no plan is applied any more, makes the next diff run the agent again,
+        which refuses to overwrite the drifted files (FM05) and fails `up` with their
+        names. A status pod that cannot run leaves the state as it was."""
+        if not props.get("nodeTouched", True):
+            return ReadResult(id_, props)
+        try:
+            run = run_agent_pod(self._client(props), self._pod(props, "status"),
+                                timeout_s=float(props["timeoutSeconds"]),
+                                poll_s=self.poll_seconds)
+        except PodFailed:
+            return ReadResult(id_, props)
+        out = run.out
+        status = {"applied": bool(out.get("applied")), "planId": out.get("plan_id"),
+                  "drift": bool(out.get("drift")),
+                  "driftedFiles": list(out.get("drifted_files") or [])}
+        return ReadResult(id_, {**props, "nodeStatus": status})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         """Restore the node. Raised here, a failure shows the SDK's traceback: a delete has
@@ -145,6 +165,13 @@ class AgentFailed(Exception):
         self.started = started
 
 
+def _drifted(olds: Mapping[str, Any]) -> bool:
+    """The last refresh found the node off this plan: drifted, or no plan applied."""
+    status = olds.get("nodeStatus") or {}
+    return bool(status) and (bool(status.get("drift")) or not status.get("applied")
+                             or status.get("planId") != olds.get("planId"))
+
+
 def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
 
@@ -163,6 +190,8 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
     """Why the agent failed on the node (None when it applied the plan)."""
     nodeTouched: pulumi.Output[bool]
     """Whether an agent may have run on the node for this plan (delete restores it)."""
+    nodeStatus: pulumi.Output[dict[str, Any] | None]
+    """What the agent said at the last refresh: applied, planId, drift, driftedFiles."""
 
     def __init__(self, name: str, *, node: str, stdin: str, plan_id: str, namespace: str,
                  image: str, timeout_seconds: int, tries: int = 3,
@@ -176,7 +205,7 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
                  # command's `delete`).
                  "delete": restore_script(plan_id),
                  "kubeconfig": kubeconfig, "result": None, "runs": None, "error": None,
-                 "nodeTouched": None}
+                 "nodeTouched": None, "nodeStatus": None}
         super().__init__(provider or NodeAgentPodProvider(), name, props,
                          pulumi.ResourceOptions.merge(
                              opts or pulumi.ResourceOptions(),
