@@ -221,7 +221,9 @@ class NsNode:
                  "/etc/cni/net.d": self.cni_conf}
         for target, source in binds.items():
             steps += [f"mkdir -p {target}", f"mount --bind {source} {target}"]
-        steps += ["ip link set lo up", "echo ready", "exec sleep 2147483647"]
+        # sshd's privilege separation dir, in the node's /run.
+        steps += ["mkdir -p /run/sshd", "ip link set lo up", "echo ready",
+                  "exec sleep 2147483647"]
         holder = subprocess.Popen(
             ["unshare", "--mount", "--net", "--propagation", "private", "sh", "-c",
              "\n".join(steps)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

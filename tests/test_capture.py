@@ -11,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +93,18 @@ def _free_port() -> int:
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
     """A throw-away sshd on 127.0.0.1 accepting one key for the current user."""
+    server, proc = start_sshd(tmp_path)
+    try:
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def start_sshd(tmp_path: Path, prefix: Sequence[str] = ()
+               ) -> tuple[Sshd, subprocess.Popen[bytes]]:
+    """The sshd of `sshd`, started through `prefix` (tests/ns_node.py: in a node's mount
+    namespace); the caller stops the process."""
     daemon = shutil.which("sshd") or "/usr/sbin/sshd"
     if not (os.access(daemon, os.X_OK) and shutil.which("ssh") and shutil.which("ssh-keygen")):
         unavailable("no sshd/ssh (openssh-server, openssh-client: scripts/fetch-containerd.sh)")
@@ -114,7 +126,7 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         "Subsystem sftp internal-sftp\n")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # privilege separation dir
-    proc = subprocess.Popen([daemon, "-D", "-e", "-f", str(d / "sshd_config")],
+    proc = subprocess.Popen([*prefix, daemon, "-D", "-e", "-f", str(d / "sshd_config")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
@@ -124,6 +136,7 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
+                    assert proc.stderr is not None
                     unavailable(f"sshd did not start: {proc.stderr.read().decode()[-300:]}")
                 time.sleep(0.05)
         host_key = (d / "host.pub").read_text().split()[:2]
@@ -131,10 +144,11 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
         (d / "ssh_config").write_text(
             "Host *\n  HostName 127.0.0.1\n  StrictHostKeyChecking yes\n"
             f"  UserKnownHostsFile {d / 'known_hosts'}\n  LogLevel ERROR\n")
-        yield Sshd(port, d / "client", d / "ssh_config", tmp_path / "roots")
-    finally:
+    except BaseException:
         proc.terminate()
         proc.wait(timeout=10)
+        raise
+    return Sshd(port, d / "client", d / "ssh_config", tmp_path / "roots"), proc
 
 
 def node_root(sshd: Sshd, name: str, files: dict[str, str | bytes], line: str = "1.7",

@@ -18,7 +18,6 @@ from typing import Any
 import control_plane
 import kubelet_node
 import pytest
-from test_capture import sshd  # noqa: F401 - the node's sshd fixture
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, profile
@@ -175,8 +174,6 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
     that the kubelet runs without `runtimeClassName` is FM11 and names the pod; the pod
     with the class is not. (Inspecting the node's own containerd needs the node in a
     mount namespace of its own: issue #28, not yet.)"""
-    import json
-    import subprocess
     import sys
 
 
@@ -333,8 +330,6 @@ def _doctor(cp: control_plane.ControlPlane, *args: str) -> tuple[int, dict[str, 
     """`gpuplane doctor` live against the test cluster, with its node inspection: a
     privileged pod per GPU node (the locally imported python3 image) reads the node's
     containerd and runs `config dump` there."""
-    import json
-    import subprocess
     import sys
 
     done = subprocess.run(
@@ -430,141 +425,3 @@ def _doctor_healthy_then_broken(cluster: control_plane.ControlPlane, tmp_path: P
         assert any("FailedCreatePodSandBox" in e["source"] for e in finding["evidence"])
     finally:
         node.stop()
-
-
-SSH_STACK = """\
-config:
-  gpuplane:cluster:
-    distro: kubeadm
-    kubernetesVersion: "1.34.3"
-    containerdVersion: "{line}"
-    nodeAccess: ssh
-    kubeletCgroupDriver: cgroupfs
-  gpuplane:ssh: {{user: root, port: {port}}}
-  gpuplane:sshPrivateKey: {{secure: v1:x}}
-  gpuplane:nodes:
-    - {{name: {name}, host: {name}, gpus: 1}}
-  gpuplane:gpuOperator: {{chartVersion: v25.10.1, toolkit: host}}
-  gpuplane:runtime: {{createRuntimeClass: true}}
-"""
-
-
-def _ssh(node_sshd: Any, host: str, command: str,
-         stdin: str = "") -> subprocess.CompletedProcess[str]:
-    """`command` on `host` over the real sshd, as the command provider runs it: a login
-    as root, the program on stdin, in the user's home."""
-    return subprocess.run(
-        ["ssh", "-F", str(node_sshd.config), "-i", str(node_sshd.key), "-p",
-         str(node_sshd.port),
-         "-o", "BatchMode=yes", f"root@{host}", command],
-        input=stdin, capture_output=True, text=True, timeout=180, check=False)
-
-
-def test_over_ssh_a_ready_node_is_captured_planned_applied_and_restored_with_drift_refused(
-        cluster: control_plane.ControlPlane, tmp_path: Path, sshd: Any,  # noqa: F811
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """Over the real sshd of the node (127.0.0.1), on a Ready kubelet node:
-    `gpuplane nodes capture` fills the stack's `baselineFiles` with the node's files;
-    `gpuplane plan` of that stack plans the files the node agent then writes (the program
-    Pulumi's command provider sends: `sh -s -- apply` with the plan on stdin); containerd
-    restarts once and the node stays Ready; a second apply restarts nothing; a file edited
-    out of band is reported by the agent's `status` and the next apply refuses to
-    overwrite it (FM05); `restore` gives every file back byte for byte, and the node is
-    Ready. (The agent runs under the node's sandbox root, `--root`; the command provider
-    itself cannot be built here, issue #27.)"""
-    import shlex
-
-    import yaml
-
-    from gpuplane.agent import AGENT_PATH, agent_source, plan_stdin, staged_agent_path
-    from gpuplane.cli import main as gpuplane
-
-    from agent_node import parse_result
-    from layouts import host_path
-
-    tmp = Path(tempfile.mkdtemp(prefix="gp-", dir="/tmp"))
-    node = kubelet_node.KubeletSandbox(tmp, LINE, profile(Distro.KUBEADM))
-    node.boot()
-    name = "gpu-node-ssh"
-    containerd = host_path(node.root, "/usr/bin/containerd")
-    containerd.parent.mkdir(parents=True, exist_ok=True)
-    containerd.symlink_to(node.containerd)
-    kubelet = kubelet_node.attach(cluster, node, tmp / "k", name)
-    log = tmp / "k" / "kubelet.log"
-    try:
-        snap = node.snapshot()
-        (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
-        stacks = tmp_path / "stacks"
-        stacks.mkdir()
-        stack = stacks / "Pulumi.ssh.yaml"
-        stack.write_text(SSH_STACK.format(line=LINE, port=sshd.port, name=name))
-        code = gpuplane(["nodes", "capture", "--stack", "ssh", "--stacks-dir", str(stacks),
-                         "--ssh-config", str(sshd.config), "--identity", str(sshd.key),
-                         "--remote-root", str(node.root)])
-        out = capsys.readouterr()
-        assert code == 0, out.out + out.err
-        captured = yaml.safe_load(stack.read_text())["config"]["gpuplane:cluster"][
-            "baselineFiles"]
-        current = {p: (tmp_path / local).read_text() for p, local in captured.items()}
-        assert current == {p: host_path(node.root, p).read_text() for p in current}
-        assert node.profile.config_path in current, captured
-
-        code = gpuplane(["plan", "--stack", "ssh", "--stacks-dir", str(stacks),
-                         "--format", "json"])
-        report = json.loads(capsys.readouterr().out)
-        assert code == 0, report.get("findings")
-        planned = report["nodes"][0]["files"]
-        assert planned, report["nodes"]
-        plan = node.plan(current=current)
-        assert plan.files == {p: node.runnable(t) for p, t in planned.items()}
-
-        # What the command provider's CopyToRemote does first: the agent over SFTP into
-        # the SSH user's home, which the node command's program installs.
-        upload = tmp_path / staged_agent_path()
-        upload.write_text(agent_source())
-        sent = subprocess.run(
-            ["sftp", "-F", str(sshd.config), "-i", str(sshd.key), "-P", str(sshd.port),
-             "-b", "-", f"root@{name}"], input=f"put {upload} {staged_agent_path()}\n",
-            capture_output=True, text=True, timeout=60, check=False)
-        assert sent.returncode == 0, sent.stderr
-        args = " ".join(shlex.quote(a) for a in node.args())
-        applied = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
-                                          plan_stdin(plan))))
-        assert applied.rc == 0, applied.err
-        assert node.restarts == 1
-        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
-        for path, text in plan.files.items():
-            assert host_path(node.root, path).read_text() == text, path
-        again = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
-                                        plan_stdin(plan))))
-        assert again.rc == 0 and node.restarts == 1, again.err
-
-        # Out of band: someone edits gpuplane's file on the node.
-        drifted = next(iter(plan.files))
-        edited = host_path(node.root, drifted)
-        edited.write_text("oom_score = -999  # edited by hand\n" + edited.read_text())
-        agent = shlex.quote(str(host_path(node.root, AGENT_PATH)))
-        status = parse_result(*_run(_ssh(sshd, name, f"sh {agent} status {args}")))
-        assert status.rc == 0, status
-        assert status.out["drift"] is True and status.out["drifted_files"] == [drifted], \
-            status.out
-        refused = parse_result(*_run(_ssh(sshd, name, f"sh -s -- apply {args}",
-                                          plan_stdin(plan))))
-        assert refused.rc != 0 and "FM05" in refused.err, refused
-        assert edited.read_text().startswith("oom_score = -999"), "the edit was overwritten"
-        assert node.restarts == 1
-        edited.write_text(plan.files[drifted])      # the edit undone by its owner
-
-        restored = parse_result(*_run(_ssh(sshd, name, f"sh {agent} restore {args}")))
-        assert restored.rc == 0, restored.err
-        assert node.restarts == 2
-        assert node.snapshot() == snap
-        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
-    finally:
-        kubelet_node.stop_kubelet(kubelet, tmp / "k", cluster, name)
-        node.close()
-        oracle.unmount_under(tmp)
-
-
-def _run(done: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
-    return done.returncode, done.stdout, done.stderr

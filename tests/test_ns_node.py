@@ -39,6 +39,7 @@ import oracle
 
 pytestmark = [pytest.mark.real, pytest.mark.engine]
 LINE = "1.7"
+REPO = Path(__file__).resolve().parents[1]
 NODE = "gpu-ns-01"
 CONFIG = "/etc/containerd/config.toml"
 
@@ -313,3 +314,120 @@ def _op(result: pulumi_engine.Result, name: str) -> str | None:
     """The last step of resource `name` (a refresh step comes before the update's)."""
     ops = [s["op"] for s in result.steps if s["name"] == name]
     return ops[-1] if ops else None
+
+
+SSH_STACK = """\
+config:
+  gpuplane:cluster:
+    distro: kubeadm
+    kubernetesVersion: "1.34.3"
+    containerdVersion: "{line}"
+    nodeAccess: ssh
+    kubeletCgroupDriver: cgroupfs
+  gpuplane:ssh: {{user: root, port: {port}}}
+  gpuplane:sshPrivateKey: {{secure: v1:x}}
+  gpuplane:nodes:
+    - {{name: {name}, host: {name}, gpus: 1}}
+  gpuplane:gpuOperator: {{chartVersion: v25.10.1, toolkit: host}}
+  gpuplane:runtime: {{createRuntimeClass: true, systemdCgroup: false}}
+"""
+
+
+def test_over_the_nodes_sshd_capture_plan_apply_drift_and_restore_with_its_own_paths(
+        cluster: control_plane.ControlPlane, node: tuple[NsNode, Any], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Over the node's real sshd (in the node's mount namespace, on 127.0.0.1), with no
+    sandbox option anywhere: `gpuplane nodes capture` fills `baselineFiles` from the
+    node's /etc/containerd; `gpuplane plan` of that stack gives the SSH commands; what
+    Pulumi's command provider would do with them (issue #27: it cannot be built here) is
+    done by hand: the CopyToRemote's upload over SFTP, the Command's `create` with its
+    `stdin`. The agent writes the planned files, `systemctl restart containerd` runs once
+    in the node, the node stays Ready and serves the nvidia runtime; a second apply
+    restarts nothing; a setting added by hand is reported by the agent's `status` and
+    the next apply refuses to overwrite it (FM05); the Command's `delete` gives every
+    file back byte for byte, and the node is Ready."""
+    import shlex
+    import subprocess
+
+    import yaml
+    from test_capture import start_sshd
+
+    from gpuplane.agent import AGENT_PATH, agent_source
+    from gpuplane.cli import main as gpuplane
+
+    from agent_node import parse_result
+
+    n, kubelet = node
+    server, sshd = start_sshd(tmp_path, n.enter(net=False))
+    log = n.tmp / "k" / "kubelet.log"
+
+    def ssh(command: str, stdin: str = "") -> Any:
+        done = subprocess.run(
+            ["ssh", "-F", str(server.config), "-i", str(server.key), "-p", str(server.port),
+             "-o", "BatchMode=yes", f"root@{NODE}", command],
+            input=stdin, capture_output=True, text=True, timeout=180, check=False)
+        return parse_result(done.returncode, done.stdout, done.stderr)
+
+    try:
+        original = n.snapshot()
+        (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+        stacks = tmp_path / "stacks"
+        stacks.mkdir()
+        stack = stacks / "Pulumi.ssh.yaml"
+        stack.write_text(SSH_STACK.format(line=LINE, port=server.port, name=NODE))
+        code = gpuplane(["nodes", "capture", "--stack", "ssh", "--stacks-dir", str(stacks),
+                         "--ssh-config", str(server.config), "--identity", str(server.key)])
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+        captured = yaml.safe_load(stack.read_text())["config"]["gpuplane:cluster"][
+            "baselineFiles"]
+        assert {p: (tmp_path / local).read_text() for p, local in captured.items()} == \
+            {p: n.host(p).read_text() for p in captured}
+        assert CONFIG in captured, captured
+
+        code = gpuplane(["plan", "--stack", "ssh", "--stacks-dir", str(stacks),
+                         "--format", "json"])
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0, report.get("findings")
+        planned = report["nodes"][0]["files"]
+        resources = {r["name"]: r for r in report["resources"]}
+        copy = resources[f"gpuplane-agent-copy-{NODE}"]["inputs"]
+        command = resources[f"containerd-{NODE}"]["inputs"]
+
+        upload = tmp_path / "agent-upload.sh"
+        upload.write_text(agent_source())
+        sent = subprocess.run(
+            ["sftp", "-F", str(server.config), "-i", str(server.key), "-P",
+             str(server.port), "-b", "-", f"root@{NODE}"],
+            input=f"put {upload} {copy['remotePath']}\n", capture_output=True, text=True,
+            timeout=60, check=False)
+        assert sent.returncode == 0, sent.stderr
+        applied = ssh(command["create"], command["stdin"])
+        assert applied.rc == 0, applied.err
+        assert n.restarts == 1 and "restart containerd" in (n.tmp / "systemctl.log").read_text()
+        kubelet_node.wait_ready(cluster, NODE, kubelet, log, 60)
+        for path, text in planned.items():
+            assert n.host(path).read_text() == text, path
+        assert "nvidia" in n.effective()["runtimes"]
+        again = ssh(command["create"], command["stdin"])
+        assert again.rc == 0 and n.restarts == 1, again.err
+
+        written = n.host(CONFIG).read_text()
+        n.host(CONFIG).write_text(written + DRIFT)
+        status = ssh(f"sh {shlex.quote(AGENT_PATH)} status")
+        assert status.rc == 0 and status.out["drift"] is True, status
+        assert status.out["drifted_files"] == [CONFIG], status.out
+        refused = ssh(command["create"], command["stdin"])
+        assert refused.rc != 0 and "FM05" in refused.err, refused
+        assert n.host(CONFIG).read_text() == written + DRIFT, "the edit was overwritten"
+        assert n.restarts == 1
+        n.host(CONFIG).write_text(written)          # the edit undone by its owner
+
+        restored = ssh(command["delete"])
+        assert restored.rc == 0, restored.err
+        assert n.restarts == 2 and n.snapshot() == original
+        assert not n.host("/var/lib/gpuplane").exists()
+        kubelet_node.wait_ready(cluster, NODE, kubelet, log, 60)
+    finally:
+        sshd.terminate()
+        sshd.wait(timeout=10)
