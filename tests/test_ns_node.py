@@ -1,18 +1,21 @@
-"""gpuplane's plan as it is, on a node in namespaces of its own (tests/ns_node.py), under
-the real Pulumi engine (issue #28): the kubeadm node's containerd reads
-/etc/containerd/config.toml, the NVIDIA runtime is /usr/bin/nvidia-container-runtime
-(the logging stand-in: no GPU here) and `systemctl restart containerd` restarts it from
-inside the node. No file is rewritten for the test: what `pulumi up` makes is what the
-node runs.
+"""gpuplane's plan as it is, on nodes in namespaces of their own (tests/ns_node.py), under
+the real Pulumi engine and over the node's real sshd (issue #28): the kubeadm node's
+containerd reads /etc/containerd/config.toml, the NVIDIA runtime is
+/usr/bin/nvidia-container-runtime (the logging stand-in: no GPU here) and `systemctl
+restart containerd` restarts it from inside the node. No file is rewritten for the
+test: what gpuplane plans is what the node runs.
 
-The chain (`nodeAccess: pod`, the host toolkit, the RuntimeClass, the checks on):
-`pulumi up` runs the node agent in its pod; it writes the planned files, containerd
-restarts exactly once through systemctl and serves the nvidia runtime, the node is Ready;
-the probe Job's pod runs through handler `nvidia` (the runtime binary is called) and, with
-no NVIDIA driver here, the verdict fails `up` with the node's name, FM01 and no
-traceback. A second `up` runs only the failed check and restarts nothing; `pulumi
-destroy` restores the node's files byte for byte through the pod, one more restart, the
-node Ready.
+- The chain (`nodeAccess: pod`, host toolkit, RuntimeClass, checks on): `pulumi up`
+  writes the planned files through the agent's pod, containerd restarts exactly once,
+  the node stays Ready, the probe Job runs through handler `nvidia` and the verdict fails
+  `up` with the node's name, FM01 and no traceback; a second `up` runs only the failed
+  check and restarts nothing; `pulumi destroy` restores byte for byte.
+- Two nodes: canary first; an added node is the only one the next `up` changes.
+- Drift: `pulumi preview --refresh --diff` names the hand-edited file; `up --refresh`
+  refuses to overwrite it (FM05).
+- Over the node's sshd: capture, plan, and the plan's SSH commands as the command
+  provider would send them (it cannot be built here, issue #27).
+- Every containerd line takes its plan through the pod and stays Ready.
 """
 
 from __future__ import annotations
@@ -42,6 +45,22 @@ LINE = "1.7"
 REPO = Path(__file__).resolve().parents[1]
 NODE = "gpu-ns-01"
 CONFIG = "/etc/containerd/config.toml"
+
+
+def pod_stack(dest: Path, names: list[str], captured: Path, *, checks: bool = False,
+              runtime_class: bool = False) -> Path:
+    """kind-smoke as a `nodeAccess: pod` stack with the host toolkit for the namespaced
+    nodes `names`, planned from `captured` (their config.toml as the node holds it)."""
+    return stack_file(dest, "kind-smoke", {
+        "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
+                             "kubeletCgroupDriver": "cgroupfs",
+                             "baselineFiles": {CONFIG: str(captured)}},
+        "gpuplane:gpuOperator": {"toolkit": "host"},
+        "gpuplane:nodes": [{"name": name, "gpus": 1} for name in names],
+        "gpuplane:nodePod": {"timeoutSeconds": 180},
+        "gpuplane:rollout": {"canary": True, "maxUnavailable": 1},
+        "gpuplane:runtime": {"systemdCgroup": False, "createRuntimeClass": runtime_class},
+        "gpuplane:checks": {"enabled": checks, "timeoutSeconds": 180}})
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +135,8 @@ def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
     captured = tmp_path / "captured-config.toml"
     captured.write_text(n.host(CONFIG).read_text())
     original = n.snapshot()
-    path = stack_file(tmp_path / "stacks", "kind-smoke", {
-        "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
-                             "kubeletCgroupDriver": "cgroupfs",
-                             "baselineFiles": {CONFIG: str(captured)}},
-        "gpuplane:gpuOperator": {"toolkit": "host"},
-        "gpuplane:nodes": [{"name": NODE, "gpus": 1}],
-        "gpuplane:nodePod": {"timeoutSeconds": 180},
-        "gpuplane:runtime": {"systemdCgroup": False, "createRuntimeClass": True},
-        "gpuplane:checks": {"enabled": True, "timeoutSeconds": 180}})
+    path = pod_stack(tmp_path / "stacks", [NODE], captured, checks=True,
+                     runtime_class=True)
     code, plan = plan_json(path, "kind-smoke", capsys)
     assert code == 0, plan["findings"]
     [planned] = [nd for nd in plan["nodes"] if nd["name"] == NODE]
@@ -205,16 +217,7 @@ def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
     originals = {name: n.snapshot() for name, n in made.items()}
 
     def stack(members: list[str]) -> Path:
-        return stack_file(tmp_path / f"stacks-{len(members)}", "kind-smoke", {
-            "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
-                                 "kubeletCgroupDriver": "cgroupfs",
-                                 "baselineFiles": {CONFIG: str(captured)}},
-            "gpuplane:gpuOperator": {"toolkit": "host"},
-            "gpuplane:nodes": [{"name": m, "gpus": 1} for m in members],
-            "gpuplane:nodePod": {"timeoutSeconds": 180},
-            "gpuplane:rollout": {"canary": True, "maxUnavailable": 1},
-            "gpuplane:runtime": {"systemdCgroup": False},
-            "gpuplane:checks": {"enabled": False}})
+        return pod_stack(tmp_path / f"stacks-{len(members)}", members, captured)
 
     engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
     two = stack(names[:2])
@@ -267,15 +270,7 @@ def test_a_file_edited_on_the_node_is_reported_by_preview_refresh_and_never_over
     captured = tmp_path / "captured-config.toml"
     captured.write_text(n.host(CONFIG).read_text())
     original = n.snapshot()
-    path = stack_file(tmp_path / "stacks", "kind-smoke", {
-        "gpuplane:cluster": {"nodeAccess": "pod", "containerdVersion": LINE,
-                             "kubeletCgroupDriver": "cgroupfs",
-                             "baselineFiles": {CONFIG: str(captured)}},
-        "gpuplane:gpuOperator": {"toolkit": "host"},
-        "gpuplane:nodes": [{"name": NODE, "gpus": 1}],
-        "gpuplane:nodePod": {"timeoutSeconds": 180},
-        "gpuplane:runtime": {"systemdCgroup": False},
-        "gpuplane:checks": {"enabled": False}})
+    path = pod_stack(tmp_path / "stacks", [NODE], captured)
     engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         up = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
@@ -431,3 +426,58 @@ def test_over_the_nodes_sshd_capture_plan_apply_drift_and_restore_with_its_own_p
     finally:
         sshd.terminate()
         sshd.wait(timeout=10)
+
+
+def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
+        cluster: control_plane.ControlPlane, containerd_line: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On every containerd line (Debian's 1.6 and 1.7, 2.x from the module builds): the
+    kubeadm node's plan for that line, made from its captured files, goes through the
+    agent's pod (gpuplane's provider, as `pulumi up` runs it): containerd restarts once
+    through `systemctl`, serves the nvidia runtime, the node is Ready; delete restores
+    the files byte for byte and the node is Ready."""
+    import agent_pod
+
+    from gpuplane.agent import agent_plan, plan_stdin
+    from gpuplane.containerd import ContainerdVersion
+    from gpuplane.planner import plan_node
+    from gpuplane.stack.node_pod import NodeAgentPodProvider
+    from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+
+    name = f"gpu-ns-{containerd_line.replace('.', '-')}"
+    n = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), containerd_line,
+               profile(Distro.KUBEADM))
+    kubelet = None
+    try:
+        n.boot()
+        kubelet = attach(cluster, n, name)
+        monkeypatch.setenv(SANDBOX_ENV, json.dumps(n.sandbox()))
+        with contextlib.suppress(Exception):
+            agent_pod.namespace(cluster, "gpuplane-nodes", "privileged")
+        current = {CONFIG: n.host(CONFIG).read_text()}
+        plan = agent_plan(plan_node(profile(Distro.KUBEADM),
+                                    ContainerdVersion.parse(containerd_line),
+                                    PlanOptions(toolkit=ToolkitMode.HOST,
+                                                systemd_cgroup=False), current))
+        original = n.snapshot()
+        provider = NodeAgentPodProvider()
+        provider.client_factory = lambda *_: agent_pod.client(cluster)
+        provider.poll_seconds = 0.5
+        props = {"node": name, "namespace": "gpuplane-nodes", "image": agent_pod.IMAGE,
+                 "timeoutSeconds": 120, "stdin": plan_stdin(plan), "planId": plan.plan_id,
+                 "tries": 3, "kubeconfig": None}
+        outs = provider.create(props).outs
+        assert outs["error"] is None, outs["error"]
+        for path, text in plan.files.items():
+            assert n.host(path).read_text() == text, path
+        assert n.restarts == 1 and "nvidia" in n.effective()["runtimes"]
+        log = n.tmp / "k" / "kubelet.log"
+        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
+        provider.delete("id", outs)
+        assert n.snapshot() == original and n.restarts == 2
+        assert "nvidia" not in n.effective()["runtimes"]
+        kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
+    finally:
+        if kubelet is not None:
+            kubelet_node.stop_kubelet(kubelet, n.tmp / "k", cluster, name)
+        n.close()
