@@ -183,7 +183,9 @@ class NsNode:
         upper = self.tmp / "ovl/usr/bin/up"
         upper.mkdir(parents=True, exist_ok=True)
         for name in ("containerd", "ctr"):
-            (upper / name).symlink_to(oracle.binary(self.line, name))
+            built = oracle.binary(self.line, name).resolve()
+            if built != Path("/usr/bin") / name:   # Debian's own line is there already
+                (upper / name).symlink_to(built)
         wrapper = oracle.nvidia_wrapper(self.tmp / "nvidia")
         (upper / "nvidia-container-runtime").symlink_to(wrapper)
         self.wrapper_log = oracle.wrapper_log(wrapper)
@@ -252,7 +254,8 @@ class NsNode:
     # -- containerd ------------------------------------------------------------------
 
     def boot(self) -> NsDaemon:
-        assert self._start() == "ok", self.daemon.start_error if self.daemon else "no daemon"
+        started = self._start()
+        assert started == "ok", f"{started}\n{(self.tmp / 'd' / 'containerd.log').read_text()}"
         assert self.daemon is not None
         return self.daemon
 
