@@ -6,6 +6,8 @@ and tests/test_node_pod_engine.py."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import shutil
 from pathlib import Path
@@ -291,11 +293,18 @@ def _rollout(failed: str | None) -> tuple[RecordingMonitor, list[tuple[str, str]
         patch.setattr(pulumi.log, "error",
                       lambda msg, resource=None, **_: logged.append(
                           (msg, resource.pulumi_resource_name)))
+        error: pulumi.RunError | None = None
         try:
             run()
         except pulumi.RunError as exc:
-            return monitor, logged, exc
-    return monitor, logged, None
+            error = exc
+        # The gate's failed futures would be reported ("exception never retrieved") when
+        # collected, at any later moment; inside a later test's `ast.parse` that breaks
+        # CPython 3.11 ("AST constructor recursion depth mismatch"). Retrieved here.
+        for obj in gc.get_objects():
+            if isinstance(obj, asyncio.Future) and obj.done() and not obj.cancelled():
+                obj.exception()     # marks it retrieved
+    return monitor, logged, error
 
 
 def test_each_batch_waits_for_every_node_of_the_one_before() -> None:
