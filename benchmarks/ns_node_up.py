@@ -49,7 +49,6 @@ def main() -> int:
     from test_ns_node import CONFIG, pod_stack
 
     from gpuplane.checks.settings import ChecksSettings
-    from gpuplane.distros import Distro, profile
     from gpuplane.stack.node_pod import SANDBOX_ENV
 
     root = Path(tempfile.mkdtemp(prefix="gp-bns-", dir="/tmp"))
@@ -63,28 +62,22 @@ def main() -> int:
         for count in (1, 2):
             for run in range(args.runs):
                 names = [f"bench-ns-{count}-{run}-{i}" for i in range(count)]
-                nodes: list[tuple[ns_node.NsNode, object, str]] = []
-                try:
-                    for name in names:
-                        n = ns_node.NsNode(Path(tempfile.mkdtemp(prefix="gp-bn-", dir="/tmp")),
-                                           "1.7", profile(Distro.KUBEADM))
-                        nodes.append((n, None, name))
-                        n.boot()
-                        nodes[-1] = (n, ns_node.attach(cp, n, name), name)
+                with ns_node.running(cp, names) as nodes:
+                    for name, n in nodes.items():
                         n.import_image(image)
                         core.patch_node_status(
                             name, {"status": {"capacity": {"nvidia.com/gpu": "1"}}})
                     os.environ[SANDBOX_ENV] = json.dumps(
-                        {name: n.sandbox() for n, _, name in nodes})
+                        {name: n.sandbox() for name, n in nodes.items()})
                     captured = root / f"captured-{count}-{run}.toml"
-                    captured.write_text(nodes[0][0].host(CONFIG).read_text())
+                    captured.write_text(nodes[names[0]].host(CONFIG).read_text())
                     path = pod_stack(root / f"stacks-{count}-{run}", names, captured,
                                      checks=True, runtime_class=True)
                     engine = pulumi_engine.Engine(root / f"engine-{count}-{run}",
                                                   kubeconfig=cp.kubeconfig)
-                    steps = (("up", False), ("second up", False), ("destroy", True))
-                    for label, should_pass in steps:
-                        before = [n.restarts for n, _, _ in nodes]
+                    for label, should_pass in (("up", False), ("second up", False),
+                                               ("destroy", True)):
+                        before = {name: n.restarts for name, n in nodes.items()}
                         op = "destroy" if label == "destroy" else "up"
                         with control_plane.helm_hooks_succeed(cp, "gpu-operator"):
                             res = engine.run(op, "kind-smoke", stack_file=path)
@@ -94,14 +87,7 @@ def main() -> int:
                                                f"{res.stdout[-3000:]}")
                         figures.setdefault((count, label), []).append(res.seconds)
                         restarts.setdefault((count, label), set()).update(
-                            n.restarts - b for (n, _, _), b in zip(nodes, before, strict=True))
-                finally:
-                    for n, kubelet, name in nodes:
-                        try:
-                            if kubelet is not None:
-                                kubelet_node.stop_kubelet(kubelet, n.tmp / "k", cp, name)
-                        finally:
-                            n.close()
+                            n.restarts - before[name] for name, n in nodes.items())
     finally:
         cp.stop()
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,12 @@ class SandboxNode:
         self.restart_delay = 0.0
         self.starts = 0
         self._lock = threading.Lock()
-        self._server = self._serve(tmp / "ctl.sock")
+        self._server = restart_server(tmp / "ctl.sock", self._start)
         self.restart_script = tmp / "restart.sh"
         self.restart_script.write_text(
             "#!/bin/sh\n"
             f"echo restart >> '{self.restart_log}'\n"
-            f"exec '{sys.executable}' -c '{_CLIENT}' '{tmp / 'ctl.sock'}'\n")
+            f"exec '{sys.executable}' -c '{RESTART_CLIENT}' '{tmp / 'ctl.sock'}'\n")
         self.containerd = str(oracle.binary(line))
         for path, text in prof.baseline(self.version).items():
             self.write(path, self.runnable(text))
@@ -189,22 +190,6 @@ class SandboxNode:
             if rendered.get(path) not in (None, layout.get(path)):
                 self.write(path, self.runnable(rendered[path]))
 
-    def _serve(self, path: Path) -> socketserver.UnixStreamServer:
-        node = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self) -> None:
-                self.rfile.readline()
-                try:
-                    reply = node._start()
-                except Exception as exc:  # report to the agent, never kill the server
-                    reply = f"fail {exc!r}"
-                self.wfile.write(reply.encode() + b"\n")
-
-        server = socketserver.UnixStreamServer(str(path), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
-
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
@@ -251,13 +236,33 @@ class SandboxNode:
         return parse_result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def restart_server(path: Path, start: Callable[[], str]) -> socketserver.UnixStreamServer:
+    """The sandbox's containerd unit: a unix socket at `path` where each line asks for a
+    restart, answered with `start()`'s "ok" or "fail ...". The restart command the agent
+    runs is a client of it (`RESTART_CLIENT`); the server runs in a thread of the test."""
+
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.rfile.readline()
+            try:
+                reply = start()
+            except Exception as exc:  # report to the agent, never kill the server
+                reply = f"fail {exc!r}"
+            self.wfile.write(reply.encode() + b"\n")
+
+    server = socketserver.UnixStreamServer(str(path), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_CLIENT = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-           's.sendall(b"restart\\n"); r = s.makefile().readline().strip(); print(r); '
-           'sys.exit(0 if r == "ok" else 1)')
+RESTART_CLIENT = (
+    "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
+    's.sendall(b"restart\\n"); r = s.makefile().readline().strip(); print(r); '
+    'sys.exit(0 if r == "ok" else 1)')
 
 
 def parse_result(rc: int, stdout: str, stderr: str) -> AgentRun:

@@ -40,12 +40,13 @@ import json
 import os
 import shlex
 import signal
-import socketserver
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,12 @@ from gpuplane.distros import DistroProfile
 from gpuplane.stack.node_pod import SANDBOX_ENV
 
 import oracle
+from agent_node import RESTART_CLIENT, restart_server
 
 OVERLAID = ("/etc", "/var", "/run", "/opt", "/usr/bin")
 NODE_FILES = ("etc/containerd", "var/lib/gpuplane")
 """The node paths whose files `snapshot` compares (gpuplane's own state excluded there)."""
 
-_CLIENT = ("import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); "
-           's.sendall(b"restart\\n"); r = s.makefile().readline().strip(); print(r); '
-           'sys.exit(0 if r == "ok" else 1)')
 
 
 def runnable(text: str) -> str:
@@ -162,6 +161,7 @@ class NsNode:
         self.image_tar = agent_pod.build_agent_image(tmp / "agent-image.tar")
         self.daemon: NsDaemon | None = None
         self.cgroup_root = ""       # the kubelet's (attach)
+        self.kubelet: subprocess.Popen[bytes] | None = None     # `running`
         self._lock = threading.Lock()
         for sub in ("lib", "run"):
             (self.state / sub).mkdir(parents=True, exist_ok=True)
@@ -173,7 +173,7 @@ class NsNode:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(runnable(text))
         self._usr_bin()
-        self._server = self._serve(tmp / "ctl.sock")
+        self._server = restart_server(tmp / "ctl.sock", self._restart)
         self.holder = self._hold()
 
     # -- the namespaces --------------------------------------------------------------
@@ -200,7 +200,7 @@ class NsNode:
             'if [ -n "$unit" ] && [ -z "$other" ]; then\n'
             '  case $verb in\n'
             "    is-active) exit 0 ;;\n"
-            f"    restart) exec {shlex.quote(sys.executable)} -c {shlex.quote(_CLIENT)} "
+            f"    restart) exec {shlex.quote(sys.executable)} -c {shlex.quote(RESTART_CLIENT)} "
             f"{shlex.quote(str(self.tmp / 'ctl.sock'))} ;;\n"
             "  esac\n"
             "fi\n"
@@ -274,23 +274,12 @@ class NsNode:
             daemon.ctr("images", "import", str(self.image_tar))
             return "ok"
 
-    def _serve(self, path: Path) -> socketserver.UnixStreamServer:
-        node = self
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self) -> None:
-                self.rfile.readline()
-                with open(node.restart_log, "a") as log:
-                    log.write(f"{time.time():.3f}\n")
-                try:
-                    reply = node._start()
-                except Exception as exc:  # reported to the caller, never kills the server
-                    reply = f"fail {exc!r}"
-                self.wfile.write(reply.encode() + b"\n")
-
-        server = socketserver.UnixStreamServer(str(path), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        return server
+    def _restart(self) -> str:
+        """What the node's `systemctl restart containerd` asks for (agent_node's
+        restart server), logged with its time."""
+        with open(self.restart_log, "a") as log:
+            log.write(f"{time.time():.3f}\n")
+        return self._start()
 
     def import_image(self, tar: Path) -> None:
         """An OCI image tar into the node's image store (it stays across restarts)."""
@@ -408,4 +397,29 @@ def attach(cp: control_plane.ControlPlane, node: NsNode, name: str) -> subproces
     return kubelet
 
 
-__all__ = ["NODE_FILES", "NsDaemon", "NsNode", "attach"]
+@contextlib.contextmanager
+def running(cp: control_plane.ControlPlane, names: Sequence[str], line: str = "1.7",
+            prof: DistroProfile | None = None) -> Iterator[dict[str, NsNode]]:
+    """Nodes `names` (kubeadm unless `prof`), each with its kubelet Ready (`node.kubelet`);
+    every one stopped by PID afterwards, and gone from the cluster."""
+    from gpuplane.distros import Distro, profile
+
+    made: list[tuple[NsNode, str]] = []
+    try:
+        for name in names:
+            node = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), line,
+                          prof or profile(Distro.KUBEADM))
+            made.append((node, name))
+            node.boot()
+            node.kubelet = attach(cp, node, name)
+        yield {name: node for node, name in made}
+    finally:
+        for node, name in made:
+            try:
+                if node.kubelet is not None:
+                    kubelet_node.stop_kubelet(node.kubelet, node.tmp / "k", cp, name)
+            finally:
+                node.close()
+
+
+__all__ = ["NODE_FILES", "NsDaemon", "NsNode", "attach", "running"]

@@ -32,7 +32,7 @@ import control_plane
 import kubelet_node
 import pulumi_engine
 import pytest
-from ns_node import NsNode, attach
+from ns_node import NsNode, running
 from test_pulumi_engine import check_jobs, stack_file
 
 from gpuplane.distros import Distro, profile
@@ -79,16 +79,9 @@ def cluster() -> Iterator[control_plane.ControlPlane]:
 
 
 @pytest.fixture
-def node(cluster: control_plane.ControlPlane) -> Iterator[tuple[NsNode, object]]:
-    made = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), LINE,
-                  profile(Distro.KUBEADM))
-    try:
-        made.boot()
-        kubelet = attach(cluster, made, NODE)
-        yield made, kubelet
-        kubelet_node.stop_kubelet(kubelet, made.tmp / "k", cluster, NODE)
-    finally:
-        made.close()
+def node(cluster: control_plane.ControlPlane) -> Iterator[tuple[NsNode, Any]]:
+    with running(cluster, [NODE]) as made:
+        yield made[NODE], made[NODE].kubelet
 
 
 def test_the_node_has_its_own_files_network_and_restart(
@@ -183,34 +176,19 @@ def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
 
 
 @pytest.fixture
-def nodes(cluster: control_plane.ControlPlane) -> Iterator[Any]:
-    made: list[tuple[NsNode, Any, str]] = []
-
-    def make(name: str) -> NsNode:
-        n = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), LINE,
-                   profile(Distro.KUBEADM))
-        made.append((n, None, name))
-        n.boot()
-        made[-1] = (n, attach(cluster, n, name), name)
-        return n
-
-    yield make
-    for n, kubelet, name in made:
-        try:
-            if kubelet is not None:
-                kubelet_node.stop_kubelet(kubelet, n.tmp / "k", cluster, name)
-        finally:
-            n.close()
+def nodes(cluster: control_plane.ControlPlane) -> Iterator[dict[str, NsNode]]:
+    with running(cluster, ["gpu-ns-a", "gpu-ns-b", "gpu-ns-c"]) as made:
+        yield made
 
 
 def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
-        cluster: control_plane.ControlPlane, nodes: Any, tmp_path: Path,
+        cluster: control_plane.ControlPlane, nodes: dict[str, NsNode], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Two nodes, `maxUnavailable: 1` with a canary: `up` restarts each containerd once,
     the canary's before the other's. A node added to the stack is the only one the next
     `up` changes (the others restart nothing); `destroy` restores all three."""
     names = ["gpu-ns-a", "gpu-ns-b", "gpu-ns-c"]
-    made = {name: nodes(name) for name in names}
+    made = nodes
     monkeypatch.setenv(SANDBOX_ENV, json.dumps({name: n.sandbox() for name, n in made.items()}))
     captured = tmp_path / "captured-config.toml"
     captured.write_text(made["gpu-ns-a"].host(CONFIG).read_text())
@@ -445,12 +423,10 @@ def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
     from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
     name = f"gpu-ns-{containerd_line.replace('.', '-')}"
-    n = NsNode(Path(tempfile.mkdtemp(prefix="gp-ns-", dir="/tmp")), containerd_line,
-               profile(Distro.KUBEADM))
-    kubelet = None
-    try:
-        n.boot()
-        kubelet = attach(cluster, n, name)
+    with running(cluster, [name], containerd_line) as made:
+        n = made[name]
+        kubelet = n.kubelet
+        assert kubelet is not None
         monkeypatch.setenv(SANDBOX_ENV, json.dumps(n.sandbox()))
         with contextlib.suppress(Exception):
             agent_pod.namespace(cluster, "gpuplane-nodes", "privileged")
@@ -477,7 +453,3 @@ def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
         assert n.snapshot() == original and n.restarts == 2
         assert "nvidia" not in n.effective()["runtimes"]
         kubelet_node.wait_ready(cluster, name, kubelet, log, 60)
-    finally:
-        if kubelet is not None:
-            kubelet_node.stop_kubelet(kubelet, n.tmp / "k", cluster, name)
-        n.close()
