@@ -147,9 +147,16 @@ class Result:
 
     def program_errors(self) -> set[str]:
         """The rule ids of the findings the program itself logged as errors: gpuplane's
-        program refuses to roll out a plan the rulebook rejects (`GpuCluster`), and a
-        failed program leaves the engine no stack to hand the policy pack."""
-        return {m.group(1) for d in self.diagnostics if d["severity"] == "error"
+        program refuses a plan the rulebook rejects (`GpuCluster`), and a failed program
+        leaves the engine no stack to hand the policy pack."""
+        return self._logged("error")
+
+    def program_warnings(self) -> set[str]:
+        """The rule ids the program logged as warnings with its refusal."""
+        return self._logged("warning")
+
+    def _logged(self, severity: str) -> set[str]:
+        return {m.group(1) for d in self.diagnostics if d["severity"] == severity
                 for m in [re.match(r"(FM\d\d) ", d["message"])] if m}
 
     def mandatory(self) -> set[str]:

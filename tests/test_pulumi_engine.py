@@ -20,8 +20,8 @@ from typing import Any
 import control_plane
 import pulumi_engine
 import pytest
-import yaml
 from charts import chart_dirs, helm
+from stack_cases import BROKEN, CLEAN, as_pod, broken_config, config_of, write_stack
 
 from gpuplane.cli import main as gpuplane
 from gpuplane.plan.echo import AUTONAME_SUFFIX
@@ -62,21 +62,34 @@ def stack_file(dest: Path, stack: str, edit: dict[str, Any] | None = None) -> Pa
     air-gapped `chart` key) without waiting for workloads no kubelet runs (`skipAwait`),
     plus `edit`: {"gpuplane:section": {key: value}} merged into a section, or
     {"gpuplane:key": value} replacing a key."""
-    data = yaml.safe_load((REPO / "stacks" / f"Pulumi.{stack}.yaml").read_text())
-    cfg = data["config"]
-    for section, chart in (("gpuplane:gpuOperator", "gpu-operator"), ("gpuplane:hami", "hami")):
-        if section in cfg:
-            keys = cfg[section]
-            keys.update(chart=str(local_chart(chart, keys["chartVersion"])), skipAwait=True)
+    cfg = config_of(stack)
     for section, value in (edit or {}).items():
         if isinstance(value, dict) and isinstance(cfg.get(section), dict):
             cfg[section].update(value)
         else:
             cfg[section] = value
-    dest.mkdir(parents=True, exist_ok=True)
-    path = dest / f"Pulumi.{stack}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return engine_stack_file(dest, stack, cfg)
+
+
+def engine_stack_file(dest: Path, stack: str, cfg: dict[str, Any]) -> Path:
+    """`cfg` as stack `stack`, its charts from ../shared/charts, `skipAwait` on."""
+    for section, chart in (("gpuplane:gpuOperator", "gpu-operator"), ("gpuplane:hami", "hami")):
+        keys = cfg.get(section)
+        if keys is None and section == "gpuplane:hami" and \
+                cfg.get("gpuplane:devicePlugin") == "hami":
+            keys = cfg[section] = {}
+        if keys is not None:
+            version = keys.get("chartVersion") or _default_chart_version(chart)
+            keys.update(chart=str(local_chart(chart, version)), chartVersion=version,
+                        skipAwait=True)
+    return write_stack(dest, stack, cfg)
+
+
+def _default_chart_version(chart: str) -> str:
+    from gpuplane.config import GpuOperatorConfig, HamiConfig
+
+    section = GpuOperatorConfig() if chart == "gpu-operator" else HamiConfig()
+    return str(section.chart_version)
 
 
 def plan_json(path: Path, stack: str, capsys: pytest.CaptureFixture[str],
@@ -156,43 +169,94 @@ def engine(cluster: control_plane.ControlPlane, tmp_path: Path) -> pulumi_engine
     return pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
 
 
-# Stack edits that the rulebook rejects, for the stacks the engine runs here.
-BROKEN: dict[str, dict[str, dict[str, Any]]] = {
+# Stack edits that the rulebook rejects, for the tests below that need one.
+EDITS: dict[str, dict[str, dict[str, Any]]] = {
     "kind-smoke/FM18": {"gpuplane:gpuOperator": {"values": {"toolkit": {"version": "latest"}}}},
-    "kind-smoke/FM16": {"gpuplane:cluster": {"containerdVersion": "1.6"},
-                        "gpuplane:gpuOperator": {"cdi": True}},
-    "hami-shared/FM12": {"gpuplane:gpuOperator": {"values": {"devicePlugin": {"enabled": True}}}},
-    "hami-shared/FM13": {"gpuplane:gpuOperator": {"cdi": True}},
 }
-# rke2-operator: RKE2's detected mode (no node access; the policy pack must accept the
-# socket-only toolkit.env as the plan does).
-PREVIEW_CASES = [pytest.param(s, None, id=s) for s in (*NONE_STACKS, "rke2-operator")] + [
-    pytest.param(case.split("/")[0], edit, id=case) for case, edit in BROKEN.items()]
+# Every stack the tests judge (tests/stack_cases.py): the bundled ones as they are and
+# every broken one, `nodeAccess: ssh` run as `nodeAccess: pod` (the same verdict).
+CATALOGUE = [pytest.param(s, None, id=s) for s in CLEAN] + [
+    pytest.param(case.split("/")[0], case, id=case) for case in BROKEN]
 
 
-@pytest.mark.parametrize(("stack", "edit"), PREVIEW_CASES)
+def catalogue_stack(dest: Path, stack: str, case: str | None) -> Path:
+    cfg = broken_config(case, dest) if case else config_of(stack)
+    return engine_stack_file(dest / "stacks", stack, as_pod(cfg))
+
+
+@pytest.mark.parametrize(("stack", "case"), CATALOGUE)
 def test_preview_with_the_policy_pack_gives_the_plans_verdict(
-        stack: str, edit: dict[str, Any] | None, engine: pulumi_engine.Engine,
+        stack: str, case: str | None, engine: pulumi_engine.Engine,
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`pulumi preview --policy-pack policies` fails exactly when `gpuplane plan` rejects,
-    with the plan's errors as mandatory violations (or as the program's own errors, when
-    the rulebook rejects the plan before any policy runs) and its warnings as advisory
-    ones; a clean preview creates exactly the resources the plan lists, with its inputs."""
-    path = stack_file(tmp_path / "stacks", stack, edit)
+    naming the same rule ids: the program's refusal (`GpuCluster` refuses before its
+    first child, so no policy sees a resource) or the pack's mandatory violations; the
+    plan's warnings come back as advisory violations (or, on a refusal, as the program's
+    warnings); a clean preview creates exactly the resources the plan lists, with its
+    inputs."""
+    path = catalogue_stack(tmp_path, stack, case)
     code, plan = plan_json(path, stack, capsys)
     res = engine.run("preview", stack, stack_file=path, policy_pack=True)
     assert res.ok == (code == 0), f"plan exit {code}; preview:\n{res.stdout}\n{res.stderr}"
     errors = {f["id"] for f in plan["findings"] if f["severity"] == "error"}
     advice = {f["id"] for f in plan["findings"] if f["severity"] != "error"}
     assert rule_ids(res.mandatory()) | res.program_errors() == errors, res.stdout
-    assert rule_ids(res.advisory()) == advice, res.stdout
-    if edit:
-        assert errors, "a broken stack must be rejected"
+    if case:
+        assert errors == BROKEN[case].errors, plan["findings"]
+        text = res.stdout + res.stderr
+        assert "gpuplane refused this plan" in text and "Nothing was changed" in text, text
+        assert "Traceback" not in text, text[-3000:]
+        assert rule_ids(res.advisory()) | res.program_warnings() == advice, res.stdout
     else:
+        assert rule_ids(res.advisory()) == advice, res.stdout
         planned = {f"{r['type']}::{r['name']}" for r in plan["resources"]}
         assert set(program_steps(res)) == planned
         assert set(program_steps(res).values()) == {"create"}
         inputs_agree(plan, res)
+
+
+def gpuplane_objects(cluster: control_plane.ControlPlane) -> list[str]:
+    """What the API server holds that a gpuplane stack creates: namespaces beyond the
+    control plane's own, ConfigMaps with gpuplane's intent label, Helm's release secrets,
+    RuntimeClasses, Jobs."""
+    from kubernetes import client
+
+    from gpuplane.intent import INTENT_LABEL
+
+    api = _api(cluster)
+    core = client.CoreV1Api(api)
+    own = {"default", "kube-system", "kube-public", "kube-node-lease"}
+    return sorted(
+        [f"namespace/{n.metadata.name}" for n in core.list_namespace().items
+         if n.metadata.name not in own]
+        + [f"configmap/{c.metadata.namespace}/{c.metadata.name}" for c in
+           core.list_config_map_for_all_namespaces(label_selector=INTENT_LABEL).items]
+        + [f"secret/{x.metadata.namespace}/{x.metadata.name}" for x in
+           core.list_secret_for_all_namespaces(label_selector="owner=helm").items]
+        + [f"runtimeclass/{r.metadata.name}" for r in
+           client.NodeV1Api(api).list_runtime_class().items]
+        + [f"job/{j.metadata.namespace}/{j.metadata.name}" for j in
+           client.BatchV1Api(api).list_job_for_all_namespaces().items])
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_up_of_a_rejected_stack_fails_and_creates_nothing(
+        case: str, engine: pulumi_engine.Engine, cluster: control_plane.ControlPlane,
+        tmp_path: Path) -> None:
+    """`pulumi up` (the Automation API's: `--skip-preview`, where stack policies only run
+    after the resources exist) of every broken stack exits non-zero naming the rules, and
+    the API server holds no object gpuplane would have created: no namespace, no intent
+    ConfigMap, no Helm release secret, no RuntimeClass."""
+    stack = case.split("/")[0]
+    before = gpuplane_objects(cluster)
+    path = catalogue_stack(tmp_path, stack, case)
+    res = engine.run("up", stack, stack_file=path, policy_pack=True)
+    text = res.stdout + res.stderr
+    assert not res.ok, text[-4000:]
+    assert res.program_errors() == BROKEN[case].errors, text[-4000:]
+    assert "gpuplane refused this plan" in text and "Traceback" not in text, text[-4000:]
+    assert not program_steps(res), program_steps(res)
+    assert gpuplane_objects(cluster) == before
 
 
 def test_policy_pack_config_under_the_cli(engine: pulumi_engine.Engine, tmp_path: Path,
@@ -200,7 +264,7 @@ def test_policy_pack_config_under_the_cli(engine: pulumi_engine.Engine, tmp_path
     """`--policy-pack-config`: the example config and FM18 alone set to advisory turn the
     FM18 stack's mandatory violation into advice, under the CLI as under `gpuplane plan`."""
     stack = "kind-smoke"
-    path = stack_file(tmp_path / "stacks", stack, BROKEN["kind-smoke/FM18"])
+    path = stack_file(tmp_path / "stacks", stack, EDITS["kind-smoke/FM18"])
     fm18 = tmp_path / "fm18-advisory.json"
     fm18.write_text(json.dumps({"gpuplane-fm18": "advisory"}))
     for config in (REPO / "policies" / "policy-config.example.json", fm18):

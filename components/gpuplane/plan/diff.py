@@ -18,7 +18,6 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-ROLLOUT_TYPE = "gpuplane:index:ContainerdRollout"
 MAX_PATHS = 12   # changed input paths listed per resource; the YAML diff has them all
 
 
@@ -97,23 +96,6 @@ def _compared(resource: dict[str, Any]) -> dict[str, Any]:
             "parent": resource.get("parent")}
 
 
-def _rollout_subtree(resources: list[dict[str, Any]]) -> set[str]:
-    """Keys of the node rollout component and everything below it."""
-    parents = {r["name"]: r.get("parent") for r in resources}
-    roots = {r["name"] for r in resources if r["type"] == ROLLOUT_TYPE}
-
-    def under(name: str | None) -> bool:
-        seen: set[str] = set()
-        while name and name not in seen:
-            if name in roots:
-                return True
-            seen.add(name)
-            name = parents.get(name)
-        return False
-
-    return {resource_key(r) for r in resources if under(r["name"])}
-
-
 def resources_diff(base: dict[str, Any], new: dict[str, Any],
                    rejected: bool) -> dict[str, Any]:
     """Added, removed (or withheld by a rejection) and changed resources."""
@@ -122,9 +104,9 @@ def resources_diff(base: dict[str, Any], new: dict[str, Any],
     removed = sorted(old_res.keys() - new_res.keys())
     withheld: list[str] = []
     if rejected:
-        held = _rollout_subtree(base.get("resources", []))
-        withheld = [k for k in removed if k in held]
-        removed = [k for k in removed if k not in held]
+        # A rejected plan changes nothing (gpuplane.stack.cluster refuses before its first
+        # child): what it no longer lists stays on the cluster as it is.
+        withheld, removed = removed, []
     changed = []
     for key in sorted(old_res.keys() & new_res.keys()):
         before, after = _compared(old_res[key]), _compared(new_res[key])

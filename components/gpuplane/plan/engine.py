@@ -66,9 +66,9 @@ class _RecordingMonitor(mocks.MockMonitor):
     response echoes the request's own protobuf (plus what a provider adds) rather than
     re-serialising the inputs."""
 
-    def __init__(self) -> None:
+    def __init__(self, registered: list[Registered] | None = None) -> None:
         super().__init__(_EchoMocks())
-        self.registered: list[Registered] = []
+        self.registered: list[Registered] = [] if registered is None else registered
 
     def RegisterResource(self, request: Any) -> Any:
         from google.protobuf import struct_pb2
@@ -166,14 +166,17 @@ def _secret_paths(struct: Any, prefix: str) -> list[str]:
 
 def run_program(program: Callable[[], Any], *, project: str, stack: str,
                 config: dict[str, str], secret_keys: list[str],
-                root_directory: Path | None = None) -> tuple[Any, list[Registered]]:
-    """Run `program` to completion under mocks; return its result and the registrations."""
+                root_directory: Path | None = None,
+                recorded: list[Registered] | None = None) -> tuple[Any, list[Registered]]:
+    """Run `program` to completion under mocks; return its result and the registrations.
+    `recorded`: a list the registrations are also appended to as they happen, so a caller
+    has them when the program raises."""
     import pulumi
     from pulumi.runtime import settings
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    monitor = _RecordingMonitor()
+    monitor = _RecordingMonitor(recorded)
     settings.ROOT.set(None)
     pulumi.runtime.set_all_config({}, [])
     mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=False,

@@ -58,7 +58,11 @@ def effective_sha(effective: dict[str, Any]) -> str:
 
 
 def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
-                 resources: list[Registered], findings: list[Finding]) -> dict[str, Any]:
+                 resources: list[Registered], findings: list[Finding],
+                 withheld: list[Registered] | None = None) -> dict[str, Any]:
+    """`withheld`: what a rejected stack would have registered (nothing of it is created);
+    its Helm releases are shown with the values they would have had."""
+    withheld = withheld or []
     plan = cluster.plan
     names = {r.urn: r.name for r in resources}
     batch_of = {node: i for i, batch in enumerate(cluster.batches) for node in batch}
@@ -94,7 +98,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     helm = {}
     sections: dict[str, GpuOperatorConfig | HamiConfig] = {
         OPERATOR_CHART: cfg.gpu_operator, HAMI_CHART: cfg.hami}
-    for r in resources:
+    for r in [*resources, *withheld]:
         if r.type == HELM_RELEASE:
             release = r.inputs.get("name", r.name)
             section = sections.get(release)
@@ -136,6 +140,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "inputs": _masked(_compact(r.inputs), r.secret_paths),
         } for r in resources],
         "helm": helm,
+        "withheldResources": [{"type": r.type, "name": r.name} for r in withheld],
         "batches": cluster.batches if managed else [],
         "withheldBatches": cluster.batches if held else [],
         "config": stack_settings(cfg),

@@ -7,10 +7,12 @@ from typing import Any
 
 from gpuplane.config import NAMESPACE, StackConfig, StackConfigError
 from gpuplane.containerd.errors import ConfigError
-from gpuplane.plan.engine import no_full_gc, run_program
+from gpuplane.findings import Finding
+from gpuplane.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.plan.policies import run_policies
 from gpuplane.plan.report import build_report
 from gpuplane.plan.stackfile import StackFile, load_stack_file
+from gpuplane.stack.cluster import PlanRejected, held_refusals
 
 
 def plan_stack(name: str, stacks_dir: Path,
@@ -28,20 +30,39 @@ def _plan(name: str, stack: StackFile, cfg: StackConfig, stacks_dir: Path,
           pack_config: dict[str, Any] | None) -> dict[str, Any]:
     from gpuplane import program
 
+    recorded: list[Registered] = []
     try:
         cluster, resources = run_program(program.run, project=NAMESPACE, stack=name,
                                          config=stack.pulumi_config(),
                                          secret_keys=stack.secret_keys,
-                                         root_directory=project_root(stacks_dir))
+                                         root_directory=project_root(stacks_dir),
+                                         recorded=recorded)
     except StackConfigError as exc:   # e.g. a captured node file that cannot be read
         raise stack.located(exc) from None
     except ConfigError as exc:        # a captured file the containerd model cannot read
         raise stack.located(program.captured_file_problem(exc)) from None
+    except PlanRejected as exc:
+        # The component refused before its first child, as it does under `pulumi up`:
+        # the report holds what was registered (the component alone), every finding, and
+        # what the stack would have created, as withheld.
+        findings = _merged(run_policies(recorded, pack_config), exc.findings)
+        with held_refusals():
+            _, withheld = run_program(program.run, project=NAMESPACE, stack=name,
+                                      config=stack.pulumi_config(),
+                                      secret_keys=stack.secret_keys,
+                                      root_directory=project_root(stacks_dir))
+        kept = {r.urn for r in recorded}
+        return build_report(name, cfg, exc.cluster, recorded, findings,
+                            withheld=[r for r in withheld if r.urn not in kept])
     findings = run_policies(resources, pack_config)
-    # The planner's own findings cover a plan the components refused to roll out.
-    seen = {(f.id, f.message) for f in findings}
-    findings += [f for f in cluster.plan_findings if (f.id, f.message) not in seen]
-    return build_report(name, cfg, cluster, resources, findings)
+    return build_report(name, cfg, cluster, resources,
+                        _merged(findings, cluster.plan_findings))
+
+
+def _merged(found: list[Finding], more: list[Finding]) -> list[Finding]:
+    """`found`, then each finding of `more` that says something new."""
+    seen = {(f.id, f.message) for f in found}
+    return found + [f for f in more if (f.id, f.message) not in seen]
 
 
 def project_root(stacks_dir: Path) -> Path:

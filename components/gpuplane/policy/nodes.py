@@ -8,12 +8,20 @@ would be sent to the node."""
 from __future__ import annotations
 
 import graphlib
+from collections.abc import Mapping, Sequence
 
 from gpuplane.containerd import ConfigError
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros import DistroProfile
 from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
 from gpuplane.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
 from gpuplane.policy.views import StackFindings, View, intent_profile
+from gpuplane.rules.nodefiles import check_node_files
+from gpuplane.rules.platform import check_platform_node_writes
+from gpuplane.rules.rollout import RolloutStep, check_rollout
+
+ROLLOUT_WHERE = "node rollout (gpuplane:rollout)"
 
 
 def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
@@ -35,10 +43,6 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
                   toolkit: str, operator_chart: str | None = None) -> None:
-    from gpuplane.rules.nodefiles import check_node_files
-    from gpuplane.rules.platform import check_platform_node_writes
-    from gpuplane.rules.rollout import RolloutStep, check_rollout
-
     profile, version = intent_profile(intent)
     options = PlanOptions(
         toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
@@ -70,8 +74,8 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             except ConfigError as exc:
                 out.add([unreadable(exc, view.name)], view.urn)
                 continue
-            out.add(assessed.findings + check_node_files(
-                profile, files, where=f"Command {view.name}", version=version)
+            out.add(assessed.findings + written_file_findings(
+                profile, version, files, where=f"Command {view.name}")
                 + check_platform_node_writes(intent, files, where=f"Command {view.name}"),
                 view.urn)
         plan = judged.get(key)
@@ -79,14 +83,39 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             continue
         depth[view.urn] = 1 + max((depth[d] for d in view.dependencies if d in depth),
                                   default=-1)
-        steps.append(RolloutStep(
-            node=node_of[view.urn], batch=depth[view.urn],
+        steps.append(rollout_step(
+            node_of[view.urn], depth[view.urn], plan, intent,
             after=frozenset(node_of[d] for d in view.dependencies if d in node_of),
-            restarts=plan.restarts,
-            restores_on_delete="restore" in str(view.props.get("delete") or ""),
-            sets_nvidia_default=plan.written.default_runtime == intent.runtime_class))
+            restores_on_delete="restore" in str(view.props.get("delete") or "")))
     if steps:
-        out.add(check_rollout(steps, intent, where="node rollout (gpuplane:rollout)"), None)
+        out.add(check_rollout(steps, intent, where=ROLLOUT_WHERE), None)
+
+
+def rollout_step(node: str, batch: int, plan: NodeContainerdPlan, intent: ClusterIntent, *,
+                 after: frozenset[str], restores_on_delete: bool) -> RolloutStep:
+    """One node's step of the rollout, as FM06/FM09 judge it."""
+    return RolloutStep(node=node, batch=batch, after=after, restarts=plan.restarts,
+                       restores_on_delete=restores_on_delete,
+                       sets_nvidia_default=plan.written.default_runtime == intent.runtime_class)
+
+
+def judge_rollout(intent: ClusterIntent, batches: Sequence[Sequence[str]],
+                  plans: Mapping[str, NodeContainerdPlan]) -> list[Finding]:
+    """FM06/FM09 on the rollout gpuplane's components build from `batches` (each batch
+    after the one before; every node's delete restores it), before it is built: the same
+    steps the pack reads back from the registered node commands."""
+    steps = [rollout_step(node, i, plans[node], intent, after=frozenset(batches[i - 1])
+                          if i else frozenset(), restores_on_delete=True)
+             for i, batch in enumerate(batches) for node in batch
+             if plans[node].files or plans[node].docker]
+    return check_rollout(steps, intent, where=ROLLOUT_WHERE) if steps else []
+
+
+def written_file_findings(profile: DistroProfile, version: ContainerdVersion,
+                          files: Mapping[str, str] | Sequence[str], *,
+                          where: str) -> list[Finding]:
+    """FM04 on the node files a plan writes: a file the distribution regenerates."""
+    return check_node_files(profile, files, where=where, version=version)
 
 
 def unreadable(exc: ConfigError, command: str) -> Finding:
@@ -117,4 +146,5 @@ def _in_dependency_order(commands: list[View]) -> list[View]:
     return ordered
 
 
-__all__ = ["node_findings"]
+__all__ = ["ROLLOUT_WHERE", "judge_rollout", "node_findings", "rollout_step",
+           "written_file_findings"]

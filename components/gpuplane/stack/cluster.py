@@ -8,7 +8,9 @@ HAMi after the operator, and the post-deploy checks after everything else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import pulumi
@@ -16,15 +18,17 @@ import pulumi_kubernetes as k8s
 
 from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
-from gpuplane.config import StackConfig
+from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
 from gpuplane.docker_daemon import DAEMON_JSON
-from gpuplane.findings import Finding, has_errors
+from gpuplane.findings import Finding, Severity
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.planner import NodeContainerdPlan, plan_node
 from gpuplane.platforms_native.from_stack import platform_input
 from gpuplane.platforms_native.result import PlatformInput
+from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
 from gpuplane.rollout import batches
 from gpuplane.rules.platform import check_platform_node_writes
+from gpuplane.stack import child_options
 from gpuplane.stack.gpu_operator import GpuOperator
 from gpuplane.stack.hami import Hami
 from gpuplane.stack.node_pod import ContainerdPodRollout
@@ -66,14 +70,17 @@ class GpuCluster(pulumi.ComponentResource):
     operator: GpuOperator
     hami: Hami | None
     platform_input: PlatformInput | None       # what to feed a managed platform's nodes
+    stack_findings: list[Finding]              # beyond the node plans' own: platform, values
+    checks: GpuChecks
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         cfg, private_key = args.config, args.private_key
-        # Before any resource: a refusal is a stack-key error, not a half-built stack.
+        # Everything is planned and judged before the first child: a refusal leaves
+        # nothing half-built (no namespace, no intent, no release) on the cluster.
+        child = child_options(self, opts)
         self.platform_input, platform_findings = platform_input(cfg)
-        child = pulumi.ResourceOptions(parent=self)
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                               docker=cfg.docker_settings)
         self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
@@ -88,12 +95,38 @@ class GpuCluster(pulumi.ComponentResource):
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
         namespace = cfg.gpu_operator.namespace
+        writes = bool(cfg.node_access) and bool(self.batches) and any(
+            p.files or p.docker for p in self.node_plans.values())
+        sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
+        values = operator_values(cfg, self.plan.toolkit_env)
+        hami = hami_values(cfg) if cfg.device_plugin == "hami" else None
+        sharing_data = time_slicing_data(cfg) if sharing else None
+        self.rollout = None
+        self.stack_findings += planned_findings(
+            cfg.intent(),
+            releases=[release_view(f"{name}-gpu-operator", chart=OPERATOR_CHART,
+                                   version=cfg.gpu_operator.chart_version,
+                                   namespace=namespace, values=values)]
+            + ([release_view(f"{name}-hami", chart=HAMI_CHART,
+                             version=cfg.hami.chart_version, namespace=cfg.hami.namespace,
+                             values=hami)] if hami is not None else []),
+            config_maps=[config_map_view(cfg.time_slicing.config_map, namespace=namespace,
+                                         data=sharing_data)] if sharing_data else [],
+            node_plans=self.node_plans, batches=self.batches if writes else [])
+        if refuse(self, self.plan_findings):
+            writes = False   # held by the offline plan: the files show as withheld
+        if writes and cfg.cluster.node_access != "pod" and private_key is None:
+            raise pulumi.RunError(
+                f"GpuCluster {name}: gpuplane:cluster.nodeAccess is ssh but no SSH key was "
+                "given (set gpuplane:sshPrivateKey as a secret, or nodeAccess: pod); "
+                "nothing was changed")
+
         ns = k8s.core.v1.Namespace(
             f"{name}-operator-namespace",
             metadata={"name": namespace,
                       "labels": {"pod-security.kubernetes.io/enforce": "privileged"}},
             opts=child)
-        in_ns = pulumi.ResourceOptions(parent=self, depends_on=[ns])
+        in_ns = child.merge(pulumi.ResourceOptions(depends_on=[ns]))
         intent = k8s.core.v1.ConfigMap(
             f"{name}-intent",
             metadata={"name": INTENT_CONFIGMAP, "namespace": namespace,
@@ -102,15 +135,7 @@ class GpuCluster(pulumi.ComponentResource):
             opts=in_ns)
 
         before_operator: list[pulumi.Input[pulumi.Resource]] = [ns, intent]
-        self.rollout = None
-        plan_errors = has_errors(self.plan_findings)
-        if plan_errors:
-            # Never roll a plan out that the rulebook rejects; the findings fail the update
-            # here and show up in `gpuplane plan` and the policies.
-            for f in self.plan_findings:
-                pulumi.log.error(f"{f.id} {f.where}: {f.message} Fix: {f.fix}", resource=self)
-        writes = any(p.files or p.docker for p in self.node_plans.values())
-        if cfg.cluster.node_access == "pod" and self.batches and writes and not plan_errors:
+        if writes and cfg.cluster.node_access == "pod":
             # No SSH: the same agent from a privileged pod per node (gpuplane.nodepod); its
             # namespace is gpuplane's privileged operator namespace unless set otherwise.
             own = cfg.node_pod_namespace == namespace
@@ -121,9 +146,7 @@ class GpuCluster(pulumi.ComponentResource):
                 after=[ns] if own else [], opts=child)
             if self.rollout.done is not None:
                 before_operator.append(self.rollout.done)
-        elif cfg.node_access and self.batches and writes and not plan_errors:
-            if private_key is None:
-                raise ValueError("GpuCluster: node access is ssh but no private key was given")
+        elif writes and private_key is not None:
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
                                   n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]
             self.rollout = ContainerdRollout(
@@ -134,21 +157,20 @@ class GpuCluster(pulumi.ComponentResource):
             # dependency graph linear in nodes.
             before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
 
-        sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
         time_slicing = None
-        if sharing:
+        if sharing_data is not None:
             time_slicing = TimeSlicing(
                 f"{name}-time-slicing", namespace=namespace,
-                config_map=cfg.time_slicing.config_map, data=time_slicing_data(cfg),
+                config_map=cfg.time_slicing.config_map, data=sharing_data,
                 opts=in_ns)
             before_operator.append(time_slicing.config_map)
 
         self.operator = GpuOperator(
             f"{name}-gpu-operator", namespace=namespace,
             chart_version=cfg.gpu_operator.chart_version,
-            values=operator_values(cfg, self.plan.toolkit_env),
+            values=values,
             source=cfg.gpu_operator.chart_source, skip_await=cfg.gpu_operator.skip_await,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=before_operator))
+            opts=child.merge(pulumi.ResourceOptions(depends_on=before_operator)))
         if time_slicing is not None:
             time_slicing.add_restart(self.operator.release, args.kube_context, args.kubeconfig)
 
@@ -157,13 +179,13 @@ class GpuCluster(pulumi.ComponentResource):
             deployed.append(NvidiaRuntimeClass(f"{name}-runtime-class",
                                                runtime_name=cfg.runtime.name, opts=child))
         self.hami = None
-        if cfg.device_plugin == "hami":
+        if hami is not None:
             self.hami = Hami(
                 f"{name}-hami", namespace=cfg.hami.namespace,
-                chart_version=cfg.hami.chart_version, values=hami_values(cfg),
+                chart_version=cfg.hami.chart_version, values=hami,
                 source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
                 gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0], kubeconfig=args.kubeconfig,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.operator]))
+                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.operator])))
             deployed.append(self.hami)
         if time_slicing is not None and time_slicing.restart is not None:
             deployed.append(time_slicing.restart)
@@ -194,7 +216,56 @@ class GpuCluster(pulumi.ComponentResource):
                     f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
                 if f not in out:
                     out.append(f)
-        return out + [f for f in getattr(self, "stack_findings", []) if f not in out]
+        return out + [f for f in self.stack_findings if f not in out]
+
+
+class PlanRejected(pulumi.RunError):
+    """The rulebook rejects the plan: raised before any child resource is registered, so
+    `pulumi preview` and `pulumi up` fail and nothing is created. `findings`: every finding
+    (errors and warnings); `cluster`: the component with its plans, for `gpuplane plan`."""
+
+    def __init__(self, message: str, findings: list[Finding], cluster: GpuCluster) -> None:
+        super().__init__(message)
+        self.findings = findings
+        self.cluster = cluster
+
+
+# Set only by the offline plan (`held_refusals`), to list what a rejected stack would
+# have registered: under `pulumi preview`/`up` a rejection always raises.
+_HOLD_REFUSALS: ContextVar[bool] = ContextVar("gpuplane_hold_refusals", default=False)
+
+
+@contextmanager
+def held_refusals() -> Iterator[None]:
+    """Within: `refuse` neither logs nor raises, so the offline plan can record the
+    resources a rejected stack would have created and show them as withheld."""
+    token = _HOLD_REFUSALS.set(True)
+    try:
+        yield
+    finally:
+        _HOLD_REFUSALS.reset(token)
+
+
+def refuse(cluster: GpuCluster, findings: list[Finding]) -> bool:
+    """Log every finding on the component (the CLI shows each under it), then stop the
+    program with one error naming the rules, when any finding is an error. `log.error`
+    alone would not stop anything (gpuplane.policy.verdict). Returns whether the plan is
+    rejected (only within `held_refusals`: elsewhere a rejection raises)."""
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    if not errors or _HOLD_REFUSALS.get():
+        return bool(errors)
+    for f in findings:
+        text = f"{f.id} {f.where}: {f.message} Fix: {f.fix}"
+        if f.severity is Severity.ERROR:
+            pulumi.log.error(text, resource=cluster)
+        else:
+            pulumi.log.warn(text, resource=cluster)
+    ids = ", ".join(dict.fromkeys(f.id for f in errors))
+    raise PlanRejected(
+        f"gpuplane refused this plan: the rulebook rejects it ({ids}; {len(errors)} "
+        "error(s), each logged above with its fix). Nothing was changed: no resource of "
+        "the GPU enablement was created or modified. Fix the stack and run again; "
+        "`gpuplane plan` shows the same verdict offline.", findings, cluster)
 
 
 def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
