@@ -13,11 +13,8 @@ import pulumi
 from gpuplane.baselines import node_baselines
 from gpuplane.chartsource import local_chart_problem
 from gpuplane.config import (
-    HAMI_CHART,
     NAMESPACE,
-    OPERATOR_CHART,
-    GpuOperatorConfig,
-    HamiConfig,
+    ChartRelease,
     StackConfig,
     StackConfigError,
     config_from_pulumi,
@@ -72,13 +69,12 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
     """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
     the program there) must be that chart at `chartVersion`; StackConfigError naming the
     key and the fix otherwise."""
-    releases: list[tuple[str, GpuOperatorConfig | HamiConfig, str]] = [
-        ("gpuOperator", cfg.gpu_operator, OPERATOR_CHART)]
+    releases: list[tuple[str, ChartRelease]] = [("gpuOperator", cfg.gpu_operator)]
     if cfg.device_plugin == "hami":
-        releases.append(("hami", cfg.hami, HAMI_CHART))
+        releases.append(("hami", cfg.hami))
     problems = []
-    for key, section, chart in releases:
-        problem = local_chart_problem(section.chart_source, root, chart,
+    for key, section in releases:
+        problem = local_chart_problem(section.chart_source, root, section.CHART,
                                       section.chart_version, f"{key}.chartVersion")
         if problem:
             problems.append((f"{NAMESPACE}:{key}.chart", problem))

@@ -41,6 +41,14 @@ _FIRST_MINOR_ALWAYS = (1, 32)
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
+class DetectionRefused(ValueError):
+    """`runtimeSetup: detected` where the distribution's detection cannot give what the
+    stack asks. The message is the problem alone; the stack key is `KEY`, which the stack
+    config attaches as data (gpuplane.config.stack) rather than as text to parse back."""
+
+    key = KEY
+
+
 @dataclass(frozen=True)
 class Choice:
     """The path taken and the reasons, in the words the plan shows."""
@@ -90,8 +98,8 @@ def unmet(profile: DistroProfile, options: PlanOptions, kubernetes_version: str)
 def choose(profile: DistroProfile, options: PlanOptions, kubernetes_version: str,
            requested: RuntimeSetup = "auto") -> Choice | None:
     """The path for this stack (None where there is no choice: not RKE2/K3s, or not the
-    operator's toolkit). ValueError, naming the key and the reasons, for `detected` where
-    the detection cannot give what the stack asks."""
+    operator's toolkit). DetectionRefused, with the reasons, for `detected` where the
+    detection cannot give what the stack asks."""
     if not applies(profile, options):
         return None
     gaps = unmet(profile, options, kubernetes_version)
@@ -99,8 +107,8 @@ def choose(profile: DistroProfile, options: PlanOptions, kubernetes_version: str
         return Choice("template", (f"{KEY} is template: gpuplane writes the whole template "
                                    "and points the toolkit at it",))
     if requested == "detected" and gaps:
-        raise ValueError(
-            f"gpuOperator.runtimeSetup: detected, but {profile.title}'s own detection cannot give "
+        raise DetectionRefused(
+            f"detected, but {profile.title}'s own detection cannot give "
             f"what this stack asks: {'; '.join(gaps)}. Change those keys, or set "
             "gpuOperator.runtimeSetup: template (gpuplane writes the whole template, which "
             "needs cluster.nodeAccess: ssh or pod)")

@@ -25,7 +25,7 @@ PAGE = "config.md"
 def pages() -> dict[str, str]:
     from gpuplane.config import NAMESPACE, StackConfig
 
-    parts = [header("components/gpuplane/config.py"),
+    parts = [header("components/gpuplane/config/"),
              "# Stack config reference (`gpuplane:*`)\n\n",
              prose(inspect.cleandoc(StackConfig.__doc__ or "")), "\n\n"]
     for name, field in StackConfig.model_fields.items():

@@ -1,6 +1,6 @@
 """`gpuplane:checks` as a small immutable record the check builders share.
 
-The stack config model (components/gpuplane/config.py) validates what users write; this record is
+The stack config model (components/gpuplane/config/) validates what users write; this record is
 what the checks need, so the component can also be used from Python without a stack file.
 """
 

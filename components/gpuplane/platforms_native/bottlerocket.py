@@ -74,7 +74,7 @@ class DevicePluginIntent:
     def from_time_slicing(cls, time_slicing: Any, device_plugin: str = "gpu-operator",
                           **extra: Any) -> DevicePluginIntent:
         """From a `TimeSlicingConfig`-shaped object (replicas, rename_by_default,
-        fail_requests_greater_than_one), as config.py validates it."""
+        fail_requests_greater_than_one), as gpuplane.config validates it."""
         return cls(device_plugin=device_plugin,  # type: ignore[arg-type]
                    time_slicing_replicas=time_slicing.replicas,
                    rename_by_default=time_slicing.rename_by_default,

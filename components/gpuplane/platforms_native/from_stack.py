@@ -95,7 +95,7 @@ def _aks(cfg: StackConfig) -> PlatformInput:
         return _pool_missing("aks-nodepool", "AKS", "`az aks nodepool add` command",
                              "cluster, name, resourceGroup, vmSize",
                              ("containerd's config on the node (AgentBaker writes it)",))
-    assert pool.resource_group and pool.vm_size   # config.py requires them on AKS
+    assert pool.resource_group and pool.vm_size   # gpuplane.config (stack.py) requires them on AKS
     return aks_nodepool(AksNodePool(
         resource_group=pool.resource_group, cluster=pool.cluster, name=pool.name,
         vm_size=pool.vm_size, node_count=pool.node_count, driver=driver,
@@ -109,7 +109,7 @@ def _gke(cfg: StackConfig, image: str) -> PlatformInput:
                              "`gcloud container node-pools create` command",
                              "cluster, name, acceleratorType",
                              ("the node's files (GKE manages the node image)",))
-    assert pool.accelerator_type   # config.py requires it on GKE
+    assert pool.accelerator_type   # gpuplane.config (stack.py) requires it on GKE
     return gke_nodepool(GkeNodePool(
         cluster=pool.cluster, name=pool.name, accelerator_type=pool.accelerator_type,
         accelerator_count=pool.accelerator_count, machine_type=pool.machine_type,
