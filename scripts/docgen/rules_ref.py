@@ -1,13 +1,15 @@
 """docs/reference/rules/: one page per failure mode FM01-FM18 and an index, from the
 catalogue `gpuplane explain` prints (`gpuplane.rules.catalogue.RULES` and the checks
 within a rule, `gpuplane.rules.topics.TOPICS`): the same symptom, cause, example, fix and
-upstream source, so a finding's id leads to the same words in a terminal and on the site."""
+upstream source, so a finding's id leads to the same words in a terminal and on the site.
+Each page ends with where the rule lives (`gpuplane.rules.registry`): the functions that
+emit it, the event texts that point at it and the tests that hold it."""
 
 from __future__ import annotations
 
 from docgen.md import header, prose, table
 
-SOURCE = "components/gpuplane/rules/catalogue.py and topics.py"
+SOURCE = "components/gpuplane/rules/catalogue.py, topics.py and registry.py"
 
 
 def pages() -> dict[str, str]:
@@ -32,8 +34,26 @@ def pages() -> dict[str, str]:
             parts += _sections((("Why it breaks", topic.why), ("Example", topic.example),
                                 ("Fix", topic.fix)), "####")
             parts.append(f"#### Upstream\n\n`{topic.upstream}`\n\n")
+        parts.append(_where(rule.id))
         out[f"rules/{rule.id}.md"] = "".join(parts).rstrip() + "\n"
     return out
+
+
+def _where(rule_id: str) -> str:
+    """Where the rule lives in the code and the tests, from the registry (which the tests
+    hold against the source, so this list is complete)."""
+    from gpuplane.rules.registry import find
+
+    index = find(rule_id)
+    lines = [f"## Where {rule_id} lives\n\n"
+             f"`python -c 'from gpuplane.rules.registry import describe; "
+             f"print(describe(\"{rule_id}\"))'` prints this list.\n\n",
+             "Emitted by:\n\n", *[f"- `{name}`\n" for name in index.checks]]
+    if index.events:
+        lines += ["\nEvent texts that point at it (`gpuplane.rules.events`): ",
+                  ", ".join(f"`{c.key}`" for c in index.events), ".\n"]
+    lines += ["\nTests:\n\n", *[f"- `{test}`\n" for test in index.tests]]
+    return "".join(lines)
 
 
 def _sections(items: tuple[tuple[str, str], ...], level: str) -> list[str]:
@@ -51,7 +71,10 @@ def _index() -> str:
     return (header(SOURCE) + "# Failure modes FM01-FM18\n\n"
             "Every finding gpuplane reports, in a plan, a policy violation, a failed "
             "`pulumi up` or a doctor report, carries one of these ids; "
-            "`gpuplane explain ID` prints the same text.\n\n"
+            "`gpuplane explain ID` prints the same text, and each page ends with where the "
+            "rule lives: the functions that emit it, the event texts that point at it and "
+            "the tests that hold it ([finding a rule by id](../../architecture.md"
+            "#finding-a-rule-by-id)).\n\n"
             + table(("rule", "default severity", "title"), rows)
             + "\n## Checks within a failure mode\n\n"
             + table(("check", "title"), checks))

@@ -16,22 +16,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gpuplane.checks.manifests import CONTAINER, GPU, CheckJob
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent, NodeIntent
-from gpuplane.probe.cuda_probe import PROBE_NAME
-from gpuplane.rules.messages import (
-    CDI_UNRESOLVABLE,
-    GLIBC_MISSING,
-    INSUFFICIENT_GPUS,
-    INSUFFICIENT_SHARES,
-    NO_RUNTIME,
-    NO_RUNTIMECLASS,
+from gpuplane.checks.allocatable import (
+    HAMI_DEFAULT_SPLIT,
+    AllocatableSeries,
+    allocatable_findings,
+    allocatable_of,
+    allocatable_settled,
+    expected_allocatable,
 )
-from gpuplane.rules.timeslicing import expected_allocatable as timeslicing_allocatable
+from gpuplane.checks.causes import classify, gpu_path_id, no_gpu_fix
+from gpuplane.checks.manifests import CONTAINER, CheckJob
+from gpuplane.findings import Finding, Severity
+from gpuplane.intent import ClusterIntent
+from gpuplane.probe.cuda_probe import PROBE_NAME
 
 HAMI_SCHEDULER = "hami-scheduler"
-HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount
 LOG_TAIL_LINES = 40
 _CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z0-9_]+")
 _E = Severity.ERROR
@@ -133,105 +132,6 @@ def log_tail(log: str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(log.rstrip("\n").splitlines()[-lines:])
 
 
-# --------------------------------------------------------------------------- classification
-
-
-def _gpu_path_id(intent: ClusterIntent) -> str:
-    """The failure mode behind "a pod gets no GPU": no runtime class (FM11) or a runtime
-    that containerd does not really have (FM01)."""
-    return "FM11" if intent.nvidia_default else "FM01"
-
-
-def _no_gpu_fix(intent: ClusterIntent, node: str) -> str:
-    if intent.nvidia_default:
-        return (f"nvidia is not really containerd's default runtime on {node}: set "
-                "`gpuplane:runtime.nvidiaDefault: false` so GPU pods use "
-                f"runtimeClassName `{intent.runtime_class}`, or fix the node's default "
-                "runtime (`gpuplane containerd check` on the node)")
-    return (f"the `{intent.runtime_class}` runtime on {node} did not inject the driver: run "
-            "`gpuplane containerd check` on the node and make `gpuplane:cluster.distro` "
-            "(and `gpuplane:cluster.containerdBaseDir` for k8s-snap) match the containerd "
-            "the kubelet uses")
-
-
-def _device_plugin_id(intent: ClusterIntent) -> str:
-    """Who is to blame when a node advertises no (or the wrong number of) GPUs."""
-    if intent.device_plugin == "hami":
-        return "FM13"
-    return "FM10" if intent.time_slicing_replicas > 1 else "FM01"
-
-
-def _device_plugin_fix(intent: ClusterIntent, node: str) -> str:
-    if intent.device_plugin == "hami":
-        return (f"HAMi's device plugin is not serving {node}: label the node `gpu=on`, keep "
-                "`gpuplane:gpuOperator.cdi: false`, set `gpuplane:hami.schedulerImageTag` to "
-                "the cluster's version and make sure the operator's device plugin is off")
-    return (f"the operator's device plugin is not serving {node}: it waits for the toolkit "
-            "validation, which fails while containerd lacks the nvidia runtime; run "
-            "`gpuplane containerd check` on the node and check `gpuplane:cluster.distro`")
-
-
-@dataclass(frozen=True)
-class _Cause:
-    pattern: re.Pattern[str]
-    rule: str          # a rule id, or "gpu-path"/"device-plugin"/"hami-sched" (by intent)
-    fix: str
-
-
-_CAUSES = (
-    _Cause(NO_RUNTIME, "FM01",
-           "containerd on the node has no `{rc}` runtime: the toolkit wrote a file this "
-           "containerd does not read. Run `gpuplane containerd check` on the node; set "
-           "`gpuplane:cluster.distro` (and `gpuplane:cluster.containerdBaseDir` for "
-           "k8s-snap) to match it"),
-    _Cause(NO_RUNTIMECLASS, "FM11",
-           "create the RuntimeClass: set `gpuplane:runtime.createRuntimeClass: true` (or "
-           "`auto` with the operator's `operator.runtimeClass` equal to "
-           "`gpuplane:runtime.name`)"),
-    _Cause(CDI_UNRESOLVABLE, "cdi",
-           "CDI devices were requested that containerd cannot resolve: set "
-           "`gpuplane:gpuOperator.cdi: false`, or use containerd >= 1.7 with CDI enabled"),
-    _Cause(GLIBC_MISSING, "FM15",
-           "the toolkit image does not fit the node OS: set `gpuplane:nodes[].os` to the "
-           "node's OS or `gpuplane:gpuOperator.toolkitImage` to a matching flavour"),
-    _Cause(INSUFFICIENT_SHARES, "hami-sched",
-           "the pod reached the default scheduler, not hami-scheduler: HAMi's webhook did "
-           "not mutate it; set `gpuplane:hami.webhookFailurePolicy: Fail`, check "
-           "`gpuplane:hami.namespace` and that hami-scheduler is running; or lower "
-           "`gpuplane:checks.hamiGpuMem` below a card's memory"),
-    _Cause(INSUFFICIENT_GPUS, "device-plugin", ""),
-    _Cause(re.compile(r"didn't match Pod's node affinity/selector", re.I), "device-plugin",
-           "no node has `kubernetes.io/hostname={node}`: each `gpuplane:nodes[].name` "
-           "must be the Kubernetes node name"),
-    _Cause(re.compile(r"untolerated taint", re.I), "device-plugin",
-           "{node} has a taint the checks do not tolerate (they tolerate "
-           "nvidia.com/gpu:NoSchedule only); remove it or run the checks elsewhere"),
-    _Cause(re.compile(r"ErrImagePull|ImagePullBackOff|InvalidImageName", re.I), "gpu-path",
-           "the check image could not be pulled on {node}: set `gpuplane:checks.image` to "
-           "an image the node can pull (it must have python3), or "
-           "`gpuplane:checks.sample: probe` if the vectoradd image is unreachable"),
-    _Cause(re.compile(r"OOMKilled", re.I), "gpu-path",
-           "the check container ran out of memory on {node}; the image at "
-           "`gpuplane:checks.image` may load too much at start"),
-)
-
-
-def classify(texts: Sequence[str], intent: ClusterIntent, node: str) -> tuple[str, str] | None:
-    """(rule id, fix) for the first known symptom in `texts`, else None."""
-    for cause in _CAUSES:
-        if any(cause.pattern.search(t) for t in texts):
-            rule = {
-                "gpu-path": _gpu_path_id(intent),
-                "device-plugin": _device_plugin_id(intent),
-                "hami-sched": "FM13",
-                "cdi": "FM13" if intent.device_plugin == "hami"
-                else ("FM16" if intent.containerd_version.startswith("1.6") else "FM01"),
-            }.get(cause.rule, cause.rule)
-            fix = cause.fix or _device_plugin_fix(intent, node)
-            return rule, fix.format(node=node, rc=intent.runtime_class)
-    return None
-
-
 # --------------------------------------------------------------------------- per-pod verdicts
 
 
@@ -258,9 +158,9 @@ def probe_findings(job: CheckJob, run: PodRun, report: dict[str, Any],
     error = report.get("error") or "no error message"
     if report.get("status") in ("no_driver", "no_device"):
         what = "no NVIDIA driver" if report["status"] == "no_driver" else "no NVIDIA GPU"
-        return [_finding(_gpu_path_id(intent),
+        return [_finding(gpu_path_id(intent),
                          f"node {node}: the CUDA probe found no GPU in its pod, {what} "
-                         f"({report['status']}): {error}", where, _no_gpu_fix(intent, node))]
+                         f"({report['status']}): {error}", where, no_gpu_fix(intent, node))]
     out: list[Finding] = []
     if job.max_memory_mib is not None:
         out += hami_memory_findings(job, run, report)
@@ -277,7 +177,7 @@ def probe_findings(job: CheckJob, run: PodRun, report: dict[str, Any],
                f"driver upgrade reboot {node}")
         return [*out, _finding("FM08", message, where, fix)]
     if set(names) & _INJECTION_ERRORS or "missing_symbol" in kinds:
-        return [*out, _finding("FM01", message, where, _no_gpu_fix(intent, node))]
+        return [*out, _finding("FM01", message, where, no_gpu_fix(intent, node))]
     if intent.device_plugin == "hami" and "CUDA_ERROR_OUT_OF_MEMORY" in names:
         fix = ("the HAMi slice is too small for the probe: raise `gpuplane:checks.hamiGpuMem` "
                "(MiB) or check `gpuplane:hami.deviceMemoryScaling`")
@@ -326,12 +226,12 @@ def vectoradd_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> lis
     message = f"node {node}: the CUDA vectoradd sample failed (exit {run.exit_code}): {text}"
     low = run.log.lower()
     if "no cuda-capable device" in low or "cuda driver is a stub" in low:
-        return [_finding(_gpu_path_id(intent), message, where, _no_gpu_fix(intent, node))]
+        return [_finding(gpu_path_id(intent), message, where, no_gpu_fix(intent, node))]
     if "driver version is insufficient" in low:
         return [_finding("FM08", message, where,
                          "the node's driver is older than CUDA 12.5 that the sample needs: "
                          "upgrade the driver, or set `gpuplane:checks.sample: probe`")]
-    return [_finding(_gpu_path_id(intent), message, where, _no_gpu_fix(intent, node))]
+    return [_finding(gpu_path_id(intent), message, where, no_gpu_fix(intent, node))]
 
 
 def run_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> list[Finding]:
@@ -341,7 +241,7 @@ def run_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> list[Find
         known = classify(run.symptoms(), intent, node)
         state = run.reason or run.phase
         detail = "; ".join(run.symptoms()) or "no events"
-        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, node))
+        rule, fix = known or (gpu_path_id(intent), no_gpu_fix(intent, node))
         return [_finding(rule, f"node {node}: check pod never finished ({state}): {detail}",
                          where, fix)]
     if job.sample == "vectoradd":
@@ -350,9 +250,9 @@ def run_findings(job: CheckJob, run: PodRun, intent: ClusterIntent) -> list[Find
     if report is None:
         known = classify([*run.symptoms(), run.log], intent, node)
         if run.exit_code == 127 or "python3: not found" in run.log:
-            known = (_gpu_path_id(intent), "the check image has no python3: set "
+            known = (gpu_path_id(intent), "the check image has no python3: set "
                      "`gpuplane:checks.image` to one that has (e.g. python:3.12-slim)")
-        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, node))
+        rule, fix = known or (gpu_path_id(intent), no_gpu_fix(intent, node))
         return [_finding(rule, f"node {node}: the probe printed no report (exit "
                          f"{run.exit_code}, {run.reason or run.phase})", where, fix)]
     return probe_findings(job, run, report, intent)
@@ -364,7 +264,7 @@ def job_findings(job: CheckJob, runs: Sequence[PodRun], intent: ClusterIntent,
     if not runs:
         known = classify(list(job_events), intent, job.node)
         detail = "; ".join(job_events) or "no events on the Job"
-        rule, fix = known or (_gpu_path_id(intent), _no_gpu_fix(intent, job.node))
+        rule, fix = known or (gpu_path_id(intent), no_gpu_fix(intent, job.node))
         return [_finding(rule, f"node {job.node}: the check Job created no pod: {detail}",
                          _where(job), fix)]
     out: list[Finding] = []
@@ -457,94 +357,6 @@ def sharing_summary(runs: Sequence[PodRun]) -> dict[str, int]:
         if report:
             seen.update(uuids(report))
     return dict(sorted(seen.items()))
-
-
-# --------------------------------------------------------------------------- allocatable
-
-
-def allocatable_of(node: dict[str, Any] | None, resource: str = GPU) -> int | None:
-    """`status.allocatable[resource]` of a Node object as an int (None when absent)."""
-    if not node:
-        return None
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
-    if value is None:
-        return None
-    try:
-        return int(str(value))
-    except ValueError:
-        return None
-
-
-def expected_allocatable(gpus: int, intent: ClusterIntent,
-                         hami_split: int = HAMI_DEFAULT_SPLIT) -> int:
-    """nvidia.com/gpu a node with `gpus` physical GPUs must advertise: HAMi splits each GPU
-    into `hami_split` shares (`gpuplane:hami.deviceSplitCount`); otherwise the rulebook's
-    time-slicing rule (physical x replicas)."""
-    if intent.device_plugin == "hami":
-        return gpus * hami_split
-    return timeslicing_allocatable(gpus, intent)
-
-
-@dataclass(frozen=True)
-class AllocatableSeries:
-    """The values one node advertised while the check watched it, oldest first."""
-
-    node: NodeIntent
-    values: tuple[int | None, ...] = ()
-    found: bool = True            # the Node object exists
-
-
-def allocatable_settled(values: Sequence[int | None], expected: int, settle: int) -> bool:
-    """The last `settle` reads all equal `expected`."""
-    return len(values) >= settle and all(v == expected for v in values[-settle:])
-
-
-def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settle: int = 1,
-                         hami_split: int = HAMI_DEFAULT_SPLIT) -> list[Finding]:
-    """FM10 (not multiplied), FM12 (flips back to physical) and friends, for one node."""
-    node = series.node
-    expected = expected_allocatable(node.gpus, intent, hami_split)
-    values = series.values
-    where = f"node {node.name} (status.allocatable[{GPU}])"
-    if allocatable_settled(values, expected, settle):
-        return []
-    rule = _device_plugin_id(intent)
-    shown = " -> ".join("none" if v is None else str(v) for v in values) or "not read"
-    if not series.found:
-        return [_finding(rule, f"node {node.name} is not in the cluster", where,
-                         "each `gpuplane:nodes[].name` must be the Kubernetes node name "
-                         "(`kubectl get nodes`)")]
-    last = values[-1] if values else None
-    if last is None:
-        return [_finding(rule, f"node {node.name} advertises no {GPU} (expected {expected}; "
-                         f"seen {shown})", where, _device_plugin_fix(intent, node.name))]
-    if intent.device_plugin == "hami":
-        if expected != node.gpus and node.gpus in values:
-            return [_finding("FM12", f"node {node.name}: {GPU} flips back to the physical "
-                             f"count {node.gpus} (HAMi's split is {expected}; seen {shown}): "
-                             "two device plugins are registering the resource", where,
-                             "disable the operator's device plugin when HAMi manages the GPUs "
-                             "(gpuplane sets `devicePlugin.enabled: false`; remove any "
-                             "override in `gpuplane:gpuOperator.values`)")]
-        return [_finding("FM13", f"node {node.name}: {GPU} is {last}, HAMi should split "
-                         f"{node.gpus} GPU(s) into {expected} (seen {shown})", where,
-                         "set `gpuplane:hami.deviceSplitCount` as intended and "
-                         "`gpuplane:nodes[].gpus` to the node's physical GPU count")]
-    if intent.time_slicing_replicas > 1:
-        what = ("not multiplied: it is the physical count" if last == node.gpus
-                else f"{last}, not the expected")
-        return [_finding("FM10", f"node {node.name}: {GPU} is {what} ({node.gpus} GPU(s) x "
-                         f"{intent.time_slicing_replicas} replicas = {expected}; seen "
-                         f"{shown})", where,
-                         "make the time-slicing config reach the device plugin: "
-                         "`sharing.timeSlicing.resources` from "
-                         "`gpuplane:timeSlicing.replicas`, the ConfigMap named by "
-                         "`gpuplane:timeSlicing.configMap` in `gpuplane:gpuOperator.namespace`, "
-                         "and a device plugin restart after changes")]
-    return [_finding("FM08", f"node {node.name}: {GPU} is {last}, the stack says {node.gpus} "
-                     f"(seen {shown})", where,
-                     "set `gpuplane:nodes[].gpus` to the node's GPU count; if it is right, a "
-                     "GPU has fallen off (check `nvidia-smi` and Xid errors on the node)")]
 
 
 # --------------------------------------------------------------------------- reporting

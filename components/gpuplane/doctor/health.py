@@ -21,17 +21,12 @@ from gpuplane.doctor.cluster import (
     requests_of,
 )
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom
-from gpuplane.doctor.symptoms import (
-    GLIBC,
-    NODE_DOWN_IDS,
-    classify,
-    event_evidence,
-    glibc_fallback,
-    runtimeclass_fix,
-)
+from gpuplane.doctor.symptoms import classify, event_evidence, glibc_fallback, runtimeclass_fix
 from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import lookup, quantity, version_tuple
+from gpuplane.rules.events import NODE_DOWN_IDS
+from gpuplane.rules.messages import GLIBC_MISSING as GLIBC
 from gpuplane.rules.timeslicing import expected_allocatable
 from gpuplane.rules.workloads import GPU, GPUMEM, pod_spec_of
 

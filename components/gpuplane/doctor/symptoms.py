@@ -1,17 +1,22 @@
 """What GPU pods and their events say: symptoms mapped to the rule ids that explain them.
 
-| event says | causes looked for (in order) |
-| --- | --- |
-| `no runtime for "nvidia" is configured` | FM17, FM01, FM02, FM04, FM11 (node, operator) |
-| `Insufficient nvidia.com/gpu*` | HAMi: FM14, FM13, FM12; operator: FM10, FM12, FM14 |
-| `UnexpectedAdmissionError` | FM12, FM13 |
-| `unresolvable CDI devices` | FM13, FM16 |
-| `GLIBC_x.y not found` | FM15 |
-| `RuntimeClass "x" not found` | FM11 |
-| taint `node.kubernetes.io/not-ready` | FM02, FM03, FM09, FM01, FM15, FM17 (NotReady nodes) |
+Which cause an event's text shows is the rulebook's event table
+(`gpuplane.rules.events.EVENT_CAUSES`, first match wins, shared with the post-deploy
+checks); here each cause becomes a symptom that points at the findings the rules made:
 
-No rule is re-implemented here: a symptom only points at the findings the rules made;
-when none matches, the symptom's own finding (its fallback) says what was seen.
+| cause | causes looked for (in order) |
+| --- | --- |
+| no-runtime | FM17, FM01, FM02, FM04, FM11 (node, operator) |
+| no-runtimeclass | FM11 |
+| cdi | FM13, FM16 |
+| glibc | FM15 |
+| admission | FM12, FM13 |
+| insufficient(-shares) | HAMi: FM14, FM13, FM12; operator: FM10, FM12, FM14 |
+| node-not-ready | FM02, FM03, FM09, FM01, FM15, FM17 (NotReady nodes) |
+
+The other causes (node affinity, taints, image pulls, OOM) say nothing about GPUs: no
+symptom. No rule is re-implemented here: a symptom only points at the findings the rules
+made; when none matches, the symptom's own finding (its fallback) says what was seen.
 """
 
 from __future__ import annotations
@@ -23,13 +28,9 @@ from gpuplane.doctor.cluster import ClusterView, gpu_count, name, namespace, req
 from gpuplane.doctor.diagnosis import Evidence, Symptom
 from gpuplane.findings import Finding, Severity
 from gpuplane.intent import ClusterIntent
-from gpuplane.rules.messages import CDI_UNRESOLVABLE as CDI
-from gpuplane.rules.messages import GLIBC_MISSING as GLIBC
-from gpuplane.rules.messages import INSUFFICIENT, NO_RUNTIME, NO_RUNTIMECLASS
-from gpuplane.rules.messages import NODE_NOT_READY as NOT_READY
+from gpuplane.rules.events import NODE_DOWN_IDS, first_cause
+from gpuplane.rules.messages import NO_RUNTIMECLASS
 
-# What breaks a GPU node's runtime badly enough for the node to go NotReady.
-NODE_DOWN_IDS = ("FM02", "FM03", "FM09", "FM01", "FM15", "FM17")
 HAMI_RESOURCES = ("nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores")
 
 
@@ -89,9 +90,13 @@ def classify(event: dict[str, Any], view: ClusterView, intent: ClusterIntent,
              pod_scope: str, node: str) -> Symptom | None:
     """The symptom one warning event is, or None when it says nothing about GPUs."""
     message = str(event.get("message", ""))
+    found = first_cause([f"{event.get('reason') or ''}: {message}"])
+    if found is None or not found[0].gpu:
+        return None
+    cause, match = found
     evidence = event_evidence(event)
     node_scope = f"node:{node}" if node else pod_scope
-    if match := NO_RUNTIME.search(message):
+    if cause.key == "no-runtime":
         handler = match["handler"] or "nvidia"
         fallback: Finding | None = Finding(
             "FM01", Severity.ERROR,
@@ -106,12 +111,9 @@ def classify(event: dict[str, Any], view: ClusterView, intent: ClusterIntent,
             "/ RUNTIME_DROP_IN_CONFIG at the kubelet's containerd.")
         return Symptom(("FM17", "FM01", "FM02", "FM04", "FM11"),
                        (node_scope, "operator", "cluster"), evidence, fallback)
-    if match := INSUFFICIENT.search(message):
-        return _insufficient(match["resource"], evidence, view, intent, pod_scope)
-    if event.get("reason") == "UnexpectedAdmissionError":
-        return Symptom(("FM12", "FM13"), ("operator", "hami", pod_scope), evidence,
-                       about=("device plugin", "devicePlugin"), serious=True)
-    if CDI.search(message):
+    if cause.key == "no-runtimeclass":
+        return _runtimeclass_symptom(event, intent)
+    if cause.key == "cdi":
         fallback = None
         if intent.device_plugin == "hami":
             fallback = Finding(
@@ -123,16 +125,17 @@ def classify(event: dict[str, Any], view: ClusterView, intent: ClusterIntent,
                 "the gpu-operator release.")
         return Symptom(("FM13", "FM16"), ("operator", "hami", node_scope), evidence, fallback,
                        about=("CDI", "cdi"))
-    if NOT_READY.search(message):
-        down = tuple(f"node:{name(n)}" for n in view.gpu_nodes() if not _ready(n))
-        if down:
-            return Symptom(NODE_DOWN_IDS, (*down, "operator"), evidence, serious=True)
-        return None
-    if GLIBC.search(message):
+    if cause.key == "glibc":
         return Symptom(("FM15",), ("operator", node_scope), evidence, glibc_fallback(
             node_scope.removeprefix("node:"), message))
-    if NO_RUNTIMECLASS.search(message):
-        return _runtimeclass_symptom(event, intent)
+    if cause.key == "admission":
+        return Symptom(("FM12", "FM13"), ("operator", "hami", pod_scope), evidence,
+                       about=("device plugin", "devicePlugin"), serious=True)
+    if cause.key in ("insufficient-shares", "insufficient"):
+        return _insufficient(match["resource"], evidence, view, intent, pod_scope)
+    down = tuple(f"node:{name(n)}" for n in view.gpu_nodes() if not _ready(n))
+    if down:                                            # node-not-ready
+        return Symptom(NODE_DOWN_IDS, (*down, "operator"), evidence, serious=True)
     return None
 
 

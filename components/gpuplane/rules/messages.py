@@ -13,8 +13,10 @@ NO_RUNTIME = re.compile(r'no runtime for "?(?P<handler>[\w.-]+)"? is configured'
 # The pod names a RuntimeClass the cluster does not have (FM11).
 NO_RUNTIMECLASS = re.compile(r'RuntimeClass "?(?P<name>[\w.-]+)"? not found', re.I)
 # The scheduler found no node with enough of an NVIDIA resource (FM10, FM12, FM13, FM14).
-INSUFFICIENT = re.compile(r"Insufficient (?P<resource>nvidia\.com/[\w.-]+)", re.I)
-INSUFFICIENT_SHARES = re.compile(r"Insufficient nvidia\.com/gpu(mem|cores)", re.I)  # HAMi's
+# (The resource name ends on a word character: "... nvidia.com/gpu." ends a sentence.)
+INSUFFICIENT = re.compile(r"Insufficient (?P<resource>nvidia\.com/[\w.-]*\w)", re.I)
+INSUFFICIENT_SHARES = re.compile(                                          # HAMi's shares
+    r"Insufficient (?P<resource>nvidia\.com/gpu(?:mem|cores)(?:[\w.-]*\w)?)", re.I)
 INSUFFICIENT_GPUS = re.compile(r"Insufficient nvidia\.com/gpu\b", re.I)             # cards
 # CDI devices requested that the runtime cannot resolve (FM13, FM16).
 CDI_UNRESOLVABLE = re.compile(r"unresolvable CDI devices", re.I)

@@ -1,0 +1,395 @@
+"""Rules findable by id: for each failure mode FM01-FM18, the functions that can emit it,
+its catalogue entry, the event texts that point at it and the tests that hold it.
+
+A rule id is raised from many places (FM03 from the containerd model, the toolkit's
+version checks, the policies; FM11 from the operator values, the platforms, workloads,
+the post-deploy checks and the doctor), so "where is FM11 decided, and what proves it?"
+had no answer but a grep. This module is that answer as data:
+
+    >>> from gpuplane.rules.registry import REGISTRY
+    >>> REGISTRY["FM11"].checks[:2]
+    ('gpuplane.rules.operator._runtime_class', 'gpuplane.rules.platform._runtime_class')
+
+The data is checked, not trusted (tests/test_rules_registry.py): every id of the
+catalogue has an entry with at least one check and one test; every named check resolves
+to a function whose source mentions the id; every named test exists and mentions the id;
+and every `Finding("FMxx", ...)` in components/ (and every function that picks an id for
+one) is listed here under that id, so adding a new place that emits a rule fails the
+tests until it is listed. Pure: names are strings, nothing is imported until `resolve`.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplane.rules.catalogue import RULES, Rule
+from gpuplane.rules.events import EventCause, causes_of
+
+
+@dataclass(frozen=True)
+class RuleIndex:
+    """Where one rule lives. `checks`: dotted names of the functions that emit the id
+    (rules layer first, then policies, post-deploy checks, doctor); `tests`: pytest node
+    ids (`tests/<file>.py::<test>`) that hold the rule."""
+
+    id: str
+    checks: tuple[str, ...]
+    tests: tuple[str, ...]
+
+    @property
+    def rule(self) -> Rule:
+        """The catalogue entry (title, symptom, why, example, fix, upstream)."""
+        return RULES[self.id]
+
+    @property
+    def events(self) -> tuple[EventCause, ...]:
+        """The rows of the event table (`gpuplane.rules.events`) that point at the rule."""
+        return causes_of(self.id)
+
+    def modules(self) -> tuple[str, ...]:
+        """The modules the rule is emitted from, in the order of `checks`."""
+        return tuple(dict.fromkeys(module_of(name) for name in self.checks))
+
+
+def module_of(dotted: str) -> str:
+    """`gpuplane.rules.containerd.facts.Analysis.rule_of` -> its module
+    `gpuplane.rules.containerd.facts` (the part before the first capitalised name or the
+    last name)."""
+    parts = dotted.split(".")
+    for i, part in enumerate(parts[1:], start=1):
+        if part[:1].isupper():
+            return ".".join(parts[:i])
+    return ".".join(parts[:-1])
+
+
+def resolve(dotted: str) -> Callable[..., Any]:
+    """The function a dotted name of `checks` names (imports its module)."""
+    found = pkgutil.resolve_name(dotted)
+    if not callable(found):
+        raise TypeError(f"{dotted} is not a function")
+    return found  # type: ignore[no-any-return]
+
+
+def _entry(checks: tuple[str, ...], tests: tuple[str, ...]) -> tuple[tuple[str, ...],
+                                                                    tuple[str, ...]]:
+    return checks, tests
+
+
+_DATA = {
+    "FM01": _entry(
+        checks=(
+            "gpuplane.rules.containerd.facts.Analysis.default_owner",
+            "gpuplane.rules.containerd.reading._missing_imports",
+            "gpuplane.rules.containerd.reading._missing_planned",
+            "gpuplane.rules.containerd.reading.fm01",
+            "gpuplane.rules.containerd.runtimes.fm01_shadowed_binary",
+            "gpuplane.rules.toolkit._nvidia_default",
+            "gpuplane.rules.toolkit._toolkit_switch",
+            "gpuplane.checks.causes._event_rule",
+            "gpuplane.checks.causes.device_plugin_id",
+            "gpuplane.checks.causes.gpu_path_id",
+            "gpuplane.checks.verdicts.probe_findings",
+            "gpuplane.doctor.nodes._probe_symptoms",
+            "gpuplane.doctor.symptoms.classify",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm01_operator_toolkit_disabled_while_stack_relies_on_it",
+            "tests/test_checks_verdicts.py::test_real_no_driver_output_is_fm01_with_runtime_class",
+            "tests/test_doctor_inspect.py::test_toolkit_drop_in_that_nothing_imports_is_fm01",
+            "tests/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+        ),
+    ),
+    "FM02": _entry(
+        checks=(
+            "gpuplane.rules.containerd.facts.Analysis.default_owner",
+            "gpuplane.rules.containerd.facts.Analysis.rule_of",
+            "gpuplane.rules.containerd.merging._fm02_runtimes",
+            "gpuplane.rules.containerd.merging._fm02_settings",
+            "gpuplane.checks.causes._event_rule",
+        ),
+        tests=(
+            "tests/test_rules_containerd.py::test_never_fm02_on_2_1",
+            "tests/test_gpu_chain.py::test_rehearsal_the_fm02_layout_fails_as_the_rule_predicts",
+            "tests/test_rules_containerd.py::test_every_cri_setting_a_later_table_drops_is_reported",
+            "tests/test_rules_containerd.py::test_incident_drop_ins_lose_runc_before_2_1",
+        ),
+    ),
+    "FM03": _entry(
+        checks=(
+            "gpuplane.rules.containerd.facts.Analysis.rule_of",
+            "gpuplane.rules.containerd.merging._newer_than_root",
+            "gpuplane.rules.containerd.merging.fm03",
+            "gpuplane.rules.containerd.runtimes.unexplained_refusals",
+            "gpuplane.rules.toolkit_source.check_toolkit_run",
+            "gpuplane.rules.toolkit_source.check_toolkit_source_version",
+            "gpuplane.rules.toolkit_version.check_toolkit_containerd",
+            "gpuplane.policy.nodes.unreadable",
+        ),
+        tests=(
+            "tests/test_rules_chart_facts.py::test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
+            "tests/test_rules_containerd.py::test_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
+            "tests/test_rules_containerd.py::test_runtime_without_runtime_type",
+            "tests/test_rules_containerd.py::test_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
+        ),
+    ),
+    "FM04": _entry(
+        checks=(
+            "gpuplane.rules.nodefiles.check_frozen_template",
+            "gpuplane.rules.nodefiles.check_node_files",
+            "gpuplane.rules.platform.check_platform_node_writes",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_incident_4_rke2_toolkit_pointed_at_generated_config_is_fm04",
+            "tests/test_rules_cluster_workloads.py::test_fm04_generated_config_on_rancher",
+            "tests/test_rules_cluster_workloads.py::test_fm04_microk8s_and_drop_in_distros",
+            "tests/test_rules_cluster_workloads.py::test_fm04_wrong_template_for_the_containerd_line",
+        ),
+    ),
+    "FM05": _entry(
+        checks=(
+            "gpuplane.rules.toolkit._toolkit_switch",
+            "gpuplane.rules.toolkit_losses.check_distro_unmanaged",
+            "gpuplane.rules.toolkit_losses.check_toolkit_losses",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm05_operator_toolkit_beside_host_toolkit",
+            "tests/test_policies.py::test_every_failure_mode_but_fm05_has_a_mandatory_and_an_advisory_policy",
+            "tests/test_rules_toolkit_losses.py::test_a_stack_planned_from_captured_drop_ins_reports_the_loss",
+            "tests/test_rules_toolkit_losses.py::test_containerd_2_keeps_them_and_the_plan_says_nothing",
+        ),
+    ),
+    "FM06": _entry(
+        checks=(
+            "gpuplane.rules.rollout._all_at_once",
+            "gpuplane.rules.rollout._batch_size",
+            "gpuplane.rules.rollout._canary",
+            "gpuplane.rules.rollout._ordering",
+        ),
+        tests=(
+            "tests/test_rules_cluster_workloads.py::test_fm06_batch_larger_than_max_unavailable",
+            "tests/test_rules_cluster_workloads.py::test_fm06_batch_not_waiting_for_the_previous_one",
+            "tests/test_rules_cluster_workloads.py::test_fm06_canary",
+            "tests/test_policies.py::test_rollout_without_batches_violates_fm06",
+        ),
+    ),
+    "FM07": _entry(
+        checks=(
+            "gpuplane.rules.containerd.runtimes.fm07",
+        ),
+        tests=(
+            "tests/test_rules_containerd.py::test_systemd_cgroup_against_the_kubelet",
+            "tests/test_rules_containerd.py::test_systemd_cgroup_disagreement_between_runtimes",
+            "tests/test_rules_containerd.py::test_systemd_cgroup_read_with_containerds_own_key_matching",
+            "tests/test_baselines.py::test_the_models_findings_do_not_block_nodes_planned_from_their_own_files",
+        ),
+    ),
+    "FM08": _entry(
+        checks=(
+            "gpuplane.rules.operator._driver",
+            "gpuplane.rules.platform._driver",
+            "gpuplane.rules.platform._toolkit",
+            "gpuplane.checks.allocatable.allocatable_findings",
+            "gpuplane.checks.verdicts.probe_findings",
+            "gpuplane.checks.verdicts.vectoradd_findings",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm08_driver_default_enabled_while_preinstalled",
+            "tests/test_rules_cluster.py::test_fm08_managed_driver_disabled",
+            "tests/test_checks_verdicts.py::test_allocatable_wrong_physical_count",
+            "tests/test_checks_verdicts.py::test_cuda_failures_name_the_error",
+        ),
+    ),
+    "FM09": _entry(
+        checks=(
+            "gpuplane.rules.containerd.facts.Analysis.default_owner",
+            "gpuplane.rules.containerd.runtimes.fm09",
+            "gpuplane.rules.rollout._restore",
+            "gpuplane.rules.toolkit._nvidia_default",
+        ),
+        tests=(
+            "tests/test_rules_cluster_workloads.py::test_fm09_delete_without_restore",
+            "tests/test_policies.py::test_delete_that_does_not_restore_violates_fm09",
+            "tests/test_rules_chart_facts.py::test_cdi_makes_nvidia_not_default_only_from_v25_10",
+            "tests/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+        ),
+    ),
+    "FM10": _entry(
+        checks=(
+            "gpuplane.rules.operator._plugin_config",
+            "gpuplane.rules.timeslicing._bad",
+            "gpuplane.rules.timeslicing.check_time_slicing",
+            "gpuplane.checks.allocatable.allocatable_findings",
+            "gpuplane.checks.causes.device_plugin_id",
+            "gpuplane.checks.verdicts.timeslicing_findings",
+            "gpuplane.doctor.analyse._time_slicing",
+            "gpuplane.doctor.health.allocatable",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm10_plugin_config_create_clashes_with_gpuplanes_configmap",
+            "tests/test_rules_cluster.py::test_fm10_plugin_config_name_and_default",
+            "tests/test_rules_cluster.py::test_fm10_plugin_config_without_stack_time_slicing",
+            "tests/test_rules_cluster_workloads.py::test_fm10_bad_replicas",
+        ),
+    ),
+    "FM11": _entry(
+        checks=(
+            "gpuplane.rules.operator._runtime_class",
+            "gpuplane.rules.platform._runtime_class",
+            "gpuplane.rules.workloads._runtime_class",
+            "gpuplane.checks.causes._event_rule",
+            "gpuplane.checks.causes.gpu_path_id",
+            "gpuplane.doctor.health.runtimeclass",
+            "gpuplane.doctor.symptoms._runtimeclass_symptom",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm11_operator_runtime_class_differs_from_stack",
+            "tests/test_rules_cluster_workloads.py::test_fm11_counts_mig_and_init_containers_but_not_cpu_pods",
+            "tests/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
+            "tests/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
+        ),
+    ),
+    "FM12": _entry(
+        checks=(
+            "gpuplane.rules.hami._unwanted",
+            "gpuplane.rules.operator._device_plugin",
+            "gpuplane.rules.platform._device_plugin",
+            "gpuplane.rules.platform.check_platform_hami",
+            "gpuplane.checks.allocatable.allocatable_findings",
+            "gpuplane.checks.causes._event_rule",
+            "gpuplane.doctor.health.allocatable",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm12_hami_release_on_an_operator_stack",
+            "tests/test_rules_cluster.py::test_fm12_operator_device_plugin_default_with_hami",
+            "tests/test_checks_verdicts.py::test_hami_flip_back_to_physical_is_fm12",
+            "tests/test_doctor_api_cases.py::test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept",
+        ),
+    ),
+    "FM13": _entry(
+        checks=(
+            "gpuplane.rules.hami._exemptions",
+            "gpuplane.rules.hami._node_selector",
+            "gpuplane.rules.hami._runtime_class",
+            "gpuplane.rules.hami._scheduler_tag",
+            "gpuplane.rules.hami._webhook",
+            "gpuplane.rules.hami.check_hami_nodes",
+            "gpuplane.rules.operator._cdi",
+            "gpuplane.rules.platform.check_platform_hami",
+            "gpuplane.checks.allocatable.allocatable_findings",
+            "gpuplane.checks.causes._event_rule",
+            "gpuplane.checks.causes.device_plugin_id",
+            "gpuplane.checks.verdicts.hami_memory_findings",
+            "gpuplane.doctor.health._device_plugin",
+            "gpuplane.doctor.health._scheduler_tag",
+            "gpuplane.doctor.health._webhooks",
+            "gpuplane.doctor.health.hami_health",
+            "gpuplane.doctor.symptoms._insufficient",
+            "gpuplane.doctor.symptoms.classify",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm13_hami_runtime_class",
+            "tests/test_rules_cluster.py::test_fm13_hami_webhook",
+            "tests/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",
+            "tests/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+        ),
+    ),
+    "FM14": _entry(
+        checks=(
+            "gpuplane.rules.hami._split",
+            "gpuplane.rules.workloads._hami",
+            "gpuplane.rules.workloads.check_workload",
+            "gpuplane.checks.verdicts.hami_memory_findings",
+            "gpuplane.checks.verdicts.probe_findings",
+            "gpuplane.doctor.health._never_fit",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm14_hami_split_settings",
+            "tests/test_rules_cluster_workloads.py::test_fm14_cuda_disable_control_is_a_warning",
+            "tests/test_rules_cluster_workloads.py::test_fm14_gpu_count_against_nodes",
+            "tests/test_rules_cluster_workloads.py::test_fm14_gpucores",
+        ),
+    ),
+    "FM15": _entry(
+        checks=(
+            "gpuplane.rules.platform._cos_dirs",
+            "gpuplane.rules.toolkit._toolkit_flavour",
+            "gpuplane.checks.causes._event_rule",
+            "gpuplane.doctor.nodes._glibc_symptoms",
+            "gpuplane.doctor.symptoms.glibc_fallback",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm15_flavour_table",
+            "tests/test_rules_cluster.py::test_fm15_full_image_reference_and_disabled_toolkit",
+            "tests/test_rules_cluster.py::test_incident_2_ubuntu_toolkit_default_on_amazon_linux_2_is_fm15",
+            "tests/test_doctor_robust.py::test_containerd_outside_the_model_is_noted_and_fm15_still_found",
+        ),
+    ),
+    "FM16": _entry(
+        checks=(
+            "gpuplane.rules.containerd.runtimes.fm16",
+            "gpuplane.rules.operator._cdi",
+            "gpuplane.checks.causes._event_rule",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm16_cdi_on_containerd_1_6",
+            "tests/test_rules_containerd.py::test_cdi_on_1_6",
+            "tests/test_rules_states.py::test_final_state_findings_name_the_toolkit_state",
+            "tests/test_checks_verdicts.py::test_symptoms_map_to_rules",
+        ),
+    ),
+    "FM17": _entry(
+        checks=(
+            "gpuplane.rules.docker.check_docker_daemons",
+            "gpuplane.rules.toolkit._detected_config",
+            "gpuplane.rules.toolkit._toolkit_env",
+            "gpuplane.doctor.nodes._wrong_daemon",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm17_config_source_alone_is_a_warning",
+            "tests/test_rules_cluster.py::test_fm17_drop_in_only_checked_where_the_toolkit_writes_one",
+            "tests/test_rules_cluster.py::test_fm17_malformed_env_and_value_from",
+            "tests/test_rules_cluster.py::test_fm17_only_when_the_operator_runs_the_toolkit",
+        ),
+    ),
+    "FM18": _entry(
+        checks=(
+            "gpuplane.rules.pinning.check_chart_version",
+            "gpuplane.rules.pinning.check_image_tags",
+        ),
+        tests=(
+            "tests/test_rules_cluster.py::test_fm18_hami_chart_and_images",
+            "tests/test_rules_cluster.py::test_fm18_image_tags",
+            "tests/test_rules_cluster.py::test_fm18_operator_chart_version",
+            "tests/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+        ),
+    ),
+}
+
+REGISTRY: dict[str, RuleIndex] = {
+    rule_id: RuleIndex(rule_id, checks, tests) for rule_id, (checks, tests) in _DATA.items()
+}
+
+
+def find(rule_id: str) -> RuleIndex:
+    """The index of one rule (`fm11` works too). Raises KeyError for an unknown id."""
+    return REGISTRY[rule_id.strip().upper()]
+
+
+def describe(rule_id: str) -> str:
+    """Plain text: the rule's title, then where it is emitted, which event texts point at
+    it and which tests hold it."""
+    index = find(rule_id)
+    lines = [f"{index.id}: {index.rule.title}", "Emitted by:"]
+    lines += [f"  {name}" for name in index.checks]
+    if index.events:
+        lines.append("Event texts (gpuplane.rules.events):")
+        lines += [f"  {c.key}: /{c.pattern.pattern}/" for c in index.events]
+    lines.append("Tests:")
+    lines += [f"  {test}" for test in index.tests]
+    return "\n".join(lines)
+
+
+__all__ = ["REGISTRY", "RuleIndex", "describe", "find", "module_of", "resolve"]
