@@ -259,21 +259,25 @@ def test_up_of_a_rejected_stack_fails_and_creates_nothing(
     assert gpuplane_objects(cluster) == before
 
 
-def test_policy_pack_config_under_the_cli(engine: pulumi_engine.Engine, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """`--policy-pack-config`: the example config and FM18 alone set to advisory turn the
-    FM18 stack's mandatory violation into advice, under the CLI as under `gpuplane plan`."""
+def test_rule_levels_under_the_cli(engine: pulumi_engine.Engine, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """`gpuplane:rules: {FM18: advisory}` turns the FM18 stack's refusal into advice for
+    the program and the pack alike; `--policy-pack-config` alone cannot (the program does
+    not read it), and `gpuplane plan --policy-pack-config` says the same."""
     stack = "kind-smoke"
-    path = stack_file(tmp_path / "stacks", stack, EDITS["kind-smoke/FM18"])
-    fm18 = tmp_path / "fm18-advisory.json"
-    fm18.write_text(json.dumps({"gpuplane-fm18": "advisory"}))
-    for config in (REPO / "policies" / "policy-config.example.json", fm18):
-        code, _plan = plan_json(path, stack, capsys, "--policy-pack-config", str(config))
-        res = engine.run("preview", stack, stack_file=path, policy_pack=True,
-                         policy_config=config)
-        assert code == 0 and res.ok, res.stdout
-        assert res.mandatory() == set()
-        assert rule_ids(res.advisory()) == {"FM18"}, res.stdout
+    broken = stack_file(tmp_path / "broken", stack, EDITS["kind-smoke/FM18"])
+    config = REPO / "policies" / "policy-config.example.json"
+    code, _plan = plan_json(broken, stack, capsys, "--policy-pack-config", str(config))
+    res = engine.run("preview", stack, stack_file=broken, policy_pack=True,
+                     policy_config=config)
+    assert code == 1 and not res.ok and res.program_errors() == {"FM18"}, res.stdout
+    accepted = stack_file(tmp_path / "accepted", stack, {
+        **EDITS["kind-smoke/FM18"], "gpuplane:rules": {"FM18": "advisory"}})
+    code, plan = plan_json(accepted, stack, capsys)
+    res = engine.run("preview", stack, stack_file=accepted, policy_pack=True)
+    assert code == 0 and res.ok, res.stdout
+    assert res.mandatory() == set() and rule_ids(res.advisory()) == {"FM18"}, res.stdout
+    assert {f["id"] for f in plan["findings"]} == {"FM18"}
 
 
 def _api(cluster: control_plane.ControlPlane) -> Any:

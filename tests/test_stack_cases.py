@@ -45,3 +45,27 @@ def test_each_bundled_stack_plans_clean_and_the_same_through_a_pod(
     pod = _plan(tmp_path / "pod", as_pod(config_of(stack)))
     assert _ids(pod, "error") == set()
     assert _ids(pod, "warning") == _ids(report, "warning")
+
+
+@pytest.mark.parametrize(("level", "found"), [("advisory", {"FM18": "warning"}),
+                                              ("disabled", {})])
+def test_a_stack_accepts_a_rule_by_its_level(level: str, found: dict[str, str],
+                                             tmp_path: Path) -> None:
+    """`gpuplane:rules`: the program does not refuse on an accepted rule, and the pack's
+    view (the intent) carries the same level."""
+    cfg = broken_config("kind-smoke/FM18-latest-toolkit", tmp_path)
+    cfg["gpuplane:rules"] = {"FM18": level}
+    report = _plan(tmp_path, cfg)
+    assert {f["id"]: f["severity"] for f in report["findings"]} == found
+    assert "kubernetes:helm.sh/v3:Release" in {r["type"] for r in report["resources"]}
+
+
+def test_an_unknown_rule_id_is_a_stack_key_error(tmp_path: Path) -> None:
+    from gpuplane.config import StackConfigError
+
+    cfg = config_of("kind-smoke")
+    cfg["gpuplane:rules"] = {"FM99": "advisory", "FM18": "sometimes"}
+    with pytest.raises(StackConfigError) as err:
+        _plan(tmp_path, cfg)
+    text = str(err.value)
+    assert "gpuplane:rules.FM99" in text and "gpuplane:rules.FM18" in text, text

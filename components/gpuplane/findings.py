@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 
 
@@ -45,3 +46,21 @@ STATES = (AS_FOUND, AFTER_GPUPLANE, AFTER_TOOLKIT, AFTER_UNINSTALL)
 
 def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity is Severity.ERROR for f in findings)
+
+
+def levelled(findings: Iterable[Finding],
+             levels: Iterable[tuple[str, str]]) -> list[Finding]:
+    """The findings with the levels a stack sets (`gpuplane:rules`): a rule set to
+    `advisory` reports its errors as warnings, one set to `disabled` reports nothing.
+    Applied where the findings are made (the program, the policy pack), so a refusal and
+    a preview agree."""
+    level = dict(levels)
+    out = []
+    for f in findings:
+        wanted = level.get(f.id)
+        if wanted == "disabled":
+            continue
+        if wanted == "advisory" and f.severity is Severity.ERROR:
+            f = replace(f, severity=Severity.WARNING)
+        out.append(f)
+    return out

@@ -63,6 +63,9 @@ class ClusterIntent:
     canary: bool = True
     allow_all_at_once: bool = False    # rollout.allowAllAtOnce: the FM06 outage is accepted
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
+    # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
+    # program and the policy pack apply them to every finding (gpuplane.findings.levelled).
+    rule_levels: tuple[tuple[str, str], ...] = ()
 
     @property
     def gpu_nodes(self) -> tuple[NodeIntent, ...]:
@@ -74,6 +77,8 @@ class ClusterIntent:
             del data["allow_all_at_once"]
         if data["platform"] is None:        # self-managed stacks keep their record as it was
             del data["platform"]
+        if not data["rule_levels"]:         # as the record was before gpuplane:rules
+            del data["rule_levels"]
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -82,7 +87,8 @@ class ClusterIntent:
         nodes = tuple(NodeIntent(**{k: v for k, v in n.items()
                                     if k in NodeIntent.__dataclass_fields__})
                       for n in known.pop("nodes", ()))
-        return cls(**known, nodes=nodes)
+        levels = tuple((str(k), str(v)) for k, v in known.pop("rule_levels", ()))
+        return cls(**known, nodes=nodes, rule_levels=levels)
 
     @classmethod
     def from_json(cls, text: str) -> ClusterIntent:

@@ -40,7 +40,7 @@ class StackConfigError(Exception):
 def field_problem(err: Any) -> Problem:
     """A pydantic error (one of `ValidationError.errors()`) in the stack file's terms: its
     location as a stack key and pydantic's message, with the fix where one is known."""
-    loc = [str(p) for p in err["loc"]]
+    loc = [str(p) for p in err["loc"] if p != "[key]"]   # a mapping key: named already
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         message = "unknown key"

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
@@ -39,6 +39,16 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import Distro, bundled_containerd_major, k0s_unsupported
 from gpuplane.platforms import DEVICE_PLUGIN, Platform, platform_profile
 from gpuplane.rancher_mode import DetectionRefused
+
+
+def _known_rule(rule: str) -> str:
+    """A `gpuplane:rules` key: a rule id of the catalogue."""
+    from gpuplane.rules.catalogue import RULES
+
+    if rule not in RULES:
+        raise ValueError(f"no rule {rule!r}; the rules are {', '.join(RULES)} "
+                         "(docs/failure-modes.md)")
+    return rule
 
 
 class StackConfig(_Section, StackViews):
@@ -90,6 +100,12 @@ class StackConfig(_Section, StackViews):
     """AKS and GKE only: the GPU node pool, so the plan and the stack output
     `platformInput` give the command and fields that create it (docs/platform-inputs.md);
     unset there: the plan says to set it."""
+    rules: dict[Annotated[str, AfterValidator(_known_rule)],
+                Literal["mandatory", "advisory", "disabled"]] = Field(default_factory=dict)
+    """Rules this stack accepts as advice (`advisory`) or not at all (`disabled`), by id,
+    e.g. `{FM18: advisory}`: the program then does not refuse on them, and the policy pack
+    reports them at that level (the stack's intent carries them). `mandatory` is the
+    default. The pack's own `--policy-pack-config` applies on top of this."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:

@@ -8,6 +8,7 @@ plain data; `StackConfig` inherits them, so callers keep writing `cfg.intent()`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -49,6 +50,7 @@ class StackViews:
         hami: HamiConfig
         rollout: RolloutConfig
         docker: DockerConfig
+        rules: Mapping[str, str]
 
     @property
     def platform(self) -> PlatformProfile | None:
@@ -169,4 +171,6 @@ class StackViews:
             canary=self.rollout.canary,
             allow_all_at_once=self.rollout.allow_all_at_once,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
+            rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
+                                     if v != "mandatory")),
         )

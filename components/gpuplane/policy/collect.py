@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gpuplane.chartsource import chart_name_of
-from gpuplane.findings import Finding
+from gpuplane.findings import Finding, levelled
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
 from gpuplane.policy.views import Located, StackFindings, View
@@ -89,6 +89,9 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
     node_findings([v for v in views if v.type in NODE_COMMANDS], intent, out,
                   toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
                   operator_chart=version or None)
+    if intent.rule_levels:   # the stack's own `gpuplane:rules`, as the program applies them
+        out.items = [Located(f, item.urn) for item in out.items
+                     for f in levelled([item.finding], intent.rule_levels)]
     return out
 
 

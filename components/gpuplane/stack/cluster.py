@@ -20,7 +20,7 @@ from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
 from gpuplane.docker_daemon import DAEMON_JSON
-from gpuplane.findings import Finding, Severity
+from gpuplane.findings import Finding, Severity, levelled
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.planner import NodeContainerdPlan, plan_node
 from gpuplane.platforms_native.from_stack import platform_input
@@ -71,12 +71,14 @@ class GpuCluster(pulumi.ComponentResource):
     hami: Hami | None
     platform_input: PlatformInput | None       # what to feed a managed platform's nodes
     stack_findings: list[Finding]              # beyond the node plans' own: platform, values
+    rule_levels: tuple[tuple[str, str], ...]   # gpuplane:rules, applied to every finding
     checks: GpuChecks
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         cfg, private_key = args.config, args.private_key
+        self.rule_levels = cfg.intent().rule_levels
         # Everything is planned and judged before the first child: a refusal leaves
         # nothing half-built (no namespace, no intent, no release) on the cluster.
         child = child_options(self, opts)
@@ -216,7 +218,8 @@ class GpuCluster(pulumi.ComponentResource):
                     f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
                 if f not in out:
                     out.append(f)
-        return out + [f for f in self.stack_findings if f not in out]
+        return levelled(out + [f for f in self.stack_findings if f not in out],
+                        self.rule_levels)
 
 
 class PlanRejected(pulumi.RunError):
