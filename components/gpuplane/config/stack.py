@@ -105,7 +105,8 @@ class StackConfig(_Section, StackViews):
     """Rules this stack accepts as advice (`advisory`) or not at all (`disabled`), by id,
     e.g. `{FM18: advisory}`: the program then does not refuse on them, and the policy pack
     reports them at that level (the stack's intent carries them). `mandatory` is the
-    default. The pack's own `--policy-pack-config` applies on top of this."""
+    default. A finding on a node's own containerd files stays an error: the node agent
+    never applies a plan with errors. The pack's `--policy-pack-config` applies on top."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StackConfig:

@@ -12,7 +12,8 @@ from gpuplane.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.plan.policies import run_policies
 from gpuplane.plan.report import build_report
 from gpuplane.plan.stackfile import StackFile, load_stack_file
-from gpuplane.stack.cluster import PlanRejected, held_refusals
+from gpuplane.stack.cluster import GpuCluster
+from gpuplane.stack.refusal import PlanRejected, held_refusals
 
 
 def plan_stack(name: str, stacks_dir: Path,
@@ -42,6 +43,8 @@ def _plan(name: str, stack: StackFile, cfg: StackConfig, stacks_dir: Path,
     except ConfigError as exc:        # a captured file the containerd model cannot read
         raise stack.located(program.captured_file_problem(exc)) from None
     except PlanRejected as exc:
+        if not isinstance(exc.component, GpuCluster):
+            raise
         # The component refused before its first child, as it does under `pulumi up`:
         # the report holds what was registered (the component alone), every finding, and
         # what the stack would have created, as withheld.
@@ -52,7 +55,7 @@ def _plan(name: str, stack: StackFile, cfg: StackConfig, stacks_dir: Path,
                                       secret_keys=stack.secret_keys,
                                       root_directory=project_root(stacks_dir))
         kept = {r.urn for r in recorded}
-        return build_report(name, cfg, exc.cluster, recorded, findings,
+        return build_report(name, cfg, exc.component, recorded, findings,
                             withheld=[r for r in withheld if r.urn not in kept])
     findings = run_policies(resources, pack_config)
     return build_report(name, cfg, cluster, resources,

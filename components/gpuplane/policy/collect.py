@@ -90,8 +90,10 @@ def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
                   toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
                   operator_chart=version or None)
     if intent.rule_levels:   # the stack's own `gpuplane:rules`, as the program applies them
+        nodes = {v.urn for v in views if v.type in NODE_COMMANDS}
         out.items = [Located(f, item.urn) for item in out.items
-                     for f in levelled([item.finding], intent.rule_levels)]
+                     for f in ([item.finding] if item.urn in nodes
+                               else levelled([item.finding], intent.rule_levels))]
     return out
 
 

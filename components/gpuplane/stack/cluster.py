@@ -8,9 +8,7 @@ HAMi after the operator, and the post-deploy checks after everything else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import pulumi
@@ -20,7 +18,7 @@ from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
 from gpuplane.docker_daemon import DAEMON_JSON
-from gpuplane.findings import Finding, Severity, levelled
+from gpuplane.findings import Finding, levelled
 from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.planner import NodeContainerdPlan, plan_node
 from gpuplane.platforms_native.from_stack import platform_input
@@ -33,6 +31,7 @@ from gpuplane.stack.gpu_operator import GpuOperator
 from gpuplane.stack.hami import Hami
 from gpuplane.stack.node_pod import ContainerdPodRollout
 from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
+from gpuplane.stack.refusal import refuse
 from gpuplane.stack.runtime_class import NvidiaRuntimeClass
 from gpuplane.stack.time_slicing import TimeSlicing
 from gpuplane.values import hami_values, operator_values, time_slicing_data
@@ -218,57 +217,10 @@ class GpuCluster(pulumi.ComponentResource):
                     f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
                 if f not in out:
                     out.append(f)
-        return levelled(out + [f for f in self.stack_findings if f not in out],
-                        self.rule_levels)
-
-
-class PlanRejected(pulumi.RunError):
-    """The rulebook rejects the plan: raised before any child resource is registered, so
-    `pulumi preview` and `pulumi up` fail and nothing is created. `findings`: every finding
-    (errors and warnings); `cluster`: the component with its plans, for `gpuplane plan`."""
-
-    def __init__(self, message: str, findings: list[Finding], cluster: GpuCluster) -> None:
-        super().__init__(message)
-        self.findings = findings
-        self.cluster = cluster
-
-
-# Set only by the offline plan (`held_refusals`), to list what a rejected stack would
-# have registered: under `pulumi preview`/`up` a rejection always raises.
-_HOLD_REFUSALS: ContextVar[bool] = ContextVar("gpuplane_hold_refusals", default=False)
-
-
-@contextmanager
-def held_refusals() -> Iterator[None]:
-    """Within: `refuse` neither logs nor raises, so the offline plan can record the
-    resources a rejected stack would have created and show them as withheld."""
-    token = _HOLD_REFUSALS.set(True)
-    try:
-        yield
-    finally:
-        _HOLD_REFUSALS.reset(token)
-
-
-def refuse(cluster: GpuCluster, findings: list[Finding]) -> bool:
-    """Log every finding on the component (the CLI shows each under it), then stop the
-    program with one error naming the rules, when any finding is an error. `log.error`
-    alone would not stop anything (gpuplane.policy.verdict). Returns whether the plan is
-    rejected (only within `held_refusals`: elsewhere a rejection raises)."""
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    if not errors or _HOLD_REFUSALS.get():
-        return bool(errors)
-    for f in findings:
-        text = f"{f.id} {f.where}: {f.message} Fix: {f.fix}"
-        if f.severity is Severity.ERROR:
-            pulumi.log.error(text, resource=cluster)
-        else:
-            pulumi.log.warn(text, resource=cluster)
-    ids = ", ".join(dict.fromkeys(f.id for f in errors))
-    raise PlanRejected(
-        f"gpuplane refused this plan: the rulebook rejects it ({ids}; {len(errors)} "
-        "error(s), each logged above with its fix). Nothing was changed: no resource of "
-        "the GPU enablement was created or modified. Fix the stack and run again; "
-        "`gpuplane plan` shows the same verdict offline.", findings, cluster)
+        # `gpuplane:rules` never lowers a finding on a node's own files: the agent never
+        # applies a plan with errors (gpuplane.agent.agent_plan).
+        return out + [f for f in levelled(self.stack_findings, self.rule_levels)
+                      if f not in out]
 
 
 def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,

@@ -37,6 +37,7 @@ from gpuplane.gate import gate, judged
 from gpuplane.kube_provider import KubeResourceProvider
 from gpuplane.nodepod import PodFailed, PodRun, agent_pod, run_agent_pod
 from gpuplane.planner import NodeContainerdPlan
+from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
 _OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched", "nodeStatus"})
@@ -227,6 +228,10 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                  after: Sequence[pulumi.Resource] = (),
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdPodRollout", name, None, opts)
+        # A plan with errors is never rolled out: refused before the first child (the
+        # agent would refuse it too, but only as a traceback from inside the program).
+        refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
+                      for f in plan.findings])
         programs: dict[int, tuple[str, str]] = {}
         for plan in plans.values():
             if id(plan) not in programs:

@@ -41,6 +41,7 @@ from gpuplane.agent import (
     staged_agent_path,
 )
 from gpuplane.planner import NodeContainerdPlan
+from gpuplane.stack.refusal import refuse
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ class ContainerdRollout(pulumi.ComponentResource):
                  private_key: pulumi.Input[str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
+        # A plan with errors is never rolled out: refused before the first child (the
+        # agent would refuse it too, but only as a traceback from inside the program).
+        refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
+                      for f in plan.findings])
         by_name = {t.name: t for t in targets}
         # Nodes sharing a plan share its program (built once: a fleet is thousands).
         programs: dict[int, tuple[str, str]] = {}
