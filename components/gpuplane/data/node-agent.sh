@@ -42,6 +42,9 @@
 # before any change (bad plan, wrong node, broken current config, foreign or changed files,
 # a file the plan was not made from); 3 the node could not be put back and a person has to
 # look: the message names each file, what it holds and what it held before.
+#
+# This file is generated from the parts in components/gpuplane/data/agent/ (joined by
+# `python -m gpuplane.agent_parts`): edit those, then regenerate it.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
@@ -386,7 +389,8 @@ function jstr(s,   i, c, o) {
 		else o = o c
 	}
 	return "\"" o "\""
-}'
+}
+'
 
 # The effective CRI runtimes from a `containerd config dump` (1.x: version 2 dump,
 # "io.containerd.grpc.v1.cri"; 2.x: version 3, "io.containerd.cri.v1.runtime").
@@ -473,7 +477,8 @@ END {
 		n = names[i]
 		printf "runtime\t%s\t%s\t%s\t%s\n", n, rtype[n], rbin[n], rsys[n]
 	}
-}'
+}
+'
 
 # ---------------------------------------------------------------------------------------
 # containerd: config dump, facts, checks
@@ -2232,6 +2237,7 @@ gp_status() {
 }
 
 # ---------------------------------------------------------------------------------------
+# Entry point: run the mode (unless a program embeds the agent and runs it itself)
 
 gp_main() {
 	gp_begin "$@"
