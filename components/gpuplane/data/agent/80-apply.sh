@@ -107,8 +107,8 @@ gp_apply() {
 	done <"$GP_STAGE/dropped"
 	gp_sync
 
-	# Check the new config with the node's own containerd before anything restarts.
-	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	# Check the new config with the node's own containerd before anything restarts
+	# (gp_settle), each written drop-in first where the distribution merges them.
 	if [ -n "$P_RENDERED" ]; then
 		# Only the distribution's restart merges the drop-ins: before it, containerd
 		# checks that it reads each written file; after it, the merged config is checked
@@ -122,57 +122,28 @@ gp_apply() {
 		done <"$GP_STAGE/files"
 	fi
 	gp_want_def=${P_DEFAULT:-$gp_before_def}
+	gp_before_ok=1
 	gp_need_restart=1
-	if [ -n "$GP_PREVIEW" ]; then
-		if ! gp_dump "$GP_PREVIEW" after; then
-			gp_fail 1 "containerd refuses the new config ($GP_DUMP_ERR); nothing was restarted"
-		fi
-		gp_preview_done
-		gp_check after "$gp_want_def" ||
-			gp_fail 1 "the new config would break containerd: $GP_CHECK_ERR; nothing was restarted"
-		GP_FINAL=after
-		[ "$(cat "$GP_STAGE/after.sha")" = "$gp_before_sha" ] && gp_need_restart=0
-	fi
-	# Only Docker's file changed: containerd has nothing new to read.
-	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
-	gp_docker_now=0
-	if gp_docker_touched "$GP_STAGE/touch"; then
-		gp_docker_now=1
-		gp_docker_check
-	fi
-	gp_step verified
+	gp_settle gp_apply_check gp_apply_record gp_apply_done
+}
 
-	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
-		gp_step restart
-		gp_restart || gp_fail 1 "containerd did not come back on the new config: $GP_RESTART_ERR"
-		gp_step restarted
-		# What the daemon read (for template distros: the config it regenerated).
-		gp_dump "$P_CONFIG" final ||
-			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
-		gp_check final "$gp_want_def" ||
-			gp_fail 1 "after the restart the effective config is wrong: $GP_CHECK_ERR"
-		GP_FINAL=final
-	else
-		gp_say "the effective config did not change: containerd is not restarted"
-	fi
-	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
+# gp_apply_check NAME: the dump NAME keeps the plan's runtimes and default.
+gp_apply_check() { gp_check "$1" "$gp_want_def"; }
 
-	# Commit: record what was written and the originals the plan was checked against,
-	# forget files the plan dropped. A record that cannot be written undoes the run: the
-	# node is never left changed without the state that restores it.
+# gp_apply_record: record what was written and the originals the plan was checked
+# against, forget files the plan dropped. A record that cannot be written undoes the run:
+# the node is never left changed without the state that restores it.
+gp_apply_record() {
 	gp_commit_manifest || gp_fail 1 "cannot record the managed files in $GP_MANIFEST"
 	gp_step manifest
 	gp_commit_bases || gp_fail 1 "cannot record the plan's bases in $GP_BASES"
 	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def" ||
 		gp_fail 1 "cannot record the applied plan in $GP_STATEFILE"
 	gp_step state
-	gp_txn_commit
-	gp_step committed
-	[ -f "$GP_STATEFILE" ] || gp_clean_state
-	gp_json_result true "" ""
-	exit 0
 }
+
+# gp_apply_done: a plan that left gpuplane nothing to manage keeps no state.
+gp_apply_done() { [ -f "$GP_STATEFILE" ] || gp_clean_state; }
 
 # gp_keep_originals: the originals of the files this run touches that gpuplane does not
 # manage yet, kept until restore, and listed in the manifest (as not yet written, "-").

@@ -27,6 +27,7 @@ gp_restore() {
 	fi
 	gp_plan_from_state
 	gp_docker_select
+	GP_DOCKER_WANT= # Docker's original daemon.json need not list any runtime
 	gp_select_containerd
 
 	: >"$GP_STAGE/written"
@@ -63,39 +64,14 @@ gp_restore() {
 		gp_need_restart=1
 	fi
 
-	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
-	if [ -n "$GP_PREVIEW" ]; then
-		gp_dump "$GP_PREVIEW" after ||
-			gp_fail 1 "containerd refuses the original config ($GP_DUMP_ERR); gpuplane's files were kept"
-		gp_preview_done
-		GP_FINAL=after
-		gp_check_restored after ||
-			gp_fail 1 "the original config would not serve: $GP_CHECK_ERR; gpuplane's files were kept"
-		[ "$gp_before_ok" = 1 ] &&
-			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
-	fi
-	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
-	gp_docker_now=0
-	if gp_docker_touched "$GP_STAGE/touch"; then
-		gp_docker_now=1
-		gp_docker_check
-	fi
-	gp_step verified
-	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
-		gp_step restart
-		gp_restart || gp_fail 1 "containerd did not come back on the original config: $GP_RESTART_ERR"
-		gp_step restarted
-		gp_dump "$P_CONFIG" final ||
-			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
-		gp_check_restored final ||
-			gp_fail 1 "after the restart the original config does not serve: $GP_CHECK_ERR"
-		GP_FINAL=final
-	fi
-	GP_DOCKER_WANT=
-	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
-	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
+	gp_settle gp_check_restored gp_restore_record gp_restore_done
+}
 
+# gp_restore_record: what restore leaves must not keep nvidia as the default runtime, and
+# the state is forgotten inside the transaction: killed before the commit, the journal
+# puts both the files and the state back; after it, what is left is leftovers.
+gp_restore_record() {
+	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
 	# FM09: the default runtime must not stay nvidia unless the node had it so before.
 	if [ -n "${GP_FINAL:-}" ] && [ -n "$P_NVIDIA" ] &&
 		[ "$(gp_default_of "$GP_FINAL")" = "$P_NVIDIA" ] &&
@@ -104,16 +80,13 @@ gp_restore() {
 		gp_setters=$(gp_setters "$P_NVIDIA")
 		gp_fail 1 "gpuplane's files are restored, but '$P_NVIDIA' is still containerd's default runtime, set by a file gpuplane does not manage (${gp_setters:-not found}) (FM09): remove that file (e.g. uninstall the GPU Operator's toolkit) and run 'sh /var/lib/gpuplane/agent.sh restore' again"
 	fi
-	# Forget the state inside the transaction: killed before the commit, the journal puts
-	# both the files and the state back; after it, what is left is leftovers.
 	rm -f "$GP_STATEFILE"
 	gp_step forget
-	gp_txn_commit
-	gp_step committed
+}
+
+gp_restore_done() {
 	gp_clean_state
 	gp_say "restored the original containerd files"
-	gp_json_result true "" ""
-	exit 0
 }
 
 # gp_keep_changed: FM05 on restore. A managed file another writer changed since gpuplane
