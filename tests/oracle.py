@@ -158,6 +158,8 @@ class DumpResult:
     error: str
     """containerd's stderr, stripped (empty on success unless it warned)."""
     returncode: int
+    text: str = ""
+    """The dump as containerd printed it (what the node agent's awk reader reads)."""
 
 
 def dump(line: str, config: Path) -> DumpResult:
@@ -183,7 +185,7 @@ def dump(line: str, config: Path) -> DumpResult:
         parsed = tomllib.loads(proc.stdout)
     except tomllib.TOMLDecodeError as exc:  # would be a harness bug, say so loudly
         raise OracleError(f"containerd {line} dumped TOML tomllib cannot read: {exc}") from exc
-    return DumpResult(True, parsed, error, proc.returncode)
+    return DumpResult(True, parsed, error, proc.returncode, proc.stdout)
 
 
 def cri_runtime_table_key(line: str) -> str:

@@ -2,11 +2,13 @@
 run it on a node.
 
 The agent (components/gpuplane/data/node-agent.sh) is plain POSIX sh so that a node needs nothing
-gpuplane installs. Pulumi runs it through pulumi-command `remote.Command`: create and
-update pipe :func:`apply_stdin` into :func:`apply_command`, delete runs
-:func:`restore_command`. The plan travels on stdin, never in remote environment variables
-(sshd drops those unless configured), and file contents travel as plain quoted heredocs,
-so a `pulumi preview` diff of the stdin shows a file change line by line.
+gpuplane installs. It ships as that one file, joined from its parts in
+components/gpuplane/data/agent/ (:mod:`gpuplane.agent_parts`). Pulumi runs it through
+pulumi-command `remote.Command`: create and update pipe :func:`apply_stdin` into
+:func:`apply_command`, delete runs :func:`restore_command`. The plan travels on stdin, never
+in remote environment variables (sshd drops those unless configured), and file contents
+travel as plain quoted heredocs, so a `pulumi preview` diff of the stdin shows a file
+change line by line.
 
 Each plan also carries its *bases*: the sha256 of every node file it was made from (the
 files gpuplane writes and the top-level config). The agent refuses a node whose original
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplane import rancher_render
+from gpuplane.agent_parts import SCRIPT
 from gpuplane.distros import EditMode
 from gpuplane.docker_daemon import RUNTIME_NAME
 from gpuplane.findings import Severity
@@ -33,7 +36,7 @@ from gpuplane.planner import NodeContainerdPlan, ToolkitMode, renders_dropins
 AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 """Where the agent installs a copy of itself, so that restore runs without stdin."""
 
-_SCRIPT = Path(__file__).parent / "data" / "node-agent.sh"
+_SCRIPT = SCRIPT  # the joined agent, checked in (tests/test_agent_parts.py)
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")

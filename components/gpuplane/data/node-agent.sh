@@ -42,6 +42,9 @@
 # before any change (bad plan, wrong node, broken current config, foreign or changed files,
 # a file the plan was not made from); 3 the node could not be put back and a person has to
 # look: the message names each file, what it holds and what it held before.
+#
+# This file is generated from the parts in components/gpuplane/data/agent/ (joined by
+# `python -m gpuplane.agent_parts`): edit those, then regenerate it.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
@@ -386,7 +389,8 @@ function jstr(s,   i, c, o) {
 		else o = o c
 	}
 	return "\"" o "\""
-}'
+}
+'
 
 # The effective CRI runtimes from a `containerd config dump` (1.x: version 2 dump,
 # "io.containerd.grpc.v1.cri"; 2.x: version 3, "io.containerd.cri.v1.runtime").
@@ -473,7 +477,8 @@ END {
 		n = names[i]
 		printf "runtime\t%s\t%s\t%s\t%s\n", n, rtype[n], rbin[n], rsys[n]
 	}
-}'
+}
+'
 
 # ---------------------------------------------------------------------------------------
 # containerd: config dump, facts, checks
@@ -1654,6 +1659,71 @@ gp_docker_apply_restart() {
 }
 
 # ---------------------------------------------------------------------------------------
+# The ending apply and restore share, once the run's files are written: containerd's own
+# check of the config the node will read, a restart only when the effective config
+# changed, Docker's check and single restart when its file changed, then the mode's
+# record and the commit.
+
+# gp_settle CHECK RECORD DONE: end an apply or a restore (GP_MODE) whose writes are done
+# and journalled. The caller sets gp_need_restart (1: containerd's files changed) and
+# gp_before_ok (1: the dump `before` is what the node ran). CHECK NAME says whether the
+# dump NAME keeps what the mode promises (GP_CHECK_ERR when not); RECORD writes the
+# mode's state inside the transaction; DONE runs after the commit. Any failure before the
+# commit rolls the run back (gp_fail); success prints the result and exits 0.
+gp_settle() {
+	if [ "$GP_MODE" = apply ]; then
+		gp_se_config='the new config' gp_se_kept='nothing was restarted'
+		gp_se_bad='the new config would break containerd'
+		gp_se_bad_final='the effective config is wrong'
+	else
+		gp_se_config='the original config' gp_se_kept="gpuplane's files were kept"
+		gp_se_bad='the original config would not serve'
+		gp_se_bad_final='the original config does not serve'
+	fi
+	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	if [ -n "$GP_PREVIEW" ]; then
+		gp_dump "$GP_PREVIEW" after ||
+			gp_fail 1 "containerd refuses $gp_se_config ($GP_DUMP_ERR); $gp_se_kept"
+		gp_preview_done
+		# a failed restore reports the config it refused; apply, the one the node keeps
+		[ "$GP_MODE" = apply ] || GP_FINAL=after
+		"$1" after || gp_fail 1 "$gp_se_bad: $GP_CHECK_ERR; $gp_se_kept"
+		GP_FINAL=after
+		[ "$gp_before_ok" = 1 ] &&
+			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
+	fi
+	# Only Docker's file changed: containerd has nothing new to read.
+	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
+	gp_docker_now=0
+	if gp_docker_touched "$GP_STAGE/touch"; then
+		gp_docker_now=1
+		gp_docker_check
+	fi
+	gp_step verified
+
+	if [ "$gp_need_restart" = 1 ]; then
+		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
+		gp_step restart
+		gp_restart || gp_fail 1 "containerd did not come back on $gp_se_config: $GP_RESTART_ERR"
+		gp_step restarted
+		# What the daemon read (for template distros: the config it regenerated).
+		gp_dump "$P_CONFIG" final ||
+			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
+		"$1" final || gp_fail 1 "after the restart $gp_se_bad_final: $GP_CHECK_ERR"
+		GP_FINAL=final
+	elif [ "$GP_MODE" = apply ]; then
+		gp_say "the effective config did not change: containerd is not restarted"
+	fi
+	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
+
+	"$2"
+	gp_txn_commit
+	gp_step committed
+	"$3"
+	gp_json_result true "" ""
+	exit 0
+}
+# ---------------------------------------------------------------------------------------
 # apply
 
 gp_apply() {
@@ -1762,8 +1832,8 @@ gp_apply() {
 	done <"$GP_STAGE/dropped"
 	gp_sync
 
-	# Check the new config with the node's own containerd before anything restarts.
-	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
+	# Check the new config with the node's own containerd before anything restarts
+	# (gp_settle), each written drop-in first where the distribution merges them.
 	if [ -n "$P_RENDERED" ]; then
 		# Only the distribution's restart merges the drop-ins: before it, containerd
 		# checks that it reads each written file; after it, the merged config is checked
@@ -1777,57 +1847,28 @@ gp_apply() {
 		done <"$GP_STAGE/files"
 	fi
 	gp_want_def=${P_DEFAULT:-$gp_before_def}
+	gp_before_ok=1
 	gp_need_restart=1
-	if [ -n "$GP_PREVIEW" ]; then
-		if ! gp_dump "$GP_PREVIEW" after; then
-			gp_fail 1 "containerd refuses the new config ($GP_DUMP_ERR); nothing was restarted"
-		fi
-		gp_preview_done
-		gp_check after "$gp_want_def" ||
-			gp_fail 1 "the new config would break containerd: $GP_CHECK_ERR; nothing was restarted"
-		GP_FINAL=after
-		[ "$(cat "$GP_STAGE/after.sha")" = "$gp_before_sha" ] && gp_need_restart=0
-	fi
-	# Only Docker's file changed: containerd has nothing new to read.
-	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
-	gp_docker_now=0
-	if gp_docker_touched "$GP_STAGE/touch"; then
-		gp_docker_now=1
-		gp_docker_check
-	fi
-	gp_step verified
+	gp_settle gp_apply_check gp_apply_record gp_apply_done
+}
 
-	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
-		gp_step restart
-		gp_restart || gp_fail 1 "containerd did not come back on the new config: $GP_RESTART_ERR"
-		gp_step restarted
-		# What the daemon read (for template distros: the config it regenerated).
-		gp_dump "$P_CONFIG" final ||
-			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
-		gp_check final "$gp_want_def" ||
-			gp_fail 1 "after the restart the effective config is wrong: $GP_CHECK_ERR"
-		GP_FINAL=final
-	else
-		gp_say "the effective config did not change: containerd is not restarted"
-	fi
-	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
+# gp_apply_check NAME: the dump NAME keeps the plan's runtimes and default.
+gp_apply_check() { gp_check "$1" "$gp_want_def"; }
 
-	# Commit: record what was written and the originals the plan was checked against,
-	# forget files the plan dropped. A record that cannot be written undoes the run: the
-	# node is never left changed without the state that restores it.
+# gp_apply_record: record what was written and the originals the plan was checked
+# against, forget files the plan dropped. A record that cannot be written undoes the run:
+# the node is never left changed without the state that restores it.
+gp_apply_record() {
 	gp_commit_manifest || gp_fail 1 "cannot record the managed files in $GP_MANIFEST"
 	gp_step manifest
 	gp_commit_bases || gp_fail 1 "cannot record the plan's bases in $GP_BASES"
 	gp_commit_state "$(cat "$GP_STAGE/$GP_FINAL.sha")" "$gp_before_def" ||
 		gp_fail 1 "cannot record the applied plan in $GP_STATEFILE"
 	gp_step state
-	gp_txn_commit
-	gp_step committed
-	[ -f "$GP_STATEFILE" ] || gp_clean_state
-	gp_json_result true "" ""
-	exit 0
 }
+
+# gp_apply_done: a plan that left gpuplane nothing to manage keeps no state.
+gp_apply_done() { [ -f "$GP_STATEFILE" ] || gp_clean_state; }
 
 # gp_keep_originals: the originals of the files this run touches that gpuplane does not
 # manage yet, kept until restore, and listed in the manifest (as not yet written, "-").
@@ -2052,6 +2093,7 @@ gp_restore() {
 	fi
 	gp_plan_from_state
 	gp_docker_select
+	GP_DOCKER_WANT= # Docker's original daemon.json need not list any runtime
 	gp_select_containerd
 
 	: >"$GP_STAGE/written"
@@ -2088,39 +2130,14 @@ gp_restore() {
 		gp_need_restart=1
 	fi
 
-	gp_preview_path || gp_fail 1 "cannot preview $P_CONFIG from $P_TEMPLATE"
-	if [ -n "$GP_PREVIEW" ]; then
-		gp_dump "$GP_PREVIEW" after ||
-			gp_fail 1 "containerd refuses the original config ($GP_DUMP_ERR); gpuplane's files were kept"
-		gp_preview_done
-		GP_FINAL=after
-		gp_check_restored after ||
-			gp_fail 1 "the original config would not serve: $GP_CHECK_ERR; gpuplane's files were kept"
-		[ "$gp_before_ok" = 1 ] &&
-			[ "$(cat "$GP_STAGE/after.sha")" = "$(cat "$GP_STAGE/before.sha")" ] && gp_need_restart=0
-	fi
-	gp_ctd_touched "$GP_STAGE/touch" || gp_need_restart=0
-	gp_docker_now=0
-	if gp_docker_touched "$GP_STAGE/touch"; then
-		gp_docker_now=1
-		gp_docker_check
-	fi
-	gp_step verified
-	if [ "$gp_need_restart" = 1 ]; then
-		gp_txn_phase restart || gp_fail 1 "cannot write the journal's phase under $GP_TXN"
-		gp_step restart
-		gp_restart || gp_fail 1 "containerd did not come back on the original config: $GP_RESTART_ERR"
-		gp_step restarted
-		gp_dump "$P_CONFIG" final ||
-			gp_fail 1 "after the restart containerd refuses $P_CONFIG ($GP_DUMP_ERR)"
-		gp_check_restored final ||
-			gp_fail 1 "after the restart the original config does not serve: $GP_CHECK_ERR"
-		GP_FINAL=final
-	fi
-	GP_DOCKER_WANT=
-	[ "$gp_docker_now" = 1 ] && gp_docker_apply_restart
-	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
+	gp_settle gp_check_restored gp_restore_record gp_restore_done
+}
 
+# gp_restore_record: what restore leaves must not keep nvidia as the default runtime, and
+# the state is forgotten inside the transaction: killed before the commit, the journal
+# puts both the files and the state back; after it, what is left is leftovers.
+gp_restore_record() {
+	[ -n "${GP_FINAL:-}" ] || { gp_dump "$P_CONFIG" final && GP_FINAL=final; }
 	# FM09: the default runtime must not stay nvidia unless the node had it so before.
 	if [ -n "${GP_FINAL:-}" ] && [ -n "$P_NVIDIA" ] &&
 		[ "$(gp_default_of "$GP_FINAL")" = "$P_NVIDIA" ] &&
@@ -2129,16 +2146,13 @@ gp_restore() {
 		gp_setters=$(gp_setters "$P_NVIDIA")
 		gp_fail 1 "gpuplane's files are restored, but '$P_NVIDIA' is still containerd's default runtime, set by a file gpuplane does not manage (${gp_setters:-not found}) (FM09): remove that file (e.g. uninstall the GPU Operator's toolkit) and run 'sh /var/lib/gpuplane/agent.sh restore' again"
 	fi
-	# Forget the state inside the transaction: killed before the commit, the journal puts
-	# both the files and the state back; after it, what is left is leftovers.
 	rm -f "$GP_STATEFILE"
 	gp_step forget
-	gp_txn_commit
-	gp_step committed
+}
+
+gp_restore_done() {
 	gp_clean_state
 	gp_say "restored the original containerd files"
-	gp_json_result true "" ""
-	exit 0
 }
 
 # gp_keep_changed: FM05 on restore. A managed file another writer changed since gpuplane
@@ -2232,6 +2246,7 @@ gp_status() {
 }
 
 # ---------------------------------------------------------------------------------------
+# Entry point: run the mode (unless a program embeds the agent and runs it itself)
 
 gp_main() {
 	gp_begin "$@"
