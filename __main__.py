@@ -1,5 +1,5 @@
 """gpuplane's Pulumi program: the stack's `gpuplane:*` config becomes one GpuCluster."""
 
-from gpuplane.program import main
+from gpuplane.stack.program import main
 
 main()

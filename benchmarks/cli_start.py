@@ -29,7 +29,7 @@ def _script() -> str:
 
 
 def _heavy_imports(args: list[str]) -> list[str]:
-    code = ("import sys, contextlib, io\nfrom gpuplane.cli import main\n"
+    code = ("import sys, contextlib, io\nfrom gpuplane.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()), "
             "contextlib.redirect_stderr(io.StringIO()):\n"
             f"    main({args!r})\n"

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from gpuplane.agent import apply_stdin  # noqa: E402
-from gpuplane.distros import profile  # noqa: E402
+from gpuplane.agent.script import apply_stdin  # noqa: E402
+from gpuplane.distros.profiles import profile  # noqa: E402
 
 import oracle  # noqa: E402
 from agent_node import SandboxNode, parse_result  # noqa: E402

@@ -37,8 +37,8 @@ import agent_pod  # noqa: E402 - tests/ on the path
 import control_plane  # noqa: E402
 import kubelet_node  # noqa: E402
 
-from gpuplane.agent import apply_stdin, plan_stdin, restore_script  # noqa: E402
-from gpuplane.distros import Distro, profile  # noqa: E402
+from gpuplane.agent.script import apply_stdin, plan_stdin, restore_script  # noqa: E402
+from gpuplane.distros.profiles import Distro, profile  # noqa: E402
 from gpuplane.stack.node_pod import NodeAgentPodProvider  # noqa: E402
 
 import oracle  # noqa: E402

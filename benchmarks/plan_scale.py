@@ -27,7 +27,7 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-import gpuplane.plan.run as run
+import gpuplane.cli.plan.run as run
 t1 = time.perf_counter()
 seen = []
 def recording(*args, _run=run.run_program, **kw):

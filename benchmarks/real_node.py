@@ -50,8 +50,8 @@ def main() -> int:
     from gpuplane.checks.manifests import plan_checks, probe_configmap
     from gpuplane.checks.provider import ProbeJobCheckProvider
     from gpuplane.checks.settings import ChecksSettings
-    from gpuplane.distros import Distro, profile
-    from gpuplane.intent import ClusterIntent, NodeIntent
+    from gpuplane.core.intent import ClusterIntent, NodeIntent
+    from gpuplane.distros.profiles import Distro, profile
     from gpuplane.probe import PROBE_PATH
 
     root = Path(tempfile.mkdtemp(prefix="gp-bn-", dir="/tmp"))
@@ -140,8 +140,8 @@ def _pulumi_up(cp: control_plane.ControlPlane, root: Path,
 
     from gpuplane.checks.settings import ChecksSettings
     from gpuplane.containerd.versions import ContainerdVersion
-    from gpuplane.distros import Distro, profile
-    from gpuplane.planner import plan_node
+    from gpuplane.distros.profiles import Distro, profile
+    from gpuplane.plan.node import plan_node
     from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
     why = pulumi_engine.missing()

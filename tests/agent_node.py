@@ -30,12 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpuplane import k0s_render, rancher_render
-from gpuplane.agent import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
+from gpuplane.agent.script import AGENT_PATH, AgentPlan, agent_plan, apply_stdin
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import DistroProfile
-from gpuplane.docker_daemon import DockerSettings
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros import k0s_render, rancher_render
+from gpuplane.distros.docker_daemon import DockerSettings
+from gpuplane.distros.profiles import DistroProfile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, rebase_imports
@@ -176,7 +176,7 @@ class SandboxNode:
             return "ok"
 
     def _k0s_render(self) -> None:
-        """What k0s does before it starts containerd (gpuplane.k0s_render, the model held
+        """What k0s does before it starts containerd (gpuplane.distros.k0s_render, the model held
         against real containerd in tests/test_k0s_layout.py): regenerate the top-level
         file and the CRI file from the drop-ins now under the root."""
         paths = [self.profile.config_path, k0s_render.CRI_FILE]

@@ -32,9 +32,9 @@ from typing import Any
 import control_plane
 import kubelet_node
 
-from gpuplane.distros import DistroProfile
-from gpuplane.doctor.client import KubeClient
-from gpuplane.nodepod import DEFAULT_IMAGE
+from gpuplane.agent.pod import DEFAULT_IMAGE
+from gpuplane.distros.profiles import DistroProfile
+from gpuplane.kube.client import KubeClient
 from gpuplane.stack.node_pod import SANDBOX_ENV
 
 import oracle

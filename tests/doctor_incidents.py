@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path[:0] = [str(ROOT), str(ROOT.parent)]
 
 from gpuplane.containerd import ContainerdVersion  # noqa: E402
-from gpuplane.distros import Distro, profile  # noqa: E402
+from gpuplane.core.intent import ClusterIntent, NodeIntent  # noqa: E402
+from gpuplane.distros.profiles import Distro, profile  # noqa: E402
 from gpuplane.doctor.snapshot import Snapshot, save  # noqa: E402
-from gpuplane.intent import ClusterIntent, NodeIntent  # noqa: E402
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node  # noqa: E402
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node  # noqa: E402
 
 import oracle  # noqa: E402
 from doctor_support import DATA, KUBELET_PID, fake_process, inspect, meta, write_plain  # noqa: E402
@@ -641,7 +641,7 @@ def healthy() -> Snapshot:
     prof = profile(Distro.KUBEADM)
     options = PlanOptions(toolkit=ToolkitMode.OPERATOR)
     plan = plan_node(prof, v17, options)
-    from gpuplane.planner import toolkit_env_for
+    from gpuplane.plan.node import toolkit_env_for
 
     env = toolkit_env_for(prof, v17, options)
     probe = {"method": "crictl", "crictl": "/usr/bin/crictl", "handler": "nvidia",

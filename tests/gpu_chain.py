@@ -59,9 +59,9 @@ import tomlkit
 import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import Distro, DistroProfile, profile
-from gpuplane.findings import Severity
-from gpuplane.planner import (
+from gpuplane.core.findings import Severity
+from gpuplane.distros.profiles import Distro, DistroProfile, profile
+from gpuplane.plan.node import (
     PlanOptions,
     ToolkitMode,
     assess,

@@ -35,8 +35,8 @@ import control_plane
 import tomlkit
 import yaml
 
-from gpuplane import rancher_render
-from gpuplane.distros import DistroProfile
+from gpuplane.distros import rancher_render
+from gpuplane.distros.profiles import DistroProfile
 
 import oracle
 from agent_node import SandboxNode

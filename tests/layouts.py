@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tomlkit
 
-from gpuplane import rancher_render
+from gpuplane.distros import rancher_render
 
 
 def write_layout(layout: dict[str, str], root: Path) -> None:

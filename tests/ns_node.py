@@ -56,7 +56,7 @@ import kubelet_node
 import tomlkit
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import DistroProfile
+from gpuplane.distros.profiles import DistroProfile
 from gpuplane.stack.node_pod import SANDBOX_ENV
 
 import oracle
@@ -402,7 +402,7 @@ def running(cp: control_plane.ControlPlane, names: Sequence[str], line: str = "1
             prof: DistroProfile | None = None) -> Iterator[dict[str, NsNode]]:
     """Nodes `names` (kubeadm unless `prof`), each with its kubelet Ready (`node.kubelet`);
     every one stopped by PID afterwards, and gone from the cluster."""
-    from gpuplane.distros import Distro, profile
+    from gpuplane.distros.profiles import Distro, profile
 
     made: list[tuple[NsNode, str]] = []
     try:

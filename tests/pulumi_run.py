@@ -29,7 +29,7 @@ from pulumi import automation as auto
 
 
 def _program() -> None:
-    from gpuplane.program import main
+    from gpuplane.stack.program import main
 
     main()
 

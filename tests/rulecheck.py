@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules import RULES
 
 

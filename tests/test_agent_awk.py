@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from gpuplane.agent_parts import PARTS_DIR
+from gpuplane.agent.parts import PARTS_DIR
 
 import oracle
 

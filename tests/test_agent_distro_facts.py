@@ -23,8 +23,8 @@ import tomlkit
 import toolkit_oracle
 from operator_env import operator_env
 
-from gpuplane.distros import profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros.profiles import profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from agent_node import SandboxNode

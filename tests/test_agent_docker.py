@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent import AgentPlan, apply_stdin
-from gpuplane.distros import profile
-from gpuplane.docker_daemon import DAEMON_JSON, DockerSettings
-from gpuplane.planner import ToolkitMode
+from gpuplane.agent.script import AgentPlan, apply_stdin
+from gpuplane.distros.docker_daemon import DAEMON_JSON, DockerSettings
+from gpuplane.distros.profiles import profile
+from gpuplane.plan.node import ToolkitMode
 
 from agent_node import SandboxNode
 from layouts import host_path

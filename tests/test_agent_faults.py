@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent import AGENT_PATH, AgentPlan, apply_stdin
-from gpuplane.distros import profile
+from gpuplane.agent.script import AGENT_PATH, AgentPlan, apply_stdin
+from gpuplane.distros.profiles import profile
 
 import oracle
 from agent_node import AgentRun, SandboxNode
@@ -74,7 +74,7 @@ def _killed(node: SandboxNode, mode: str, step: str, plan: AgentPlan | None) -> 
 
 
 def _restore(node: SandboxNode) -> AgentRun:
-    """Restore as Pulumi's delete runs it (gpuplane.agent.restore_command): the installed
+    """Restore as Pulumi's delete runs it (gpuplane.agent.script.restore_command): the installed
     agent, or nothing when none is installed."""
     if not host_path(node.root, AGENT_PATH).is_file():
         return AgentRun(0, {}, "nothing to restore (no agent installed)")
@@ -139,7 +139,7 @@ def test_every_crash_point_of_apply_and_restore_is_recoverable(containerd_line: 
 @pytest.mark.real
 def test_every_crash_point_on_k0s_is_recoverable(node_of) -> None:
     """k0s renders the config containerd reads from gpuplane's drop-in only at its restart
-    (the sandbox's restart runs gpuplane.k0s_render, as k0s does): the agent checks the
+    (the sandbox's restart runs gpuplane.distros.k0s_render, as k0s does): the agent checks the
     merged config after the restart, and every crash point still converges."""
     node = node_of("1.7", "k0s")
     original = node.snapshot()

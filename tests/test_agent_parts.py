@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane import agent_parts
-from gpuplane.agent import agent_digest, agent_script_path, agent_source
-from gpuplane.agent_parts import PARTS_DIR, SCRIPT, PartsError, join
+from gpuplane.agent import parts as agent_parts
+from gpuplane.agent.parts import PARTS_DIR, SCRIPT, PartsError, join
+from gpuplane.agent.script import agent_digest, agent_script_path, agent_source
 
 MAX_LINES = 500
 """No file of the agent's source may grow past this: the reason it is in parts."""
@@ -23,7 +23,7 @@ def test_the_shipped_script_is_the_join_of_the_parts() -> None:
     shipped = SCRIPT.read_text(encoding="utf-8")
     assert joined == shipped, (
         f"{SCRIPT} is not the join of {PARTS_DIR}/: a part changed without regenerating "
-        "it; run `python -m gpuplane.agent_parts` and review the diff of node-agent.sh")
+        "it; run `python -m gpuplane.agent.parts` and review the diff of node-agent.sh")
     assert agent_parts.main(["--check"]) == 0
 
 
@@ -91,7 +91,7 @@ def test_regenerate_writes_the_join_and_check_reports_a_stale_script(
     script = tmp_path / "node-agent.sh"
     monkeypatch.setattr(agent_parts, "SCRIPT", script)
     assert agent_parts.main(["--check"]) == 1
-    assert "python -m gpuplane.agent_parts" in capsys.readouterr().err
+    assert "python -m gpuplane.agent.parts" in capsys.readouterr().err
     assert agent_parts.main([]) == 0
     assert script.read_text(encoding="utf-8") == join()
     assert agent_parts.main(["--check"]) == 0

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ROOT / "stacks"
@@ -219,7 +219,7 @@ def test_containerd_check_on_a_file_that_is_not_utf8(capsys: pytest.CaptureFixtu
 
 def test_detected_runtime_setup_detection_cannot_serve_names_the_line(
         capsys: pytest.CaptureFixture[str], project: Path) -> None:
-    """RKE2 detected mode (gpuplane.rancher_mode) with nvidia as the default runtime, which
+    """RKE2 detected mode (gpuplane.distros.rancher_mode) with nvidia as the default runtime, which
     RKE2's detection never makes a runtime: the key's line, why, and the way out."""
     _edit(project, "rke2-operator", "nvidiaDefault: false", "nvidiaDefault: true")
     path = _edit(project, "rke2-operator", "runtimeSetup: auto", "runtimeSetup: detected")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent import agent_plan, apply_stdin, payload_base_texts
-from gpuplane.baselines import plannable_paths
-from gpuplane.cli import main
+from gpuplane.agent.script import agent_plan, apply_stdin, payload_base_texts
+from gpuplane.cli.main import main
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros.baselines import plannable_paths
+from gpuplane.distros.profiles import profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = "/etc/containerd/config.toml"

@@ -13,8 +13,8 @@ import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion, MemoryFiles
 from gpuplane.containerd.effective import effective_config
-from gpuplane.distros import Distro, profile
-from gpuplane.planner import NodeContainerdPlan, plan_node
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.rules.containerd import ContainerdFacts, check_containerd
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 

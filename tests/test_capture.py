@@ -21,8 +21,8 @@ import yaml
 
 from gpuplane.capture.remote import capture_script, parse_answer
 from gpuplane.capture.stackedit import updated_text
-from gpuplane.cli import main
-from gpuplane.distros import profile
+from gpuplane.cli.main import main
+from gpuplane.distros.profiles import profile
 
 from oracle import binary, unavailable
 
@@ -368,7 +368,7 @@ class PodApi:
         self.pods: dict[str, dict] = {}
 
     def post(self, path: str, body: dict) -> dict:
-        from gpuplane.doctor.client import ApiError
+        from gpuplane.kube.client import ApiError
 
         self.calls.append(("POST", path))
         kubernetes_validate.validate(body, "1.31", strict=True)

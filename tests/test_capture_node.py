@@ -19,8 +19,8 @@ import pytest
 from test_capture import CAPTURED, CONFIG, ROOT, PodApi, Sshd, node_root, sshd  # noqa: F401
 
 from gpuplane.capture.remote import capture_script, parse_answer
-from gpuplane.cli import main
-from gpuplane.distros import Distro, profile
+from gpuplane.cli.main import main
+from gpuplane.distros.profiles import Distro, profile
 from gpuplane.rules.kubelet_node import node_role, stated_driver
 
 from oracle import binary, unavailable

@@ -15,9 +15,9 @@ from typing import Any
 import charts
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
+from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfigError, parse_stack_config
-from gpuplane.plan.run import plan_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ROOT / "stacks"
@@ -294,9 +294,9 @@ def test_policies_recognise_an_oci_and_a_mirrored_operator_chart(project: Path) 
 
 def _releases(project: Path) -> dict[str, dict[str, Any]]:
     """The Helm Releases the program registers under the mock engine: {name: inputs}."""
-    from gpuplane import program
-    from gpuplane.plan.engine import run_program
-    from gpuplane.plan.stackfile import load_stack_file
+    from gpuplane.cli.plan.engine import run_program
+    from gpuplane.cli.plan.stackfile import load_stack_file
+    from gpuplane.stack import program
 
     stack = load_stack_file("hami-shared", project / "stacks")
     stack.config()

@@ -12,7 +12,8 @@ import charts
 import pytest
 
 from gpuplane.config import StackConfig, parse_stack_config
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.config.helm_values import hami_values, operator_values
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.rules.glibc import flavour_of, glibc_of
 from gpuplane.rules.hami import HAMI_DEFAULTS
 from gpuplane.rules.opvalues import OPERATOR_DEFAULTS, OperatorValues, cdi_enabled
@@ -25,7 +26,6 @@ from gpuplane.toolkit.operator import (
     default_toolkit_tag,
     toolkit_for_chart,
 )
-from gpuplane.values import hami_values, operator_values
 
 
 def _bare(tag: str) -> str:

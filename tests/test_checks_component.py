@@ -16,7 +16,7 @@ from gpuplane.checks.component import TYPE, GpuChecks, GpuChecksArgs
 from gpuplane.checks.manifests import job_manifest, job_name, plan_checks
 from gpuplane.checks.provider import check_manifests, checks_of
 from gpuplane.checks.settings import ChecksSettings
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 SUFFIX = "-1a2b3c4d"
 NODES = (NodeIntent("gpu-a1", 2), NodeIntent("gpu-b1", 1), NodeIntent("cpu-1", 0))

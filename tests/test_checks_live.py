@@ -26,7 +26,7 @@ from gpuplane.checks.provider import (
     wait_budget,
 )
 from gpuplane.checks.settings import ChecksSettings
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 JOB = cd.JOB
 INTENT = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),))

@@ -22,7 +22,7 @@ from gpuplane.checks.manifests import (
     timeslicing_node,
 )
 from gpuplane.checks.settings import ChecksSettings
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.probe import probe_source
 
 K8S = "1.31.0"

@@ -26,7 +26,7 @@ from gpuplane.checks.verdicts import (
     sharing_summary,
     timeslicing_findings,
 )
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.rules.catalogue import RULES
 
 NODE_JOB = CheckJob("probe-gpu-a1", "node", "gpu-a1", 8, 1, "probe", None, 0)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.agent.nodecheck import VersionUnknown, find_unread_files, parse_version_output
+from gpuplane.cli.main import main
 from gpuplane.containerd import ContainerdVersion, LocalFiles, effective_config
-from gpuplane.nodecheck import VersionUnknown, find_unread_files, parse_version_output
 
 CONFIG = "/etc/containerd/config.toml"
 V2 = '"io.containerd.grpc.v1.cri"'
@@ -211,7 +211,7 @@ def test_probe_gets_every_argument(monkeypatch) -> None:
 
 def test_no_command_and_module_entry_point(capsys) -> None:
     assert main([]) == 2
-    done = subprocess.run([sys.executable, "-m", "gpuplane.cli", "explain", "FM16"],
+    done = subprocess.run([sys.executable, "-m", "gpuplane.cli.main", "explain", "FM16"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.startswith("FM16: ")
 

@@ -11,8 +11,8 @@ import pulumi_kubernetes as k8s
 import pytest
 
 from gpuplane import GpuCluster, GpuClusterArgs
-from gpuplane.plan.engine import Registered, run_program
-from gpuplane.plan.stackfile import load_stack_file
+from gpuplane.cli.plan.engine import Registered, run_program
+from gpuplane.cli.plan.stackfile import load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import KEYS, StackConfigError, parse_stack_config
-from gpuplane.plan.stackfile import load_stack_file
-from gpuplane.rollout import batches
+from gpuplane.plan.rollout import batches
 
 MINIMAL: dict[str, Any] = {
     "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7", "nodeAccess": "none"},

@@ -1,4 +1,4 @@
-"""Docker's daemon.json planning (gpuplane.docker_daemon): the nvidia runtime merged into
+"""Docker's daemon.json planning (gpuplane.distros.docker_daemon): the nvidia runtime merged into
 what the node has, every other key and the indentation kept, idempotent, and a file
 dockerd would refuse named with its line."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from gpuplane.docker_daemon import (
+from gpuplane.distros.docker_daemon import (
     RUNTIME_PATH,
     DaemonJsonError,
     DockerSettings,

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from gpuplane.agent import agent_plan, apply_stdin, payload_docker_config, payload_files
-from gpuplane.baselines import node_baselines
+from gpuplane.agent.script import agent_plan, apply_stdin, payload_docker_config, payload_files
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import profile
-from gpuplane.docker_daemon import DAEMON_JSON, DOCKER_RESTART, DockerSettings
-from gpuplane.findings import Severity
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.core.findings import Severity
+from gpuplane.distros.baselines import node_baselines
+from gpuplane.distros.docker_daemon import DAEMON_JSON, DOCKER_RESTART, DockerSettings
+from gpuplane.distros.profiles import profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 from gpuplane.rules.docker import check_docker_daemons
 
 V17 = ContainerdVersion.parse("1.7")

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.distros import profile
-from gpuplane.docker_daemon import (
+from gpuplane.distros.docker_daemon import (
     DAEMON_JSON,
     DaemonJsonError,
     DockerSettings,
     plan_daemon_json,
 )
-from gpuplane.planner import ToolkitMode
+from gpuplane.distros.profiles import profile
+from gpuplane.plan.node import ToolkitMode
 
 import oracle
 from agent_node import SandboxNode

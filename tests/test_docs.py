@@ -78,7 +78,7 @@ def test_the_config_reference_names_every_key(pages: dict[str, str]) -> None:
 
 
 def test_the_cli_reference_names_every_option(pages: dict[str, str]) -> None:
-    from gpuplane.cli import passthrough_parsers, root_parser
+    from gpuplane.cli.main import passthrough_parsers, root_parser
 
     page = pages["cli.md"]
     todo = [root_parser(), *passthrough_parsers().values()]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.doctor import DoctorReport, analyse, load, report_to_json, save
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom, combine
 from gpuplane.doctor.snapshot import FORMAT_VERSION, SnapshotError
-from gpuplane.findings import Finding, Severity
 
 from doctor_support import DATA
 

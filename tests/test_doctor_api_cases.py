@@ -22,7 +22,7 @@ from doctor_api import (
     write_version,
 )
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 from gpuplane.doctor import DoctorReport, analyse, load
 
 CUDA = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"

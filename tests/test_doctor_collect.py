@@ -15,9 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 from gpuplane.doctor import analyse, load, report_to_json
-from gpuplane.doctor.client import ApiError, CollectError, KubeClient, describe_permission
 from gpuplane.doctor.collect import collect
 from gpuplane.doctor.helm import (
     REDACTED,
@@ -26,6 +25,7 @@ from gpuplane.doctor.helm import (
     encode_release,
     release_record,
 )
+from gpuplane.kube.client import ApiError, CollectError, KubeClient, describe_permission
 
 from doctor_support import DATA
 

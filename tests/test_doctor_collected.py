@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_doctor_collect import API, RecordedClient, _kubeconfig, server  # noqa: F401
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 from gpuplane.doctor import analyse, load, save
 from gpuplane.doctor.collect import collect
 
@@ -179,7 +179,7 @@ def test_an_unexpected_api_answer_is_exit_2_not_a_traceback(
         def __init__(self, *_: object) -> None:
             super().__init__(api)
 
-    monkeypatch.setattr("gpuplane.doctor.client.KubeClient", Recorded)
+    monkeypatch.setattr("gpuplane.kube.client.KubeClient", Recorded)
     rc = main(["doctor", "--no-inspect", "--format", "json"])
     out, err = capsys.readouterr()
     assert (rc, out) == (2, "")

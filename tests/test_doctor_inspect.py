@@ -14,7 +14,9 @@ import kubernetes_validate
 import pytest
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import Distro, profile
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.distros.profiles import Distro, profile
 from gpuplane.doctor.inspect import (
     InspectionFailed,
     inspect_node,
@@ -23,9 +25,7 @@ from gpuplane.doctor.inspect import (
     program_source,
 )
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from doctor_support import (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 from gpuplane.doctor import analyse, load
 
 from doctor_support import DATA

@@ -11,7 +11,7 @@ from typing import Any
 import charts
 
 from gpuplane.config import StackConfig, parse_stack_config
-from gpuplane.values import deep_merge, hami_values, operator_values
+from gpuplane.config.helm_values import deep_merge, hami_values, operator_values
 
 MIRROR = "mirror.airgap.internal:5000/gpu"
 _ENV = [{"name": "CONTAINERD_CONFIG", "value": "/etc/containerd/config.toml"}]

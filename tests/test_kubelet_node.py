@@ -20,8 +20,8 @@ import kubelet_node
 import pytest
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import Distro, profile
-from gpuplane.planner import plan_node
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import plan_node
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 import oracle
@@ -128,7 +128,7 @@ def test_the_probe_job_runs_on_the_node_and_fails_with_no_nvidia_driver(
     from gpuplane.checks.manifests import plan_checks, probe_configmap
     from gpuplane.checks.provider import ProbeJobCheckProvider
     from gpuplane.checks.settings import ChecksSettings
-    from gpuplane.intent import ClusterIntent, NodeIntent
+    from gpuplane.core.intent import ClusterIntent, NodeIntent
     from gpuplane.probe import PROBE_PATH
 
     plan = plan_node(profile(Distro.KUBEADM), ContainerdVersion.parse(LINE),
@@ -193,7 +193,7 @@ def test_the_doctor_live_finds_a_gpu_pod_without_runtime_class_on_the_node(
             core.create_namespaced_pod("default", pod)
             _running(core, pod_name, node)
         done = subprocess.run(
-            [sys.executable, "-m", "gpuplane.cli", "doctor", "--kubeconfig",
+            [sys.executable, "-m", "gpuplane.cli.main", "doctor", "--kubeconfig",
              str(cluster.kubeconfig), "--no-inspect", "--format", "json"],
             capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode in (0, 1), done.stderr
@@ -333,7 +333,7 @@ def _doctor(cp: control_plane.ControlPlane, *args: str) -> tuple[int, dict[str, 
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "gpuplane.cli", "doctor", "--kubeconfig", str(cp.kubeconfig),
+        [sys.executable, "-m", "gpuplane.cli.main", "doctor", "--kubeconfig", str(cp.kubeconfig),
          "--format", "json", *args],
         capture_output=True, text=True, timeout=300, check=False)
     assert "Traceback" not in done.stderr, done.stderr

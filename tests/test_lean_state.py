@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_stacks import registered
 
-from gpuplane.agent import (
+from gpuplane.agent.script import (
     AGENT_DIR,
     AGENT_PATH,
     agent_digest,
@@ -30,7 +30,7 @@ from gpuplane.agent import (
     staged_agent_path,
     uninstall_script,
 )
-from gpuplane.distros import profile
+from gpuplane.distros.profiles import profile
 
 from agent_node import DASH, AgentRun, SandboxNode, parse_result
 from layouts import host_path

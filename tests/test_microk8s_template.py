@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from gpuplane.agent.nodecheck import check_node_config
 from gpuplane.containerd import ContainerdVersion, MemoryFiles
-from gpuplane.distros import Distro, profile
-from gpuplane.findings import Severity
-from gpuplane.nodecheck import check_node_config
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.core.findings import Severity
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node, rendered_layout
 
 import oracle
 from layouts import host_path, write_layout
@@ -86,7 +86,7 @@ def test_only_the_rendered_file_captured_is_refused(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The template is the file gpuplane edits: planning without it would write gpuplane's
     model template over the node's. The plan refuses and says what to capture."""
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
 
     stacks = Path(__file__).resolve().parent.parent / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: gpuplane\n")

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from gpuplane import cli, rancher_render
-from gpuplane.agent import (
+from gpuplane.agent.script import (
     AGENT_PATH,
     AgentPlan,
     agent_plan,
@@ -33,9 +32,11 @@ from gpuplane.agent import (
     restore_command,
     status_command,
 )
+from gpuplane.cli import main as cli
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import DistroProfile, EditMode, profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros import rancher_render
+from gpuplane.distros.profiles import DistroProfile, EditMode, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from agent_node import BUSYBOX, DASH, AgentRun, SandboxNode, parse_result

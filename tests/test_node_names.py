@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from gpuplane.checks.provider import check_manifests
+from gpuplane.cli.plan.engine import run_program
+from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import StackConfigError, parse_stack_config
-from gpuplane.plan.engine import run_program
-from gpuplane.plan.stackfile import load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 EKS = ["ip-10-0-1-23.ec2.internal", "ip-10-0-1-24.us-west-2.compute.internal",
@@ -72,7 +72,7 @@ def _check_object(r: Any) -> None:
 
 @pytest.mark.parametrize("stack", ["kubeadm-prod", "hami-shared"])
 def test_dns_subdomain_node_names_give_valid_names(stack: str, tmp_path: Path) -> None:
-    from gpuplane import program
+    from gpuplane.stack import program
 
     sf = load_stack_file(stack, _stack(stack, tmp_path))
     cfg = sf.config()

@@ -18,14 +18,14 @@ import pytest
 import yaml
 from test_checks_component import Recorder, RecordingMonitor
 
-from gpuplane.agent import agent_plan, apply_stdin, embedded_program, plan_stdin
-from gpuplane.cli import main
+from gpuplane.agent.pod import agent_pod, psa_problem, rejection, run_agent_pod
+from gpuplane.agent.script import agent_plan, apply_stdin, embedded_program, plan_stdin
+from gpuplane.cli.main import main
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import profile
-from gpuplane.doctor.client import ApiError
-from gpuplane.nodepod import agent_pod, psa_problem, rejection, run_agent_pod
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros.profiles import profile
+from gpuplane.kube.client import ApiError
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 from gpuplane.stack.node_pod import ContainerdPodRollout, NodeAgentPodProvider
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
@@ -197,7 +197,7 @@ def test_pods_that_never_give_a_verdict_fail_after_the_tries() -> None:
 
 
 def test_an_agent_that_refuses_fails_the_resource_with_its_exit_code() -> None:
-    """A failure is an output (gpuplane.gate logs it and stops the program), never an
+    """A failure is an output (gpuplane.kube.gate logs it and stops the program), never an
     exception: the SDK would print that under its traceback."""
     outs = _provider(FakeApi([2])).create(_props()).outs
     assert "node agent (apply) on gpu-1 exited 2" in outs["error"], outs

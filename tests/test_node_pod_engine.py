@@ -27,7 +27,7 @@ import pytest
 import yaml
 from test_pulumi_engine import stack_file
 
-from gpuplane.distros import Distro, profile
+from gpuplane.distros.profiles import Distro, profile
 
 import oracle
 

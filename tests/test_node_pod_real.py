@@ -23,10 +23,10 @@ import kubelet_node
 import pytest
 import test_agent_faults
 
-from gpuplane.agent import AgentPlan, embedded_program, plan_stdin
-from gpuplane.distros import Distro, profile
-from gpuplane.nodepod import agent_pod as pod_manifest
-from gpuplane.nodepod import run_agent_pod
+from gpuplane.agent.pod import agent_pod as pod_manifest
+from gpuplane.agent.pod import run_agent_pod
+from gpuplane.agent.script import AgentPlan, embedded_program, plan_stdin
+from gpuplane.distros.profiles import Distro, profile
 from gpuplane.stack.node_pod import NodeAgentPodProvider
 
 import oracle
@@ -150,8 +150,8 @@ def test_a_restart_that_stops_the_shims_still_converges(node_named) -> None:
 class InPod:
     """The node `n` as the fault suite (tests/test_agent_faults.py) drives it, except that
     every run of the agent is a pod: the pod gpuplane's provider makes
-    (gpuplane.nodepod.agent_pod, with the failpoint in its env) run by
-    gpuplane.nodepod.run_agent_pod, through the real kubelet and containerd. Restore runs
+    (gpuplane.agent.pod.agent_pod, with the failpoint in its env) run by
+    gpuplane.agent.pod.run_agent_pod, through the real kubelet and containerd. Restore runs
     with the plan's id, as the provider's delete does."""
 
     def __init__(self, n: Node, plan_id: str) -> None:

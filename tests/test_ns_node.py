@@ -35,7 +35,7 @@ import pytest
 from ns_node import NsNode, running
 from test_pulumi_engine import check_jobs, stack_file
 
-from gpuplane.distros import Distro, profile
+from gpuplane.distros.profiles import Distro, profile
 from gpuplane.stack.node_pod import SANDBOX_ENV
 
 import oracle
@@ -325,8 +325,8 @@ def test_over_the_nodes_sshd_capture_plan_apply_drift_and_restore_with_its_own_p
     import yaml
     from test_capture import start_sshd
 
-    from gpuplane.agent import AGENT_PATH, agent_source
-    from gpuplane.cli import main as gpuplane
+    from gpuplane.agent.script import AGENT_PATH, agent_source
+    from gpuplane.cli.main import main as gpuplane
 
     from agent_node import parse_result
 
@@ -416,9 +416,9 @@ def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
     the files byte for byte and the node is Ready."""
     import agent_pod
 
-    from gpuplane.agent import agent_plan, plan_stdin
+    from gpuplane.agent.script import agent_plan, plan_stdin
     from gpuplane.containerd import ContainerdVersion
-    from gpuplane.planner import plan_node
+    from gpuplane.plan.node import plan_node
     from gpuplane.stack.node_pod import NodeAgentPodProvider
     from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 

@@ -84,7 +84,7 @@ def test_the_import_graph_has_no_cycle() -> None:
 def test_the_cycle_check_sees_a_lazy_import_cycle(tmp_path: Path) -> None:
     """The checker itself: a function-level import that closes a loop is a cycle."""
     graph = import_graph()
-    graph["gpuplane.rules.toolkit"] = {*graph["gpuplane.rules.toolkit"], "gpuplane.planner"}
+    graph["gpuplane.rules.toolkit"] = {*graph["gpuplane.rules.toolkit"], "gpuplane.plan.node"}
     with pytest.raises(graphlib.CycleError):
         tuple(graphlib.TopologicalSorter(graph).static_order())
 
@@ -99,10 +99,10 @@ def test_the_rulebook_sits_below_the_planner_and_the_components() -> None:
             if dep not in reach:
                 reach.add(dep)
                 todo.append(dep)
-    above = {"gpuplane.planner", "gpuplane.config", "gpuplane.cli"}
+    above = {"gpuplane.plan.node", "gpuplane.config", "gpuplane.cli.main"}
     assert not reach & above
     assert not {m for m in reach if m.startswith("gpuplane.config.")}   # its modules too
-    assert not {m for m in reach if m.startswith(("gpuplane.stack", "gpuplane.plan."))}
+    assert not {m for m in reach if m.startswith(("gpuplane.stack", "gpuplane.cli.plan."))}
 
 
 def test_every_package_folder_is_in_the_distribution() -> None:
@@ -127,7 +127,7 @@ def test_the_cli_start_imports_nothing_heavy() -> None:
     """`gpuplane --help` and `explain` must not import the Pulumi SDK, pydantic or the
     Kubernetes client (start-up figures: benchmarks/cli_start.py)."""
     code = ("import sys, contextlib, io\n"
-            "from gpuplane.cli import main\n"
+            "from gpuplane.cli.main import main\n"
             "with contextlib.redirect_stdout(io.StringIO()): main(['explain', 'FM02'])\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & "
             "{'pulumi', 'pulumi_kubernetes', 'pulumi_command', 'pydantic', 'kubernetes', "
@@ -190,15 +190,15 @@ def test_the_wheel_installs_gpuplane_and_no_components_package(wheel: Path,
     assert f"{PACKAGE}/data/doctor/inspect_node.py" in names
     entry = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "gpuplane = gpuplane.cli:main" in entry
+    assert "gpuplane = gpuplane.cli.main:main" in entry
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     # From the unpacked wheel (first on sys.path, outside the checkout): gpuplane imports
     # and finds its data; `components` does not exist.
     code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "import gpuplane, gpuplane.agent\n"
+            "import gpuplane, gpuplane.agent.script\n"
             "assert gpuplane.__file__.startswith(sys.argv[1]), gpuplane.__file__\n"
-            "assert gpuplane.agent.agent_source().startswith('#!')\n"
+            "assert gpuplane.agent.script.agent_source().startswith('#!')\n"
             "try:\n    import components\n"
             "except ModuleNotFoundError:\n    print('no components')\n")
     done = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

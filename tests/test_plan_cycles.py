@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pulumi.runtime import resource_cycle_breaker as breaker
 from pulumi.runtime import rpc
 
-from gpuplane.plan import cycles
+from gpuplane.cli.plan import cycles
 
 
 class _Res:

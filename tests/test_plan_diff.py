@@ -18,10 +18,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gpuplane.cli.plan.diff import changed_paths, is_empty, plan_diff
+from gpuplane.cli.plan.run import plan_stack
+from gpuplane.cli.plan.stackfile import StackFileError
 from gpuplane.config import StackConfigError
-from gpuplane.plan.diff import changed_paths, is_empty, plan_diff
-from gpuplane.plan.run import plan_stack
-from gpuplane.plan.stackfile import StackFileError
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

@@ -1,4 +1,4 @@
-"""The plan engine's short registration path (gpuplane.plan.fastreg) records exactly what
+"""The plan engine's short registration path (gpuplane.cli.plan.fastreg) records exactly what
 the SDK's own path records, for every resource of every stack that has node commands."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from test_stacks import registered
 
-from gpuplane.plan import fastreg
+from gpuplane.cli.plan import fastreg
 
 STACKS = ["kubeadm-prod", "microk8s-edge", "rke2-lab"]   # the stacks with node commands
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from rich.console import Console
 
-from gpuplane.cli import main
-from gpuplane.plan.diff import plan_diff
-from gpuplane.plan.render import GITHUB_COMMENT_LIMIT, render_markdown, render_text
-from gpuplane.plan.run import plan_stack
+from gpuplane.cli.main import main
+from gpuplane.cli.plan.diff import plan_diff
+from gpuplane.cli.plan.render import GITHUB_COMMENT_LIMIT, render_markdown, render_text
+from gpuplane.cli.plan.run import plan_stack
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

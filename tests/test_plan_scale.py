@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from gpuplane.plan.report import SECRET_MASK, _masked
+from gpuplane.cli.plan.report import SECRET_MASK, _masked
 
 
 def test_masking_replaces_every_secret_and_leaves_the_registration_alone() -> None:

@@ -11,9 +11,9 @@ import pytest
 import tomlkit
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import Distro, profile
-from gpuplane.findings import Severity
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.core.findings import Severity
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, write_layout

@@ -13,11 +13,11 @@ import pulumi
 import pytest
 import yaml
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
+from gpuplane.cli.plan.engine import run_program
+from gpuplane.cli.plan.run import plan_stack
+from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import NAMESPACE
-from gpuplane.plan.engine import run_program
-from gpuplane.plan.run import plan_stack
-from gpuplane.plan.stackfile import load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ROOT / "stacks"
@@ -105,7 +105,7 @@ def test_text_plan_prints_the_input_and_what_it_will_not_touch(
 
 
 def test_the_program_exports_platform_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuplane import program
+    from gpuplane.stack import program
 
     exported: dict[str, Any] = {}
     monkeypatch.setattr(pulumi, "export", lambda key, value: exported.__setitem__(key, value))

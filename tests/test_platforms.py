@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 import yaml
 
+from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.containerd import ContainerdVersion, MemoryFiles, effective_config
-from gpuplane.distros import Distro, profile
+from gpuplane.distros.profiles import Distro, profile
 from gpuplane.doctor.cluster import ClusterView
 from gpuplane.doctor.infer import infer
 from gpuplane.doctor.snapshot import Snapshot
-from gpuplane.plan.run import plan_stack
-from gpuplane.platform_detect import detect_platform
-from gpuplane.platforms import PLATFORMS, Platform, on_platform
+from gpuplane.platforms.detect import detect_platform
+from gpuplane.platforms.profiles import PLATFORMS, Platform, on_platform
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

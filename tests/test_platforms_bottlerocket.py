@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from gpuplane.config import TimeSlicingConfig
-from gpuplane.platforms_native import DevicePluginIntent, PlatformInputError, bottlerocket_settings
-from gpuplane.platforms_native.bottlerocket import rendered_plugin_config, settings_toml
+from gpuplane.platforms.native import DevicePluginIntent, PlatformInputError, bottlerocket_settings
+from gpuplane.platforms.native.bottlerocket import rendered_plugin_config, settings_toml
 from gpuplane.rules.timeslicing import check_profile
 
 NVIDIA = ("settings", "kubelet-device-plugins", "nvidia")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuplane.findings import Severity
-from gpuplane.platforms_native import PlatformInputError
-from gpuplane.platforms_native.eks_nodeconfig import (
+from gpuplane.core.findings import Severity
+from gpuplane.platforms.native import PlatformInputError
+from gpuplane.platforms.native.eks_nodeconfig import (
     BASE_RUNTIME_SPEC,
     CONFIG_PATH,
     NVIDIA_BINARY,

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from gpuplane.platforms_native import (
+from gpuplane.platforms.native import (
     AksNodePool,
     GkeNodePool,
     PlatformInputError,

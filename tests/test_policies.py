@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, StackValidationArgs
 
-from gpuplane.plan.engine import Registered
-from gpuplane.plan.policies import policy_resources, run_policies
+from gpuplane.cli.plan.engine import Registered
+from gpuplane.cli.plan.policies import policy_resources, run_policies
 from gpuplane.policy.pack import COVERED, build_policies, policy_name
 from gpuplane.rules import RULES
 
@@ -125,7 +125,7 @@ def _node_command(r: Registered) -> bool:
 
 def _with_template(text: str) -> list[Registered]:
     """microk8s-edge with every node command carrying `text` as containerd's template."""
-    from gpuplane.agent import apply_stdin, payload_files
+    from gpuplane.agent.script import apply_stdin, payload_files
 
     resources = registered("microk8s-edge")
     template = "/var/snap/microk8s/current/args/containerd-template.toml"
@@ -142,9 +142,9 @@ def _with_template(text: str) -> list[Registered]:
 def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
     from dataclasses import replace
 
-    from gpuplane.agent import agent_plan
-    from gpuplane.plan.stackfile import load_stack_file
-    from gpuplane.planner import plan_node
+    from gpuplane.agent.script import agent_plan
+    from gpuplane.cli.plan.stackfile import load_stack_file
+    from gpuplane.plan.node import plan_node
 
     cfg = load_stack_file(stack, STACKS).config()
     return replace(agent_plan(plan_node(cfg.profile, cfg.containerd, cfg.plan_options())),
@@ -154,7 +154,7 @@ def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
 def test_node_command_files_are_read_back_and_judged() -> None:
     """The template read back from each node command's stdin loses runc while the default
     runtime still names it: containerd's CRI plugin refuses to load (node NotReady)."""
-    from gpuplane.agent import payload_files
+    from gpuplane.agent.script import payload_files
 
     stdin = next(r for r in registered("microk8s-edge") if _node_command(r)).inputs["stdin"]
     [text] = payload_files(stdin).values()
@@ -218,7 +218,7 @@ def test_pack_config_disables_and_downgrades(tmp_path: Path) -> None:
 
 def test_broken_stack_fails_gpuplane_plan(capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
 
     stacks = tmp_path / "stacks"
     shutil.copytree(STACKS, stacks)
@@ -239,7 +239,7 @@ def test_broken_stack_fails_gpuplane_plan(capsys: pytest.CaptureFixture[str],
 def test_example_policy_config_is_honoured(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
 
     config = REPO / "policies" / "policy-config.example.json"
     names = {p.name for p in build_policies()}

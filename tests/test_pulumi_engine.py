@@ -23,8 +23,8 @@ import pytest
 from charts import chart_dirs, helm
 from stack_cases import BROKEN, CLEAN, as_pod, broken_config, config_of, write_stack
 
-from gpuplane.cli import main as gpuplane
-from gpuplane.plan.echo import AUTONAME_SUFFIX
+from gpuplane.cli.main import main as gpuplane
+from gpuplane.cli.plan.echo import AUTONAME_SUFFIX
 
 import oracle
 
@@ -120,7 +120,7 @@ def _differences(planned: Any, engine: Any, where: str) -> list[str]:
     if isinstance(planned, str) and isinstance(engine, str) and \
             planned.endswith(f"-{AUTONAME_SUFFIX}"):
         # An auto-named object: the plan writes the provider's random suffix as a fixed
-        # placeholder (gpuplane.plan.echo); the engine has the real 8 characters.
+        # placeholder (gpuplane.cli.plan.echo); the engine has the real 8 characters.
         stem = planned.removesuffix(AUTONAME_SUFFIX)
         if re.fullmatch(re.escape(stem) + r"[0-9a-z]{8}", engine):
             return []
@@ -221,7 +221,7 @@ def gpuplane_objects(cluster: control_plane.ControlPlane) -> list[str]:
     RuntimeClasses, Jobs."""
     from kubernetes import client
 
-    from gpuplane.intent import INTENT_LABEL
+    from gpuplane.core.intent import INTENT_LABEL
 
     api = _api(cluster)
     core = client.CoreV1Api(api)

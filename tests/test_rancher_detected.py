@@ -1,7 +1,7 @@
 """RKE2/K3s with the GPU Operator's toolkit, the way RKE2's docs recommend (issue #29,
 "detected mode"): toolkit.env holds the socket only, gpuplane writes no node file, and the
 distribution's own detection adds the runtimes once the toolkit has installed its
-binaries in /usr/local/nvidia/toolkit (gpuplane.rancher_mode). The plan chooses between
+binaries in /usr/local/nvidia/toolkit (gpuplane.distros.rancher_mode). The plan chooses between
 that and the template path, and says which and why. The real cases hold the predicted
 rendered config against real containerd and the real toolkit installer."""
 
@@ -17,14 +17,14 @@ import yaml
 from operator_env import operator_env
 from test_differential import assert_same
 
-from gpuplane import rancher_mode, rancher_render
+from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import PROFILES, Distro, DistroProfile
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent
-from gpuplane.plan.run import plan_stack
-from gpuplane.planner import plan_node, rendered_layout
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.distros import rancher_mode, rancher_render
+from gpuplane.distros.profiles import PROFILES, Distro, DistroProfile
+from gpuplane.plan.node import plan_node, rendered_layout
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
@@ -182,7 +182,7 @@ def test_the_bundled_stack_plans_clean_without_node_access_and_says_why() -> Non
 
 
 def test_the_template_stack_says_it_took_the_template_path_and_why() -> None:
-    from gpuplane.plan.toolkit_view import toolkit_lines
+    from gpuplane.cli.plan.toolkit_view import toolkit_lines
 
     lab = plan_stack("rke2-lab", STACKS)["toolkit"]
     assert lab["runtimeSetup"]["path"] == "template"
@@ -193,7 +193,7 @@ def test_the_template_stack_says_it_took_the_template_path_and_why() -> None:
 
 
 def test_chart_v25_3_gets_the_device_plugins_volume_mounts_strategy() -> None:
-    from gpuplane.values import operator_values
+    from gpuplane.config.helm_values import operator_values
 
     cfg = parse_stack_config(_stack(gpuOperator={"chartVersion": "v25.3.4"}))
     values = operator_values(cfg, [])

@@ -1,6 +1,6 @@
 """RKE2/K3s: gpuplane builds on what the distribution renders itself (issue #26, "K3s
 templates"): runtime detection, the base template and the drop-in dir
-(gpuplane.rancher_render), never a frozen copy of the rendered config where the
+(gpuplane.distros.rancher_render), never a frozen copy of the rendered config where the
 distribution's own mechanisms suffice. The real-containerd cases hold the rendered
 results against the daemon."""
 
@@ -13,11 +13,11 @@ import pytest
 import tomlkit
 from test_differential import assert_same
 
-from gpuplane import rancher_render
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import PROFILES, Distro
-from gpuplane.findings import Severity
-from gpuplane.planner import GPUPLANE_DROPIN, plan_node
+from gpuplane.core.findings import Severity
+from gpuplane.distros import rancher_render
+from gpuplane.distros.profiles import PROFILES, Distro
+from gpuplane.plan.node import GPUPLANE_DROPIN, plan_node
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 import oracle
@@ -209,8 +209,8 @@ def test_a_capture_reads_k3s_drop_ins_and_the_plan_keeps_them(tmp_path: Path) ->
     plan from the capture keeps its runtime beside nvidia."""
     import subprocess
 
-    from gpuplane.baselines import plannable_paths
     from gpuplane.capture.remote import capture_script, parse_answer
+    from gpuplane.distros.baselines import plannable_paths
 
     own = f"{ETC}/config-v3.toml.d/10-wasm.toml"
     layout = {K3S.config_path: _with_dropin_import("2.0"),

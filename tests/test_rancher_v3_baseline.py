@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import BUNDLES_CONTAINERD, Distro, profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros.profiles import BUNDLES_CONTAINERD, Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, write_layout

@@ -30,8 +30,8 @@ def test_every_docs_link_leads_to_a_page() -> None:
 def test_the_quick_start_stack_plans_clean(tmp_path: Path) -> None:
     """The stack shown in the quick start, as written, is a valid stack whose plan has
     no blocking finding."""
-    from gpuplane.findings import Severity
-    from gpuplane.plan.run import plan_stack
+    from gpuplane.cli.plan.run import plan_stack
+    from gpuplane.core.findings import Severity
 
     block = re.search(r"```yaml\n(config:\n.*?)```", README, re.S)
     assert block, "the quick start lost its stack"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import profile
-from gpuplane.findings import Finding
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent, NodeIntent
+from gpuplane.distros.profiles import profile
 from gpuplane.rules.opvalues import OperatorValues
 from gpuplane.rules.toolkit import check_toolkit
 from gpuplane.rules.toolkit_version import toolkit_version

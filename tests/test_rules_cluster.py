@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from rulecheck import ids, only, well_formed
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import PROFILES, Distro, profile
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent, NodeIntent
-from gpuplane.planner import PlanOptions, ToolkitMode, toolkit_env_for
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent, NodeIntent
+from gpuplane.distros.profiles import PROFILES, Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, toolkit_env_for
 from gpuplane.rules import (
     RULES,
     check_hami_nodes,

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from rulecheck import ids, only, well_formed
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import PROFILES, Distro
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent, NodeIntent
+from gpuplane.distros.profiles import PROFILES, Distro
 from gpuplane.rules import (
     RolloutStep,
     check_node_files,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpuplane.containerd import ContainerdVersion, MemoryFiles, effective_config
 from gpuplane.containerd.toml_io import line_of
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules import RULES, ContainerdFacts, check_containerd, explain
 from gpuplane.rules.containerd import analyse
 

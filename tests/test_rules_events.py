@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from gpuplane.checks.verdicts import classify as verdict
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.doctor.cluster import ClusterView
 from gpuplane.doctor.snapshot import Snapshot
 from gpuplane.doctor.symptoms import classify as doctor_symptom
-from gpuplane.intent import ClusterIntent, NodeIntent
 
 OPERATOR = ClusterIntent(nodes=(NodeIntent("gpu-a1", 8),))
 HAMI = ClusterIntent(nodes=(NodeIntent("gpu-a1", 1),), device_plugin="hami")

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 from gpuplane.config import parse_stack_config
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.config.helm_values import hami_values
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules.hami import check_hami_values
-from gpuplane.values import hami_values
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 INTENT = ClusterIntent(device_plugin="hami", hami_namespace="hami-system",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.cli import main
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.cli.main import main
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules.rollout import RolloutStep, check_rollout
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"

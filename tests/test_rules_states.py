@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import Distro, profile
-from gpuplane.findings import AFTER_GPUPLANE, AFTER_TOOLKIT, Finding, Severity
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.core.findings import AFTER_GPUPLANE, AFTER_TOOLKIT, Finding, Severity
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node, rendered_layout
 
 import oracle
 from layouts import host_path, write_layout
@@ -93,7 +93,7 @@ def test_real_containerd_1_7_fails_on_the_state_after_gpuplane(dropin: tuple[str
 
 def test_plan_json_and_text_name_the_state(capsys: pytest.CaptureFixture[str],
                                            tmp_path: Path) -> None:
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
 
     stacks = Path(__file__).resolve().parent.parent / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: gpuplane\n")

@@ -14,8 +14,8 @@ import pytest
 import toolkit_oracle
 
 from gpuplane.containerd import ContainerdVersion
-from gpuplane.distros import Distro, profile
-from gpuplane.planner import PlanOptions, ToolkitMode, plan_node
+from gpuplane.distros.profiles import Distro, profile
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 import oracle
 from layouts import host_path, write_layout
@@ -129,7 +129,7 @@ def test_containerd_2_keeps_them_and_the_plan_says_nothing(line: str, tmp_path: 
 def test_a_stack_planned_from_captured_drop_ins_reports_the_loss(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Through the stack: `baselineFiles` naming the top-level config and the drop-in."""
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
 
     stacks = Path(__file__).resolve().parent.parent / "stacks"
     (tmp_path / "Pulumi.yaml").write_text("name: gpuplane\n")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gpuplane.cli import main
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.cli.main import main
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules.toolkit_version import check_toolkit_containerd
 from gpuplane.toolkit import operator as toolkit_operator
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from stack_cases import BROKEN, CLEAN, as_pod, broken_config, config_of, write_stack
 
-from gpuplane.plan.run import plan_stack
+from gpuplane.cli.plan.run import plan_stack
 
 
 def _plan(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:

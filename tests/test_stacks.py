@@ -11,9 +11,9 @@ import kubernetes_validate
 import pytest
 
 from gpuplane.checks.provider import check_manifests
-from gpuplane.plan.engine import Registered, run_program
-from gpuplane.plan.run import plan_stack
-from gpuplane.plan.stackfile import available_stacks, load_stack_file
+from gpuplane.cli.plan.engine import Registered, run_program
+from gpuplane.cli.plan.run import plan_stack
+from gpuplane.cli.plan.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 BUNDLED = ["aks-ubuntu", "bottlerocket-nvidia", "eks-al2023", "eks-al2023-nvidia", "gke-cos",
@@ -30,7 +30,7 @@ PLATFORM_INFOS = {"aks-ubuntu": ["FM07"], "bottlerocket-nvidia": ["FM07"],
 
 
 def registered(name: str, stacks: Path = STACKS) -> list[Registered]:
-    from gpuplane import program
+    from gpuplane.stack import program
 
     stack = load_stack_file(name, stacks)
     stack.config()
@@ -198,7 +198,7 @@ def test_the_plan_report_masks_secrets(plans: dict[str, dict[str, Any]]) -> None
 
 
 def _planned_files(name: str) -> dict[str, str]:
-    from gpuplane.planner import plan_node
+    from gpuplane.plan.node import plan_node
 
     cfg = load_stack_file(name, STACKS).config()
     return plan_node(cfg.profile, cfg.containerd, cfg.plan_options()).files
@@ -225,7 +225,7 @@ def test_kind_smoke_has_no_node_access_and_no_gpu_parts(
 
 
 def test_intent_configmap_carries_the_stack_decisions() -> None:
-    from gpuplane.intent import INTENT_KEY, ClusterIntent
+    from gpuplane.core.intent import INTENT_KEY, ClusterIntent
 
     res = by_name(registered("k8s-snap-dgx"))
     intent = ClusterIntent.from_json(res["gpu-intent"].inputs["data"][INTENT_KEY])

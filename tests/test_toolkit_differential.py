@@ -33,12 +33,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operator_env import operator_env
 
-from gpuplane import k0s_render
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.containerd.merge import merge
 from gpuplane.containerd.versions import RUNC_V2 as RUNC
-from gpuplane.distros import Distro, DistroProfile, EditMode, profile
-from gpuplane.planner import (
+from gpuplane.distros import k0s_render
+from gpuplane.distros.profiles import Distro, DistroProfile, EditMode, profile
+from gpuplane.plan.node import (
     NodeContainerdPlan,
     PlanOptions,
     ToolkitMode,

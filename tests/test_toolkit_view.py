@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.cli import main
+from gpuplane.cli.main import main
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 

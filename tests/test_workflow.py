@@ -30,7 +30,7 @@ if [ "$1" = venv ]; then
   here=$(pwd)
   mkdir -p .venv/bin .venv/pkgs
   ln -sfn "$here/components/gpuplane" .venv/pkgs/gpuplane
-  printf '#!/bin/sh\\nPYTHONPATH="%s/.venv/pkgs" exec "%s" -m gpuplane.cli "$@"\\n' \\
+  printf '#!/bin/sh\\nPYTHONPATH="%s/.venv/pkgs" exec "%s" -m gpuplane.cli.main "$@"\\n' \\
     "$here" "{python}" > .venv/bin/gpuplane
   chmod +x .venv/bin/gpuplane
   exit 0

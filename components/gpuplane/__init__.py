@@ -25,21 +25,21 @@ _LAZY = {
     "StackConfig": "gpuplane.config",
     "StackConfigError": "gpuplane.config",
     "parse_stack_config": "gpuplane.config",
-    "ChartSource": "gpuplane.chartsource",
-    "parse_chart_source": "gpuplane.chartsource",
+    "ChartSource": "gpuplane.core.chartsource",
+    "parse_chart_source": "gpuplane.core.chartsource",
     # planning and the rulebook
-    "NodeContainerdPlan": "gpuplane.planner",
-    "plan_node": "gpuplane.planner",
+    "NodeContainerdPlan": "gpuplane.plan.node",
+    "plan_node": "gpuplane.plan.node",
     "PlanOptions": "gpuplane.toolkit.options",
     "ToolkitMode": "gpuplane.toolkit.options",
-    "Finding": "gpuplane.findings",
-    "Severity": "gpuplane.findings",
-    "ClusterIntent": "gpuplane.intent",
-    "NodeIntent": "gpuplane.intent",
-    "Distro": "gpuplane.distros",
-    "DistroProfile": "gpuplane.distros",
-    "EditMode": "gpuplane.distros",
-    "profile": "gpuplane.distros",
+    "Finding": "gpuplane.core.findings",
+    "Severity": "gpuplane.core.findings",
+    "ClusterIntent": "gpuplane.core.intent",
+    "NodeIntent": "gpuplane.core.intent",
+    "Distro": "gpuplane.distros.profiles",
+    "DistroProfile": "gpuplane.distros.profiles",
+    "EditMode": "gpuplane.distros.profiles",
+    "profile": "gpuplane.distros.profiles",
     # the containerd model
     "ConfigError": "gpuplane.containerd",
     "ContainerdVersion": "gpuplane.containerd",
@@ -48,13 +48,12 @@ _LAZY = {
     "MemoryFiles": "gpuplane.containerd",
     "effective_config": "gpuplane.containerd",
     # the command line
-    "main": "gpuplane.cli",
+    "main": "gpuplane.cli.main",
 }
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` loads these
-    from gpuplane.chartsource import ChartSource, parse_chart_source
     from gpuplane.checks.component import GpuChecks, GpuChecksArgs
-    from gpuplane.cli import main
+    from gpuplane.cli.main import main
     from gpuplane.config import StackConfig, StackConfigError, parse_stack_config
     from gpuplane.containerd import (
         ConfigError,
@@ -64,10 +63,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
         MemoryFiles,
         effective_config,
     )
-    from gpuplane.distros import Distro, DistroProfile, EditMode, profile
-    from gpuplane.findings import Finding, Severity
-    from gpuplane.intent import ClusterIntent, NodeIntent
-    from gpuplane.planner import NodeContainerdPlan, plan_node
+    from gpuplane.core.chartsource import ChartSource, parse_chart_source
+    from gpuplane.core.findings import Finding, Severity
+    from gpuplane.core.intent import ClusterIntent, NodeIntent
+    from gpuplane.distros.profiles import Distro, DistroProfile, EditMode, profile
+    from gpuplane.plan.node import NodeContainerdPlan, plan_node
     from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
     from gpuplane.stack.gpu_operator import GpuOperator
     from gpuplane.stack.hami import Hami

@@ -1,6 +1,6 @@
 """docs/reference/cli.md: every `gpuplane` command, from the argparse parsers themselves
-(`gpuplane.cli.root_parser` and the parsers of the commands that parse their own
-arguments, `gpuplane.cli.passthrough_parsers`): usage, description, every option with
+(`gpuplane.cli.main.root_parser` and the parsers of the commands that parse their own
+arguments, `gpuplane.cli.main.passthrough_parsers`): usage, description, every option with
 its choices, default and help. An option added or re-worded in the code changes the page."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ WIDTH = 88   # usage lines are wrapped at a fixed width: the page must not depen
 
 
 def pages() -> dict[str, str]:
-    from gpuplane.cli import passthrough_parsers, root_parser
+    from gpuplane.cli.main import passthrough_parsers, root_parser
 
     own = passthrough_parsers()
-    parts = [header("components/gpuplane/cli.py and the parsers it hands commands to"),
+    parts = [header("components/gpuplane/cli/main.py and the parsers it hands commands to"),
              "# CLI reference\n\n",
              "Exit codes everywhere: 0 clean (warnings allowed), 1 error findings, "
              "2 bad input; `gpuplane probe` adds 3 for a usage error.\n\n"]

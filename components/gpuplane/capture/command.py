@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuplane.capture.run import CaptureResult
-    from gpuplane.doctor.client import ClusterClient
+    from gpuplane.kube.client import ClusterClient
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
 
@@ -74,9 +74,9 @@ def main(argv: list[str]) -> int:
 
 def _capture(ns: argparse.Namespace) -> int:
     from gpuplane.capture.run import CaptureError, KubeAccess, capture_stack
+    from gpuplane.cli.plan.stackfile import StackFileError
     from gpuplane.config import StackConfigError
-    from gpuplane.doctor.client import CollectError
-    from gpuplane.plan.stackfile import StackFileError
+    from gpuplane.kube.client import CollectError
 
     try:
         kube = None
@@ -145,6 +145,6 @@ def _as_json(stack: str, result: CaptureResult) -> dict[str, Any]:
 
 def _client(kubeconfig: str | None, context: str | None) -> ClusterClient:
     """The API client (a seam for tests: they pass a recorded API instead)."""
-    from gpuplane.doctor.client import KubeClient
+    from gpuplane.kube.client import KubeClient
 
     return KubeClient(kubeconfig, context)

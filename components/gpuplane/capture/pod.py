@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from gpuplane.doctor.client import ClusterClient
 from gpuplane.doctor.inspect import InspectionFailed, node_pod, run_pod
+from gpuplane.kube.client import ClusterClient
 
 DEFAULT_IMAGE = "busybox:1.36"   # needs only sh and chroot
 DEFAULT_NAMESPACE = "kube-system"

@@ -30,7 +30,7 @@ import binascii
 import shlex
 from dataclasses import dataclass, field
 
-from gpuplane.distros import PROFILES, DistroProfile
+from gpuplane.distros.profiles import PROFILES, DistroProfile
 from gpuplane.rules.kubelet_node import driver_source_paths, role_units
 
 MAX_FILE_BYTES = 1024 * 1024   # a containerd config is a few KiB; more is not a config
@@ -81,7 +81,7 @@ def capture_script(profile: DistroProfile, root: str = "", *, in_pod: bool = Fal
                   '  [ -f "$f" ] && emit "${f#"$R"}"',
                   "done"]
     # The first of the distribution's candidate binaries that is there (RKE2: `bin` links
-    # into `data/<digest>/bin`; gpuplane.distros lists where each distribution puts it).
+    # into `data/<digest>/bin`; gpuplane.distros.profiles lists where each distribution puts it).
     lines += ['b=""',
               *(f'[ -z "$b" ] && [ -x "$R"{shlex.quote(c)} ] && b="$R"{shlex.quote(c)}'
                 for c in profile.containerd_binaries),

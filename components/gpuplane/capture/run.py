@@ -11,16 +11,16 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuplane.agent.nodecheck import VersionUnknown, parse_version_output
 from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.capture.stackkey import KEY as STACK_KEY
 from gpuplane.capture.stackkey import StackKeyError, key_file, read_stack_key
+from gpuplane.cli.plan.run import project_root
+from gpuplane.cli.plan.stackfile import StackFile, load_stack_file
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
-from gpuplane.doctor.client import ClusterClient
-from gpuplane.nodecheck import VersionUnknown, parse_version_output
-from gpuplane.plan.run import project_root
-from gpuplane.plan.stackfile import StackFile, load_stack_file
+from gpuplane.kube.client import ClusterClient
 from gpuplane.rules.kubelet_node import (
     NodeRole,
     StatedDriver,
@@ -126,8 +126,8 @@ def platform_problems(cfg: StackConfig, client: ClusterClient, node: str,
     `cluster.platform`, naming the value to set; the default runtime of its captured
     containerd config tells the EKS AL2023 NVIDIA AMI from the standard one."""
     from gpuplane.containerd import ConfigError, MemoryFiles, effective_config
-    from gpuplane.doctor.client import ApiError
-    from gpuplane.platform_detect import detect_platform
+    from gpuplane.kube.client import ApiError
+    from gpuplane.platforms.detect import detect_platform
 
     try:
         obj = client.get(f"/api/v1/nodes/{node}")

@@ -12,8 +12,8 @@ from typing import Any
 
 from gpuplane.checks.causes import device_plugin_fix, device_plugin_id
 from gpuplane.checks.manifests import GPU
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.rules.timeslicing import expected_allocatable as timeslicing_allocatable
 
 HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount

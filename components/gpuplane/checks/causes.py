@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules.events import first_cause
 
 

@@ -34,7 +34,7 @@ from gpuplane.checks.manifests import (
 from gpuplane.checks.provider import GpuAllocatableCheck, GpuJobCheck, gate, verdict
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.probe import probe_source
 
 TYPE = "gpuplane:index:GpuChecks"

@@ -33,8 +33,8 @@ from gpuplane.checks.verdicts import (
     sharing_summary,
     timeslicing_findings,
 )
-from gpuplane.findings import Finding
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -73,7 +73,7 @@ class KubeCluster:
         path), else $KUBECONFIG or ~/.kube/config, else the in-cluster service account."""
         from kubernetes import client
 
-        from gpuplane.kube import api_client
+        from gpuplane.kube.credentials import api_client
 
         api = api_client(kubeconfig, context)
         return cls(client.CoreV1Api(api), client.BatchV1Api(api), api)

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from gpuplane.checks.settings import ChecksSettings, Sample
-from gpuplane.intent import ClusterIntent, NodeIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 CheckKind = Literal["node", "timeslicing", "hami"]
 

@@ -7,7 +7,7 @@ Job object per GPU node (about 11.6 KB each under the Kubernetes provider: its i
 the live object), and one resource's diff shows which node checks change.
 
 A failed check is not raised here: the SDK's dynamic-provider host would print any
-exception under its own traceback (gpuplane.gate). The verdict comes back as the `result`
+exception under its own traceback (gpuplane.kube.gate). The verdict comes back as the `result`
 output (`passed: false`, the report with the finding, its fix and the pod's output);
 `verdict()` logs the report on the resource and `gate()` stops the program cleanly. The
 resources re-run (new Jobs) whenever an input changes (the checks, the intent, the
@@ -43,10 +43,10 @@ from gpuplane.checks.live import (
 from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
-from gpuplane.gate import gate as generic_gate
-from gpuplane.gate import judged
-from gpuplane.intent import ClusterIntent
-from gpuplane.kube_provider import KubeResourceProvider
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.kube.gate import gate as generic_gate
+from gpuplane.kube.gate import judged
+from gpuplane.kube.provider import KubeResourceProvider
 
 PROVIDER_KEY = "__provider"
 # Outputs: results and the Jobs of the last run, never compared by diff.
@@ -283,7 +283,7 @@ def verdict(check: Check) -> pulumi.Output[bool]:
 
 def gate(checks: Sequence[Check],
          verdicts: Sequence[pulumi.Output[bool]]) -> pulumi.Output[pulumi.Resource]:
-    """gpuplane.gate.gate for checks: the program stops once every verdict is in when any
+    """gpuplane.kube.gate.gate for checks: the program stops once every verdict is in when any
     check failed."""
 
     def message(failed: list[str]) -> str:

@@ -26,8 +26,8 @@ from gpuplane.checks.allocatable import (
 )
 from gpuplane.checks.causes import classify, gpu_path_id, no_gpu_fix
 from gpuplane.checks.manifests import CONTAINER, CheckJob
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.probe.cuda_probe import PROBE_NAME
 
 HAMI_SCHEDULER = "hami-scheduler"

@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from gpuplane.chartsource import UPSTREAM, ChartSource, oci_tag_problem, parse_chart_source
 from gpuplane.config.sections import ImageConfig, VersionStr, _Section
-from gpuplane.images import check_mirror
-from gpuplane.rancher_mode import RuntimeSetup
+from gpuplane.core.chartsource import UPSTREAM, ChartSource, oci_tag_problem, parse_chart_source
+from gpuplane.core.images import check_mirror
+from gpuplane.distros.rancher_mode import RuntimeSetup
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
@@ -75,7 +75,7 @@ class ChartRelease(_Section):
     def _chart(cls, value: str | None, info: ValidationInfo) -> str | None:
         """`chart`: its form (path, http(s)://, oci://) and an OCI tag that agrees with
         `chartVersion` (validated before it). A local chart is checked against the project
-        root when the program runs (`gpuplane.chartsource.local_chart_problem`)."""
+        root when the program runs (`gpuplane.core.chartsource.local_chart_problem`)."""
         if value is None:
             return None
         source = parse_chart_source(value, cls.CHART)   # ValueError with the fix

@@ -22,9 +22,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import Distro
-from gpuplane.intent import CgroupDriver
-from gpuplane.platforms import Platform
+from gpuplane.core.intent import CgroupDriver
+from gpuplane.distros.profiles import Distro
+from gpuplane.platforms.profiles import Platform
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Kubernetes node names are DNS subdomains (EKS: ip-10-0-1-23.ec2.internal).

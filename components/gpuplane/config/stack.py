@@ -36,9 +36,9 @@ from gpuplane.config.sections import (
 )
 from gpuplane.config.views import StackViews
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import Distro, bundled_containerd_major, k0s_unsupported
-from gpuplane.platforms import DEVICE_PLUGIN, Platform, platform_profile
-from gpuplane.rancher_mode import DetectionRefused
+from gpuplane.distros.profiles import Distro, bundled_containerd_major, k0s_unsupported
+from gpuplane.distros.rancher_mode import DetectionRefused
+from gpuplane.platforms.profiles import DEVICE_PLUGIN, Platform, platform_profile
 
 
 def _known_rule(rule: str) -> str:
@@ -285,7 +285,7 @@ def _node_pod_admitted(cfg: StackConfig) -> Iterator[Problem]:
     """The agent's pods are privileged: their namespace's Pod Security must admit them."""
     if cfg.cluster.node_access != "pod":
         return
-    from gpuplane.nodepod import psa_problem
+    from gpuplane.agent.pod import psa_problem
 
     problem = psa_problem(cfg.node_pod.namespace_labels, cfg.node_pod_namespace)
     if problem:
@@ -340,7 +340,7 @@ def _node_pool_fits(cfg: StackConfig) -> Iterator[Problem]:
 @_check(STACK_CHECKS, "cluster", "gpu_operator", "runtime")
 def _runtime_setup(cfg: StackConfig) -> Iterator[Problem]:
     """`gpuOperator.runtimeSetup` only where there is a choice, and `detected` only where
-    the distribution's detection gives what the stack asks (gpuplane.rancher_mode)."""
+    the distribution's detection gives what the stack asks (gpuplane.distros.rancher_mode)."""
     try:
         choice = cfg.runtime_setup
     except DetectionRefused as exc:

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from gpuplane.config.errors import NAMESPACE
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile, profile
-from gpuplane.docker_daemon import DockerSettings
-from gpuplane.intent import CgroupDriver, ClusterIntent, NodeIntent
-from gpuplane.platforms import PlatformProfile, on_platform, platform_profile
-from gpuplane.rancher_mode import Choice, choose
+from gpuplane.core.intent import CgroupDriver, ClusterIntent, NodeIntent
+from gpuplane.distros.docker_daemon import DockerSettings
+from gpuplane.distros.profiles import DistroProfile, profile
+from gpuplane.distros.rancher_mode import Choice, choose
+from gpuplane.platforms.profiles import PlatformProfile, on_platform, platform_profile
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 if TYPE_CHECKING:
@@ -92,13 +92,13 @@ class StackViews:
             return self.cluster.kubelet_cgroup_driver
         from gpuplane.containerd import MemoryFiles, effective_config
         from gpuplane.containerd.options import decoded
-        from gpuplane.planner import rendered_layout
+        from gpuplane.plan.node import rendered_layout
 
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(
             rendered_layout(prof.baseline(version), prof, version)), version)
         # runc, or the default where the distribution's config has no runc table (the
-        # platforms whose images make NVIDIA's runtime the default: gpuplane.platforms).
+        # platforms whose images make NVIDIA's runtime the default: gpuplane.platforms.profiles).
         runc = eff.runtimes.get("runc") if eff.default_runtime not in eff.runtimes \
             else eff.runtimes[eff.default_runtime]
         systemd = runc and decoded(runc.options, "SystemdCgroup", version) is True
@@ -120,7 +120,7 @@ class StackViews:
     @property
     def runtime_setup(self) -> Choice | None:
         """RKE2/K3s with the operator's toolkit: the path `gpuOperator.runtimeSetup` gives
-        (gpuplane.rancher_mode); None elsewhere. ValueError for an explicit `detected` the
+        (gpuplane.distros.rancher_mode); None elsewhere. ValueError for an explicit `detected` the
         distribution's detection cannot serve."""
         return choose(self.profile, self._plan_options(), self.cluster.kubernetes_version,
                       self.gpu_operator.runtime_setup)

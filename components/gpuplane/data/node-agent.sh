@@ -3,7 +3,7 @@
 # containerd worse than it was found.
 #
 #   apply    write the planned files (the plan follows this script on stdin, in the
-#            program components/gpuplane/agent.py builds), check the merged config with the
+#            program components/gpuplane/agent/script.py builds), check the merged config with the
 #            node's own `containerd config dump`, restart containerd only when the
 #            effective config changed, wait until the CRI answers; on any failure put
 #            every file back, restart again if it had restarted, and exit non-zero.
@@ -44,7 +44,7 @@
 # look: the message names each file, what it holds and what it held before.
 #
 # This file is generated from the parts in components/gpuplane/data/agent/ (joined by
-# `python -m gpuplane.agent_parts`): edit those, then regenerate it.
+# `python -m gpuplane.agent.parts`): edit those, then regenerate it.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent
@@ -249,7 +249,7 @@ gp_begin() {
 	: >"$GP_STAGE/bases.plan"
 }
 
-# gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent.py).
+# gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent/script.py).
 gp_plan() {
 	case $2 in
 	*"$GP_NL"* | *"$GP_TAB"*)
@@ -1511,7 +1511,7 @@ gp_select_containerd() {
 # Verify the staged payload: every file arrived whole.
 gp_verify_payload() {
 	if [ "$GP_HAVE_PLAN" != 1 ] || [ -z "$P_CONFIG" ] || [ -z "$P_ID" ]; then
-		gp_say "apply needs a plan: pipe the program from gpuplane.agent.apply_stdin to 'sh -s -- apply'"
+		gp_say "apply needs a plan: pipe the program from gpuplane.agent.script.apply_stdin to 'sh -s -- apply'"
 		exit 2
 	fi
 	while IFS="$GP_TAB" read -r gp_vp_path gp_vp_sha gp_vp_file; do

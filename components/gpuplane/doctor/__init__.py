@@ -7,11 +7,11 @@ rules plus symptom → cause mapping) → report (text and stable JSON).
 """
 
 from gpuplane.doctor.analyse import DoctorReport, analyse
-from gpuplane.doctor.client import ApiError, ClusterClient, CollectError, KubeClient
 from gpuplane.doctor.collect import collect
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence
 from gpuplane.doctor.report import render_report, report_to_json
 from gpuplane.doctor.snapshot import Snapshot, SnapshotError, load, save
+from gpuplane.kube.client import ApiError, ClusterClient, CollectError, KubeClient
 
 __all__ = [
     "ApiError",

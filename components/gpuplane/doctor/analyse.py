@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.doctor import health, unknowns
 from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
@@ -20,8 +22,6 @@ from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
 from gpuplane.doctor.snapshot import Snapshot
 from gpuplane.doctor.symptoms import pod_symptoms
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
 from gpuplane.rules.hami import check_hami_nodes, check_hami_values
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.rules.timeslicing import check_time_slicing

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from gpuplane.doctor.client import ApiError, ClusterClient, CollectError
+from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
 from gpuplane.doctor.cluster import (
     ClusterView,
     is_component,
@@ -40,7 +40,7 @@ from gpuplane.doctor.inspect import (
     inspect_node,
 )
 from gpuplane.doctor.snapshot import ALL_NAMESPACES, KINDS, Collected, Snapshot, now
-from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
+from gpuplane.kube.client import ApiError, ClusterClient, CollectError
 from gpuplane.rules._shared import lookup
 
 EVENT_TEXT = re.compile(r"nvidia|RuntimeClass|GLIBC|CDI|hami|gpu", re.IGNORECASE)

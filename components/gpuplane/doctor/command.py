@@ -49,11 +49,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str], console: Callable[[], Console]) -> int:
     from gpuplane.doctor.analyse import analyse
-    from gpuplane.doctor.client import CollectError, KubeClient
     from gpuplane.doctor.collect import collect
     from gpuplane.doctor.inspect import DEFAULT_IMAGE, DEFAULT_NAMESPACE
     from gpuplane.doctor.report import render_report, report_to_json
     from gpuplane.doctor.snapshot import SnapshotError, load, save, validate
+    from gpuplane.kube.client import CollectError, KubeClient
 
     ns = parser().parse_args(argv)
     if ns.source and ns.context:

@@ -12,8 +12,8 @@ import posixpath
 from dataclasses import replace
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 
 
 def containerd_stack_hint(finding: Finding, intent: ClusterIntent) -> Finding:

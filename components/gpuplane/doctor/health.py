@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.doctor.cluster import (
     HAMI,
     ClusterView,
@@ -22,8 +24,6 @@ from gpuplane.doctor.cluster import (
 )
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom
 from gpuplane.doctor.symptoms import classify, event_evidence, glibc_fallback, runtimeclass_fix
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
 from gpuplane.rules._shared import lookup, quantity, version_tuple
 from gpuplane.rules.events import NODE_DOWN_IDS
 from gpuplane.rules.messages import GLIBC_MISSING as GLIBC

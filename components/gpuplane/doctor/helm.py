@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from gpuplane.values import deep_merge
+from gpuplane.config.helm_values import deep_merge
 
 CHARTS = ("gpu-operator", "hami")     # the only releases the doctor reads
 SECRET_TYPE = "helm.sh/release.v1"

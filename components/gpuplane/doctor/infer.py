@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.doctor.cluster import ClusterView, gpu_count, labels, name, namespace
-from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.rules._shared import flag, lookup, version_tuple
 from gpuplane.rules.operator import cdi_enabled
 
@@ -231,10 +231,10 @@ def _daemon_hints(inspections: dict[str, dict[str, Any]]
 
 def _platform(node: dict[str, Any], inspections: dict[str, dict[str, Any]],
               why: dict[str, str]) -> dict[str, Any]:
-    """The managed platform the first GPU node shows (gpuplane.platform_detect), with the
+    """The managed platform the first GPU node shows (gpuplane.platforms.detect), with the
     stack key to set; nothing for self-managed nodes."""
     from gpuplane.doctor.nodes import dump_view
-    from gpuplane.platform_detect import STACK_KEY, detect_platform
+    from gpuplane.platforms.detect import STACK_KEY, detect_platform
 
     dump = (inspections.get(name(node)) or {}).get("config_dump") or {}
     view = dump_view(str(dump.get("stdout", ""))) if dump.get("ok") else None

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuplane.doctor.client import ApiError, ClusterClient
+from gpuplane.kube.client import ApiError, ClusterClient
 
 PROGRAM_PATH = Path(__file__).resolve().parent.parent / "data" / "doctor" / "inspect_node.py"
 DEFAULT_IMAGE = "python:3.12-slim"

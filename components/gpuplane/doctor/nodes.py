@@ -16,14 +16,14 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplane.agent.nodecheck import VersionUnknown, check_node_config, parse_version_output
 from gpuplane.containerd import ConfigError, ContainerdVersion, MemoryFiles, effective_config
 from gpuplane.containerd.effective import EffectiveConfig
-from gpuplane.distros import EditMode, profile
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.distros.profiles import EditMode, profile
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom, causes
 from gpuplane.doctor.fixes import containerd_stack_hint, toolkit_env_fix
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
-from gpuplane.nodecheck import VersionUnknown, check_node_config, parse_version_output
 from gpuplane.rules.glibc import flavours_for
 from gpuplane.rules.messages import GLIBC_MISSING, NO_RUNTIME
 from gpuplane.rules.nodefiles import check_node_files

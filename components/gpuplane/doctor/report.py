@@ -17,9 +17,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gpuplane.console import print_table
+from gpuplane.cli.console import print_table
+from gpuplane.core.findings import Severity
 from gpuplane.doctor.analyse import DoctorReport
-from gpuplane.findings import Severity
 from gpuplane.rules import RULES
 
 FORMAT = "gpuplane-doctor-report"

@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.doctor.cluster import ClusterView, gpu_count, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Evidence, Symptom
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
 from gpuplane.rules.events import NODE_DOWN_IDS, first_cause
 from gpuplane.rules.messages import NO_RUNTIMECLASS
 

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from gpuplane.containerd import ContainerdVersion
+from gpuplane.core.findings import Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.doctor.diagnosis import Diagnosis
 from gpuplane.doctor.infer import UNKNOWN
-from gpuplane.findings import Severity
-from gpuplane.intent import ClusterIntent
 
 # The lines the rules are run against when the nodes run one gpuplane does not model: its
 # oldest, the last 1.x and the deep-merging 2.x.

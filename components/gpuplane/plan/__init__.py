@@ -1,1 +1,2 @@
-"""The offline plan: a stack's program run under Pulumi's mock engine, reported per node."""
+"""Planning a node's containerd change (`node`) and the order nodes get it
+(`rollout`): pure, below the components and the offline plan."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuplane.chartsource import chart_name_of
-from gpuplane.findings import Finding, levelled
-from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
+from gpuplane.core.chartsource import chart_name_of
+from gpuplane.core.findings import Finding, levelled
+from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
 from gpuplane.policy.views import Located, StackFindings, View
 from gpuplane.rules.toolkit_version import toolkit_version

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 
 from gpuplane.containerd import ConfigError
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
-from gpuplane.planner import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.distros.profiles import DistroProfile
+from gpuplane.plan.node import NodeContainerdPlan, PlanOptions, ToolkitMode, assess
 from gpuplane.policy.views import StackFindings, View, intent_profile
 from gpuplane.rules.nodefiles import check_node_files
 from gpuplane.rules.platform import check_platform_node_writes
@@ -26,7 +26,7 @@ ROLLOUT_WHERE = "node rollout (gpuplane:rollout)"
 
 def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     """(files, captured originals) a node command carries; None if it carries no plan."""
-    from gpuplane.agent import payload_base_texts, payload_docker_config, payload_files
+    from gpuplane.agent.script import payload_base_texts, payload_docker_config, payload_files
 
     stdin = view.props.get("stdin")
     if not isinstance(stdin, str):

@@ -22,7 +22,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.policy.collect import (
     Located,
     View,

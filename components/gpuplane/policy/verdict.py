@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuplane.findings import Finding
-from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
-from gpuplane.planner import NodeContainerdPlan
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent
+from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.policy.collect import CONFIGMAP, RELEASE, stack_findings
 from gpuplane.policy.nodes import judge_rollout, written_file_findings
 from gpuplane.policy.views import View, intent_profile

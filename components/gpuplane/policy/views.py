@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile, profile
-from gpuplane.findings import Finding
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.distros.profiles import DistroProfile, profile
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class StackFindings:
 
 
 def intent_profile(intent: ClusterIntent) -> tuple[DistroProfile, ContainerdVersion]:
-    from gpuplane.platforms import on_platform
+    from gpuplane.platforms.profiles import on_platform
 
     return (on_platform(profile(intent.distro, intent.containerd_base_dir), intent.platform),
             ContainerdVersion.parse(intent.containerd_version))

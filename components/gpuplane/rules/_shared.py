@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules.catalogue import RULES
 
 

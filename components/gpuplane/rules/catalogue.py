@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuplane.findings import Severity
+from gpuplane.core.findings import Severity
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ Pure: the distribution profile in, findings out.
 
 from __future__ import annotations
 
-from gpuplane.distros import DistroProfile
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.distros.profiles import DistroProfile
 from gpuplane.rules._shared import finding
 
 DOCKER_CONTAINERD_SOCKET = "/run/containerd/containerd.sock"

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import (
     at,
     finding,

@@ -35,7 +35,7 @@ from typing import Literal
 
 import yaml
 
-from gpuplane.distros import Distro
+from gpuplane.distros.profiles import Distro
 
 Driver = Literal["systemd", "cgroupfs"]
 DRIVERS: tuple[str, ...] = ("systemd", "cgroupfs")

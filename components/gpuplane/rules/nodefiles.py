@@ -12,8 +12,8 @@ import posixpath
 from collections.abc import Iterable
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile, EditMode
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.distros.profiles import DistroProfile, EditMode
 from gpuplane.rules._shared import at, finding
 
 _STACK_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdVersion"
@@ -56,7 +56,7 @@ def check_frozen_template(profile: DistroProfile, files: dict[str, str],
     template, because what it adds redefines a table their base template renders. The
     distribution then renders that copy for good: no runtime it detects later, and its own
     settings (pause image, registries, CNI paths) stay as they are today after upgrades."""
-    from gpuplane import rancher_render
+    from gpuplane.distros import rancher_render
 
     target = profile.edit_path(version) if profile.edit_mode is EditMode.TEMPLATE else ""
     if (not profile.detects_nvidia_runtime or target not in files or target in baseline

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, flag, lookup, mapping, present
 from gpuplane.rules._shared import version_tuple as vt
 from gpuplane.rules.opvalues import (

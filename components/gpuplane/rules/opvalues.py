@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, flag, present
 
 CHART_CDI_DEFAULT_FROM = (25, 10, 0)     # cdi.enabled defaults to true from this chart

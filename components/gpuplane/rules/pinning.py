@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules._shared import at, finding
 
 _EXACT_CHART = re.compile(r"^v?\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$")

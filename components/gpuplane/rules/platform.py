@@ -1,4 +1,4 @@
-"""The managed platforms' traps (`cluster.platform`, gpuplane.platforms): the operator's
+"""The managed platforms' traps (`cluster.platform`, gpuplane.platforms.profiles): the operator's
 values against what the node image already has, HAMi's prerequisites there, and node
 files written where the platform owns them.
 
@@ -25,9 +25,15 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
-from gpuplane.platforms import DEVICE_PLUGIN, DRIVER, TOOLKIT, PlatformProfile, platform_profile
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.platforms.profiles import (
+    DEVICE_PLUGIN,
+    DRIVER,
+    TOOLKIT,
+    PlatformProfile,
+    platform_profile,
+)
 from gpuplane.rules._shared import finding, flag, lookup, present
 from gpuplane.rules.opvalues import OPERATOR_DEFAULTS, OperatorValues
 

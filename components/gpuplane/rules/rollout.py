@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, names
 
 

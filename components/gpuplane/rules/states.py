@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from gpuplane.findings import AS_FOUND, Finding, Severity
+from gpuplane.core.findings import AS_FOUND, Finding, Severity
 from gpuplane.rules.containerd import ContainerdFacts, check_containerd
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from gpuplane.findings import Finding
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, items, mapping
 
 GPU = "nvidia.com/gpu"

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile, EditMode, profile
-from gpuplane.findings import Finding, Severity
-from gpuplane.platforms import platform_profile
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.distros.profiles import DistroProfile, EditMode, profile
+from gpuplane.platforms.profiles import platform_profile
 from gpuplane.rules._shared import finding, lookup, present
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
 from gpuplane.rules.nodefiles import check_node_files
@@ -297,7 +297,7 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
 
 def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: DistroProfile,
                      version: ContainerdVersion) -> list[Finding]:
-    """RKE2/K3s detected mode (gpuplane.rancher_mode): toolkit.env must leave the toolkit's
+    """RKE2/K3s detected mode (gpuplane.distros.rancher_mode): toolkit.env must leave the toolkit's
     config alone. Pointed at the distribution's template, the toolkit writes a template
     of its own, which replaces the built-in one and with it the detected runtimes and the
     distribution's settings (error); pointed at any other file, it edits one their

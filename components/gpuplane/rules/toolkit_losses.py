@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules._shared import finding
 from gpuplane.toolkit.output import MODE_RUNTIMES
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import tomllib
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules._shared import finding
 
 

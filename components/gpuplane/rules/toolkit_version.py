@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, flag, lookup
 from gpuplane.toolkit.installer import parse_version
 

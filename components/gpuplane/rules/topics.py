@@ -104,7 +104,7 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (scheduler.admissionWebhook."
         "whitelistNamespaces, failurePolicy; scheduler.kubeScheduler.image.registry, "
         ".repository)"),
-    # The managed platforms (cluster.platform; gpuplane.platforms, rules/platform.py).
+    # The managed platforms (cluster.platform; gpuplane.platforms.profiles, rules/platform.py).
     Topic(
         "FM08-platform-driver", "the operator's driver where the platform's image has one",
         "The EKS AL2023 NVIDIA AMI, Bottlerocket's NVIDIA variants and AKS's GPU images "

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplane.findings import Finding, Severity
-from gpuplane.intent import ClusterIntent
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, items, mapping, quantity
 
 GPU = "nvidia.com/gpu"

@@ -17,14 +17,15 @@ import pulumi_kubernetes as k8s
 from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
-from gpuplane.docker_daemon import DAEMON_JSON
-from gpuplane.findings import Finding, levelled
-from gpuplane.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
-from gpuplane.planner import NodeContainerdPlan, plan_node
-from gpuplane.platforms_native.from_stack import platform_input
-from gpuplane.platforms_native.result import PlatformInput
+from gpuplane.config.helm_values import hami_values, operator_values, time_slicing_data
+from gpuplane.core.findings import Finding, levelled
+from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
+from gpuplane.distros.docker_daemon import DAEMON_JSON
+from gpuplane.plan.node import NodeContainerdPlan, plan_node
+from gpuplane.plan.rollout import batches
+from gpuplane.platforms.native.from_stack import platform_input
+from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
-from gpuplane.rollout import batches
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack import child_options
 from gpuplane.stack.gpu_operator import GpuOperator
@@ -34,7 +35,6 @@ from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
 from gpuplane.stack.refusal import refuse
 from gpuplane.stack.runtime_class import NvidiaRuntimeClass
 from gpuplane.stack.time_slicing import TimeSlicing
-from gpuplane.values import hami_values, operator_values, time_slicing_data
 
 
 @dataclass
@@ -44,7 +44,7 @@ class GpuClusterArgs:
     `config`: the stack's `gpuplane:*` settings (`parse_stack_config`, or
     `config_from_pulumi()` inside a program). `private_key`: the SSH key for the node
     rollout (a secret). `baselines`: node name -> {node path: content} captured from that
-    node (`gpuplane.baselines.node_baselines`); other nodes are planned from the model.
+    node (`gpuplane.distros.baselines.node_baselines`); other nodes are planned from the model.
     `kubeconfig` / `kube_context`: where the post-deploy verdicts, HAMi's node labels and
     the device plugin restart connect (they use the Kubernetes client, not a Pulumi
     provider): pass the same kubeconfig as the `kubernetes.Provider` given in `opts` when
@@ -137,7 +137,7 @@ class GpuCluster(pulumi.ComponentResource):
 
         before_operator: list[pulumi.Input[pulumi.Resource]] = [ns, intent]
         if writes and cfg.cluster.node_access == "pod":
-            # No SSH: the same agent from a privileged pod per node (gpuplane.nodepod); its
+            # No SSH: the same agent from a privileged pod per node (gpuplane.agent.pod); its
             # namespace is gpuplane's privileged operator namespace unless set otherwise.
             own = cfg.node_pod_namespace == namespace
             self.rollout = ContainerdPodRollout(
@@ -218,7 +218,7 @@ class GpuCluster(pulumi.ComponentResource):
                 if f not in out:
                     out.append(f)
         # `gpuplane:rules` never lowers a finding on a node's own files: the agent never
-        # applies a plan with errors (gpuplane.agent.agent_plan).
+        # applies a plan with errors (gpuplane.agent.script.agent_plan).
         return out + [f for f in levelled(self.stack_findings, self.rule_levels)
                       if f not in out]
 
@@ -232,7 +232,7 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
         captured = dict(baselines.get(node.name, {}))
         key = frozenset(captured.items())
         if key not in plans:
-            # The node's own files only: what it lacks, it lacks (gpuplane.baselines
+            # The node's own files only: what it lacks, it lacks (gpuplane.distros.baselines
             # refuses a capture that misses the file the plan edits).
             plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                                    current=captured, docker=cfg.docker_settings)

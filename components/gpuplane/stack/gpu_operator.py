@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuplane.chartsource import UPSTREAM, ChartSource
 from gpuplane.config import OPERATOR_CHART, OPERATOR_CHART_REPO
+from gpuplane.core.chartsource import UPSTREAM, ChartSource
 from gpuplane.stack import child_options
 
 

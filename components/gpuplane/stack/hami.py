@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from gpuplane.chartsource import UPSTREAM, ChartSource
 from gpuplane.config import HAMI_CHART, HAMI_CHART_REPO
+from gpuplane.core.chartsource import UPSTREAM, ChartSource
 from gpuplane.rules.hami import NODE_LABEL
 from gpuplane.stack import child_options
 from gpuplane.stack.node_labels import NodeLabels

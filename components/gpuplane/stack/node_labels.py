@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
-from gpuplane.kube_provider import KubeResourceProvider
+from gpuplane.kube.provider import KubeResourceProvider
 
 PROVIDER_KEY = "__provider"
 _OUTPUT_KEYS = frozenset({"labelled", "missing"})
@@ -40,7 +40,7 @@ class NodeLabelsProvider(KubeResourceProvider):
             return self.core_factory(kubeconfig, self.stack_context)
         from kubernetes import client
 
-        from gpuplane.kube import api_client
+        from gpuplane.kube.credentials import api_client
 
         return client.CoreV1Api(api_client(kubeconfig, self.stack_context))
 

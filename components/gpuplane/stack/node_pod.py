@@ -16,7 +16,7 @@ A pod that ends without the agent's verdict (killed, its container lost when a r
 took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
 makes a rerun converge from any step (tests/test_agent_faults.py). An agent that ends
 with a verdict other than 0, or a pod that cannot run, fails `pulumi up` with the agent's
-message as over SSH, but through an output and gpuplane.gate rather than an exception (no
+message as over SSH, but through an output and gpuplane.kube.gate rather than an exception (no
 SDK traceback): the failed node's batch finishes, no later batch nor the operator is
 registered, and the failed node runs again at the next `up`.
 """
@@ -31,12 +31,12 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
-from gpuplane.agent import agent_plan, embedded_program, plan_stdin, restore_script
-from gpuplane.doctor.client import ClusterClient
-from gpuplane.gate import gate, judged
-from gpuplane.kube_provider import KubeResourceProvider
-from gpuplane.nodepod import PodFailed, PodRun, agent_pod, run_agent_pod
-from gpuplane.planner import NodeContainerdPlan
+from gpuplane.agent.pod import PodFailed, PodRun, agent_pod, run_agent_pod
+from gpuplane.agent.script import agent_plan, embedded_program, plan_stdin, restore_script
+from gpuplane.kube.client import ClusterClient
+from gpuplane.kube.gate import gate, judged
+from gpuplane.kube.provider import KubeResourceProvider
+from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
@@ -59,7 +59,7 @@ class NodeAgentPodProvider(KubeResourceProvider):
     def _client(self, props: Mapping[str, Any]) -> ClusterClient:
         if self.client_factory is not None:
             return self.client_factory(self.kubeconfig(props), self.stack_context)
-        from gpuplane.doctor.client import KubeClient
+        from gpuplane.kube.client import KubeClient
 
         return KubeClient(self.kubeconfig(props), self.stack_context)
 
@@ -99,7 +99,7 @@ class NodeAgentPodProvider(KubeResourceProvider):
     def _apply(self, props: Mapping[str, Any],
                olds: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The outputs of an apply. A failure is an output (`error`), not an exception
-        (gpuplane.gate): the outputs then keep what the node holds, the old plan after a
+        (gpuplane.kube.gate): the outputs then keep what the node holds, the old plan after a
         failed update (the agent changed nothing, or rolled back), so that the next diff
         runs the agent again and delete restores the plan the node has."""
         inputs = _inputs(props)
@@ -178,7 +178,7 @@ def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def failure(error: Any) -> str | None:
-    """The `error` output as gpuplane.gate.judged reads it."""
+    """The `error` output as gpuplane.kube.gate.judged reads it."""
     return str(error) if error else None
 
 
@@ -239,7 +239,7 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         self.commands = {}
         # The canary waits for its namespace; each later batch for the gate of the one
-        # before it: a node whose agent failed stops the rollout there (gpuplane.gate).
+        # before it: a node whose agent failed stops the rollout there (gpuplane.kube.gate).
         previous: list[pulumi.Input[pulumi.Resource]] = list(after)
         for batch in batches:
             current: list[NodeAgentPod] = []

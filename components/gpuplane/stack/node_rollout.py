@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_command as command
 
-from gpuplane.agent import (
+from gpuplane.agent.script import (
     agent_plan,
     agent_script_path,
     apply_command,
@@ -40,7 +40,7 @@ from gpuplane.agent import (
     restore_command,
     staged_agent_path,
 )
-from gpuplane.planner import NodeContainerdPlan
+from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack.refusal import refuse
 
 

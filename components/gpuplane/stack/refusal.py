@@ -10,7 +10,7 @@ from contextvars import ContextVar
 
 import pulumi
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 
 
 class PlanRejected(pulumi.RunError):

@@ -46,7 +46,7 @@ class _RestartProvider(dynamic.ResourceProvider):
 def _restart(props: dict[str, Any]) -> list[str]:
     from kubernetes import client
 
-    from gpuplane.kube import api_client
+    from gpuplane.kube.credentials import api_client
 
     apps = client.AppsV1Api(api_client(props.get("kubeconfig"), props.get("kubeContext")))
     now = datetime.datetime.now(datetime.UTC).isoformat()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros import DistroProfile
+from gpuplane.distros.profiles import DistroProfile
 from gpuplane.toolkit.operator import OPERATOR_DROPIN_FROM, chart_tuple
 from gpuplane.toolkit.options import PlanOptions
 
@@ -30,7 +30,7 @@ def before_v25_10(chart: str | None) -> bool:
 def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
                     options: PlanOptions) -> list[dict[str, str]]:
     """`toolkit.env` that points the operator's toolkit at the kubelet's containerd; in
-    RKE2's/K3s's detected mode (gpuplane.rancher_mode) the socket alone, as RKE2's docs
+    RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode) the socket alone, as RKE2's docs
     give it: the distribution adds the runtimes itself."""
     if options.detected and profile.detects_nvidia_runtime:
         detected = {"CONTAINERD_SOCKET": profile.socket}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpuplane.intent import CgroupDriver
+from gpuplane.core.intent import CgroupDriver
 from gpuplane.toolkit.installer import Installer
 
 # The toolkit of the newest chart gpuplane supports (GPU Operator v26.7.0 ships 1.20.0):
@@ -42,7 +42,7 @@ class PlanOptions:
     writes_files: bool = True
     # RKE2/K3s with the operator's toolkit: `detected` leaves the nvidia runtimes to the
     # distribution's own detection (socket-only toolkit.env, no node file), `template`
-    # writes the whole template (gpuplane.rancher_mode chooses; `why` says why).
+    # writes the whole template (gpuplane.distros.rancher_mode chooses; `why` says why).
     runtime_setup: str = "template"
     runtime_setup_why: tuple[str, ...] = ()
 

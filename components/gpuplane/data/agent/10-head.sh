@@ -3,7 +3,7 @@
 # containerd worse than it was found.
 #
 #   apply    write the planned files (the plan follows this script on stdin, in the
-#            program components/gpuplane/agent.py builds), check the merged config with the
+#            program components/gpuplane/agent/script.py builds), check the merged config with the
 #            node's own `containerd config dump`, restart containerd only when the
 #            effective config changed, wait until the CRI answers; on any failure put
 #            every file back, restart again if it had restarted, and exit non-zero.
@@ -44,7 +44,7 @@
 # look: the message names each file, what it holds and what it held before.
 #
 # This file is generated from the parts in components/gpuplane/data/agent/ (joined by
-# `python -m gpuplane.agent_parts`): edit those, then regenerate it.
+# `python -m gpuplane.agent.parts`): edit those, then regenerate it.
 
 GP_AGENT_VERSION=2
 GP_PROG=gpuplane-agent

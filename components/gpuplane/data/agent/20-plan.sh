@@ -118,7 +118,7 @@ gp_begin() {
 	: >"$GP_STAGE/bases.plan"
 }
 
-# gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent.py).
+# gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent/script.py).
 gp_plan() {
 	case $2 in
 	*"$GP_NL"* | *"$GP_TAB"*)

@@ -347,7 +347,7 @@ gp_select_containerd() {
 # Verify the staged payload: every file arrived whole.
 gp_verify_payload() {
 	if [ "$GP_HAVE_PLAN" != 1 ] || [ -z "$P_CONFIG" ] || [ -z "$P_ID" ]; then
-		gp_say "apply needs a plan: pipe the program from gpuplane.agent.apply_stdin to 'sh -s -- apply'"
+		gp_say "apply needs a plan: pipe the program from gpuplane.agent.script.apply_stdin to 'sh -s -- apply'"
 		exit 2
 	fi
 	while IFS="$GP_TAB" read -r gp_vp_path gp_vp_sha gp_vp_file; do

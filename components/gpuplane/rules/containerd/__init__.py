@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import Analysis, ContainerdFacts, Loss, analyse
 from gpuplane.rules.containerd.merging import (
     check_config_versions,

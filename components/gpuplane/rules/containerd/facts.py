@@ -12,7 +12,7 @@ from gpuplane.containerd.effective import EffectiveConfig, FileCRI, file_cri, no
 from gpuplane.containerd.load import LoadedFile
 from gpuplane.containerd.toml_io import line_of
 from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, ContainerdVersion
-from gpuplane.intent import CgroupDriver
+from gpuplane.core.intent import CgroupDriver
 
 # The containerd model words its refusals; these tell them apart.
 MISSING_IMPORT = re.compile(r"^(?P<path>.+?) imports (?P<target>.+?), which does not exist")
@@ -39,7 +39,7 @@ class ContainerdFacts:
     kubelet_cgroup_driver: CgroupDriver | None = None
     cdi_requested: bool | None = None
     config_key_prefix: str | None = None
-    # The managed platform that writes these files (gpuplane.platforms), None when the
+    # The managed platform that writes these files (gpuplane.platforms.profiles), None when the
     # node's owner may edit them.
     owner: str | None = None
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 from gpuplane.containerd.effective import EffectiveConfig, file_cri
 from gpuplane.containerd.load import LoadedFile
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
     KEY_VERSION,
     PLUGIN_KEY,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Literal
 
 from gpuplane.containerd.effective import EffectiveConfig
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
     MISSING_IMPORT,
     Analysis,

@@ -7,7 +7,7 @@ from gpuplane.containerd import ContainerdVersion, RuntimeView
 from gpuplane.containerd.effective import raw_options
 from gpuplane.containerd.options import decoded, key_for, odd_spellings
 from gpuplane.containerd.versions import RUNC_V2
-from gpuplane.findings import Finding, Severity
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules.containerd.facts import (
     MISSING_IMPORT,
     NO_DEFAULT,

@@ -1,0 +1,107 @@
+"""Check one node's containerd config from files: load, find unread drop-ins, run the
+rules. Shared by `gpuplane containerd check` and anything else holding a node's files."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from gpuplane.containerd import (
+    ContainerdVersion,
+    EffectiveConfig,
+    FileSource,
+    effective_config,
+)
+from gpuplane.containerd.files import has_meta
+from gpuplane.core.findings import Finding, has_errors
+from gpuplane.rules import ContainerdFacts, check_containerd
+
+# Toolkit 1.18.0 wrote its drop-in to config.d/, which nothing imported; conf.d/ is the
+# usual drop-in directory. Both are scanned next to the top-level config.
+DROP_IN_DIRS = ("conf.d", "config.d")
+_VERSION_OUTPUT = re.compile(r"^containerd\s+\S+\s+v?(\d+\.\d+(?:\.\d+)?\S*)")
+
+
+class VersionUnknown(Exception):
+    """The containerd release line could not be determined; the user must pass it."""
+
+
+@dataclass
+class NodeCheck:
+    """The effective config of one node and the findings about it."""
+
+    config: str
+    effective: EffectiveConfig
+    findings: list[Finding]
+
+    @property
+    def failed(self) -> bool:
+        return has_errors(self.findings)
+
+
+def check_node_config(
+    files: FileSource, config: str, version: ContainerdVersion, facts: dict | None = None
+) -> NodeCheck:
+    """Run every containerd rule on `config` (a node path) read through `files`.
+
+    `facts` are extra ContainerdFacts fields (expected runtimes, kubelet driver, ...).
+    Raises gpuplane.containerd.ConfigError for a file that cannot be parsed.
+    """
+    effective = effective_config(config, files, version)
+    unread = find_unread_files(files, effective)
+    findings = check_containerd(ContainerdFacts(effective, unread_files=unread, **(facts or {})))
+    return NodeCheck(config, effective, findings)
+
+
+def find_unread_files(files: FileSource, effective: EffectiveConfig) -> tuple[str, ...]:
+    """TOML files in drop-in directories containerd does not read.
+
+    Looks in conf.d/ and config.d/ next to the top-level config, in the directories of the
+    files it imports, and in the literal directories of its import globs.
+    """
+    top = effective.files[0].path
+    base = posixpath.dirname(top)
+    dirs = [posixpath.join(base, d) for d in DROP_IN_DIRS]
+    dirs += [posixpath.dirname(f.path) for f in effective.files[1:]]
+    for f in effective.files:
+        for raw in f.imports:
+            parent = posixpath.dirname(raw)
+            if raw and not has_meta(parent):
+                dirs.append(posixpath.normpath(posixpath.join(posixpath.dirname(f.path), parent)))
+    read = {f.path for f in effective.files}
+    unread: list[str] = []
+    for directory in dict.fromkeys(dirs):
+        for name in files.listdir(directory):
+            path = posixpath.join(directory, name)
+            if (name.endswith(".toml") and path not in read and path not in unread
+                    and files.read(path) is not None):
+                unread.append(path)
+    return tuple(unread)
+
+
+def parse_version_output(text: str) -> ContainerdVersion:
+    """The release line from `containerd --version` output.
+
+    e.g. "containerd github.com/containerd/containerd 1.7.24~ds1 ..." or
+    "containerd github.com/containerd/containerd/v2 2.1.9+unknown".
+    """
+    match = _VERSION_OUTPUT.match(text.strip())
+    if not match:
+        raise VersionUnknown(f"cannot read a version from {text.strip()!r}")
+    return ContainerdVersion.parse(match.group(1))
+
+
+def detect_containerd_version() -> ContainerdVersion:
+    """Ask the `containerd` on PATH. Raises VersionUnknown when there is none."""
+    binary = shutil.which("containerd")
+    if binary is None:
+        raise VersionUnknown("no `containerd` on PATH")
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VersionUnknown(f"`{binary} --version` failed: {exc}") from exc
+    return parse_version_output(done.stdout)

@@ -1,0 +1,1 @@
+"""The `gpuplane` command: one module per command, and the offline plan (`cli.plan`)."""

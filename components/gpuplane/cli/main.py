@@ -1,0 +1,256 @@
+"""`gpuplane`: argument parsing and output only; the work lives in the library.
+
+Exit codes everywhere: 0 clean (warnings allowed), 1 error findings, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from gpuplane.containerd import LocalFiles
+
+EXIT_OK, EXIT_FINDINGS, EXIT_INPUT = 0, 1, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    # These hand every remaining argument to another parser untouched.
+    if args and args[0] in _PASSTHROUGH:
+        return _PASSTHROUGH[args[0]](args[1:])
+    parser = root_parser()
+    ns = parser.parse_args(args)
+    if not hasattr(ns, "handler"):
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT
+    return ns.handler(ns)
+
+
+def root_parser() -> argparse.ArgumentParser:
+    """`gpuplane`'s own parser; the commands in `_PASSTHROUGH` parse their own arguments."""
+    parser = argparse.ArgumentParser(
+        prog="gpuplane", description="Turn Kubernetes nodes into working NVIDIA GPU nodes.")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    ctd = sub.add_parser("containerd", help="containerd configuration tools")
+    ctd_sub = ctd.add_subparsers(title="commands", metavar="COMMAND")
+    check = ctd_sub.add_parser(
+        "check", help="effective CRI config and findings for a node's containerd config",
+        description="Read a top-level containerd config and its imports from local files, "
+                    "as the given containerd release would, and report the effective CRI "
+                    "runtimes and findings. Exit 0 clean, 1 errors, 2 unreadable input.")
+    check.add_argument("--config", required=True, help="top-level config.toml")
+    check.add_argument("--containerd-version", metavar="X.Y",
+                       help="release line (default: ask `containerd --version` on PATH)")
+    check.add_argument("--root", metavar="DIR",
+                       help="directory standing in for / (paths in configs are node paths)")
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.set_defaults(handler=_containerd_check)
+
+    explain = sub.add_parser("explain", help="explain a failure mode (FM01-FM18)")
+    explain.add_argument("rule", nargs="?", help="rule id, e.g. FM02; omit to list all")
+    explain.set_defaults(handler=_explain)
+
+    sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
+    sub.add_parser("plan", help="offline plan of a stack", add_help=False)
+    sub.add_parser("node-agent", help="print the node agent script (sh; see its `help` mode)",
+                   add_help=False)
+    sub.add_parser("doctor", help="diagnose a live GPU cluster or a saved snapshot",
+                   add_help=False)
+    sub.add_parser("nodes", help="node tools: `nodes capture` reads the nodes' containerd "
+                   "files into the stack", add_help=False)
+    return parser
+
+
+def _containerd_check(ns: argparse.Namespace) -> int:
+    from gpuplane.agent.nodecheck import (
+        VersionUnknown,
+        check_node_config,
+        detect_containerd_version,
+    )
+    from gpuplane.cli.check_report import check_to_json, render_check
+    from gpuplane.containerd import ConfigError, ContainerdVersion
+
+    try:
+        if ns.containerd_version:
+            version = ContainerdVersion.parse(ns.containerd_version)
+        else:
+            version = detect_containerd_version()
+    except ValueError as exc:
+        return _input_error(f"--containerd-version: {exc}")
+    except VersionUnknown as exc:
+        return _input_error(f"cannot tell which containerd reads this config ({exc}); pass "
+                            "--containerd-version X.Y (1.6, 1.7 or 2.1)")
+    try:
+        files, config = _node_files(ns.config, ns.root)
+        result = check_node_config(files, config, version)
+    except ConfigError as exc:
+        return _input_error(str(exc))
+    if ns.format == "json":
+        print(json.dumps(check_to_json(result), indent=2))
+    else:
+        render_check(result, _console())
+    return EXIT_FINDINGS if result.failed else EXIT_OK
+
+
+def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
+    """The file source and the config's node path, with or without a stand-in root."""
+    from gpuplane.containerd import ConfigError
+
+    if root is None:
+        return LocalFiles(), os.path.abspath(config)
+    base = Path(root)
+    if not base.is_dir():
+        raise ConfigError(root, "--root is not a directory")
+    if config.startswith("/") and (base / config.lstrip("/")).is_file():
+        return LocalFiles(base), os.path.normpath(config)
+    local = Path(config).resolve()
+    if local.is_relative_to(base.resolve()):
+        return LocalFiles(base), "/" + local.relative_to(base.resolve()).as_posix()
+    raise ConfigError(config, f"not found under --root {root}")
+
+
+def _explain(ns: argparse.Namespace) -> int:
+    from gpuplane.rules import RULES, explain
+
+    if ns.rule is None:
+        for rule in RULES.values():
+            print(f"{rule.id}  {rule.severity:7}  {rule.title}")
+        return EXIT_OK
+    try:
+        print(explain(ns.rule))
+    except KeyError:
+        return _input_error(f"unknown rule {ns.rule!r}; valid ids: {', '.join(RULES)}")
+    return EXIT_OK
+
+
+def _probe(argv: list[str]) -> int:
+    from gpuplane import probe  # written separately; imported only when asked for
+
+    return int(probe.main(argv) or 0)
+
+
+def _plan(argv: list[str]) -> int:
+    from gpuplane.cli.plan.diff import check_base, plan_diff
+    from gpuplane.cli.plan.render import render_markdown, render_text
+    from gpuplane.cli.plan.run import plan_stack
+    from gpuplane.cli.plan.stackfile import StackFileError
+    from gpuplane.config import StackConfigError
+    from gpuplane.core.findings import Severity
+
+    ns = _plan_parser().parse_args(argv)
+    loaded: dict[str, Any] = {"--policy-pack-config": None}
+    for option, path in (("--base", ns.base),):
+        try:
+            loaded[option] = json.loads(path.read_text(encoding="utf-8")) if path else None
+        except (OSError, ValueError) as exc:
+            return _input_error(f"{option} {path}: {exc}")
+    if loaded["--base"] is not None:
+        try:
+            check_base(loaded["--base"])
+        except ValueError as exc:
+            return _input_error(f"--base {ns.base}: {exc}")
+    if ns.policy_pack_config:   # every level and policy name checked, file:line named
+        from gpuplane.policy.config import load_pack_config
+        from gpuplane.policy.pack import policy_names
+        try:
+            loaded["--policy-pack-config"] = load_pack_config(ns.policy_pack_config,
+                                                              policy_names())
+        except ValueError as exc:
+            return _input_error(f"--policy-pack-config: {exc}")
+    base = loaded["--base"]
+    try:
+        plan = plan_stack(ns.stack, ns.stacks_dir, loaded["--policy-pack-config"])
+    except (StackFileError, StackConfigError) as exc:
+        return _input_error(f"stack {ns.stack!r}: invalid config\n{exc}")
+    if base is not None:
+        plan["diff"] = plan_diff(base, plan)
+    if ns.format == "json":
+        print(json.dumps(plan, indent=2, sort_keys=False))
+    elif ns.format == "markdown":
+        print(render_markdown(plan))
+    else:
+        render_text(plan, _console())
+    mandatory = any(f["severity"] == Severity.ERROR for f in plan["findings"])
+    return EXIT_FINDINGS if mandatory else EXIT_OK
+
+
+def _plan_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpuplane plan",
+        description="Offline plan of a stack: runs the Pulumi program under the mock engine "
+                    "(no CLI, cluster or credentials), renders per-node files and Helm values, "
+                    "runs every policy. Exit 0 clean, 1 mandatory policy violations, 2 bad "
+                    "config.")
+    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
+    parser.add_argument("--stacks-dir", default="stacks", type=Path)
+    parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    parser.add_argument("--base", type=Path, metavar="PLAN.json",
+                        help="a previous JSON plan (e.g. main's): diff every resource's inputs, "
+                             "the stack settings, node files, Helm values, the rollout (with "
+                             "the nodes that restart, in order, and why) and the findings")
+    parser.add_argument("--policy-pack-config", type=Path, metavar="FILE",
+                        help="policy config JSON, as `pulumi preview --policy-pack-config`")
+    return parser
+
+
+def _node_agent(argv: list[str]) -> int:
+    from gpuplane.agent.script import agent_source
+
+    if argv:
+        return _input_error("node-agent takes no arguments: it prints the agent script, "
+                            "whose own modes are listed by `sh agent.sh help`")
+    sys.stdout.write(agent_source())
+    return EXIT_OK
+
+
+def _doctor(argv: list[str]) -> int:
+    from gpuplane.doctor.command import main as doctor
+
+    return doctor(argv, _console)
+
+
+def _nodes(argv: list[str]) -> int:
+    from gpuplane.capture.command import main as nodes
+
+    return nodes(argv)
+
+
+def passthrough_parsers() -> dict[str, argparse.ArgumentParser]:
+    """The parsers of the commands that parse their own arguments, by command name: what
+    the generated CLI reference (scripts/gen_docs.py) reads, so it cannot drift from the
+    options. `node-agent` takes no arguments and has no parser."""
+    from gpuplane.capture.command import parser as nodes
+    from gpuplane.doctor.command import parser as doctor
+    from gpuplane.probe.cuda_probe import build_parser as probe
+
+    return {"plan": _plan_parser(), "doctor": doctor(), "nodes": nodes(), "probe": probe()}
+
+
+_PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
+    "probe": _probe, "plan": _plan, "node-agent": _node_agent, "doctor": _doctor,
+    "nodes": _nodes}
+
+
+def _input_error(message: str) -> int:
+    print(f"gpuplane: {message}", file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _console() -> Console:
+    """One console for every command: the terminal's width on a terminal; piped, no
+    colour, padding or truncation (`gpuplane.cli.console`)."""
+    from gpuplane.cli.console import make_console
+
+    return make_console()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The offline plan: a stack's program run under Pulumi's mock engine, reported per node."""

@@ -1,0 +1,91 @@
+"""The offline policy runner: the pack's policies over the mock engine's registrations,
+called with the same `StackValidationArgs` the Pulumi engine builds, honouring a
+`--policy-pack-config` file the way `pulumi preview` does."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    StackValidationArgs,
+)
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from gpuplane.cli.plan.engine import Registered
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.policy.pack import build_policies
+
+_SEVERITY = {EnforcementLevel.MANDATORY: Severity.ERROR,
+             EnforcementLevel.ADVISORY: Severity.WARNING}
+
+
+def policy_resources(resources: list[Registered]) -> list[PolicyResource]:
+    """PolicyResources with parents and dependencies linked, as the engine sends them: the
+    inputs behind the policy SDK's read-only proxies, as `pulumi preview` hands them."""
+    by_urn: dict[str, PolicyResource] = {}
+    for r in resources:
+        opts = PolicyResourceOptions(
+            protect=r.protect, ignore_changes=r.ignore_changes,
+            delete_before_replace=r.delete_before_replace, aliases=[],
+            custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+            additional_secret_outputs=r.additional_secret_outputs, parent=r.parent or None)
+        by_urn[r.urn] = PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name,
+                                       opts, None, None, [], {})
+    for r in resources:
+        res = by_urn[r.urn]
+        res.parent = by_urn.get(r.parent)
+        res.dependencies = [by_urn[d] for d in r.dependencies if d in by_urn]
+        res.property_dependencies = {k: [by_urn[d] for d in v if d in by_urn]
+                                     for k, v in r.property_dependencies.items()}
+    return list(by_urn.values())
+
+
+def _settings(pack_config: Mapping[str, Any], name: str,
+              default: EnforcementLevel) -> tuple[EnforcementLevel, dict[str, Any]]:
+    """Enforcement and properties of one policy: its own entry, else `all`, else default."""
+    level = default
+    if "all" in pack_config:
+        value = pack_config["all"]
+        level = EnforcementLevel(value if isinstance(value, str)
+                                 else value.get("enforcementLevel", default.value))
+    entry = pack_config.get(name)
+    props: dict[str, Any] = {}
+    if isinstance(entry, str):
+        level = EnforcementLevel(entry)
+    elif isinstance(entry, Mapping):
+        props = {k: v for k, v in entry.items() if k != "enforcementLevel"}
+        level = EnforcementLevel(entry.get("enforcementLevel", level.value))
+    return level, props
+
+
+def run_policies(resources: list[Registered],
+                 pack_config: Mapping[str, Any] | None = None) -> list[Finding]:
+    """Every policy over one stack; violations come back as findings with rule id and fix."""
+    stack = policy_resources(resources)
+    out: list[Finding] = []
+    for policy in build_policies():
+        # The SDK's own default for a policy constructed without a level.
+        default = policy.enforcement_level or EnforcementLevel.ADVISORY
+        level, props = _settings(pack_config or {}, policy.name, default)
+        if level is EnforcementLevel.DISABLED:
+            continue
+        rule_id = policy.name.split("-")[1].upper()
+        args = StackValidationArgs(stack, config=props)
+
+        def report(message: str, urn: str | None = None, _id: str = rule_id,
+                   _level: EnforcementLevel = level) -> None:
+            text, _, rest = message.partition("\nwhere: ")
+            where, _, fix = rest.partition("\nfix: ")
+            fix, _, state = fix.partition("\nstate: ")
+            out.append(Finding(_id, _SEVERITY[_level], text, where or (urn or ""), fix, state))
+
+        policy.validate(args, report)
+    return out
+
+
+__all__ = ["policy_resources", "run_policies"]

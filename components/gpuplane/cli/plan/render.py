@@ -1,0 +1,471 @@
+"""Views of a plan report: text for terminals and logs, markdown for PR comments.
+
+Both lead with the verdict. A rejected plan (an error finding blocks `pulumi up`) is shown
+as rejected: what the change tried to do, why it is blocked and the fix — never as the
+resources and files it holds back. With `--base`, every change of the diff is shown:
+stack settings, resources (with a YAML diff of their inputs), node files, Helm values, the
+toolkit env, the rollout and the findings.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from rich.console import Console
+
+from gpuplane.cli.console import print_block, print_line, print_table
+from gpuplane.cli.plan.diff import to_yaml, toolkit_env
+from gpuplane.cli.plan.toolkit_view import toolkit_lines
+from gpuplane.platforms.native.result import PlatformInput
+
+GITHUB_COMMENT_LIMIT = 65_536
+# What a comment may hold after the room kept for what the PR workflow adds around it
+# (a note when the base plan failed, the sticky comment's marker).
+COMMENT_BUDGET = GITHUB_COMMENT_LIMIT - 4_096
+TRUNCATED_NOTE = (
+    "\n---\n**Truncated** to {limit:,} characters (GitHub's comment limit is 65,536): {count} "
+    "section(s) left out ({names}). The full plan and diff are in the JSON plan "
+    "(`gpuplane plan --format json --base ...`), uploaded by the PR workflow as the "
+    "`gpuplane-plan` artifact of this run.\n")
+
+
+# ---------------------------------------------------------------------------- shared facts
+
+def rejected(plan: dict[str, Any]) -> bool:
+    return any(f["severity"] == "error" for f in plan["findings"])
+
+
+def verdict_line(plan: dict[str, Any]) -> str:
+    s = plan["summary"]
+    if rejected(plan):
+        return (f"REJECTED: {s['errors']} blocking finding(s); `pulumi up` stops on them and "
+                "nothing is rolled out")
+    warn = f" with {s['warnings']} warning(s)" if s["warnings"] else ""
+    return f"OK{warn}"
+
+
+def headline(plan: dict[str, Any]) -> str:
+    c, s = plan["cluster"], plan["summary"]
+    return (f"{plan['stack']}: {c['distro']}, Kubernetes {c['kubernetesVersion']}, containerd "
+            f"{c['containerdVersion']}, {c['devicePlugin']} — {s['resources']} resources, "
+            f"{s['nodes']} GPU nodes, {s['restarts']} containerd restarts, "
+            f"{s['errors']} errors, {s['warnings']} warnings")
+
+
+def _files_by_content(plan: dict[str, Any], key: str = "files") -> list[tuple[list[str], str,
+                                                                             str]]:
+    """(nodes, path, content): nodes that get the same file are listed once."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node in plan["nodes"]:
+        for path, content in node.get(key, {}).items():
+            groups.setdefault((path, content), []).append(node["name"])
+    return [(nodes, path, content) for (path, content), nodes in groups.items()]
+
+
+def _all_files(plan: dict[str, Any]) -> list[tuple[list[str], str, str, str]]:
+    """(nodes, path, content, note): the files written, or those a rejected plan holds
+    back, marked as such."""
+    held = " (withheld: the plan is rejected)"
+    return ([(*group, "") for group in _files_by_content(plan)]
+            + [(*group, held) for group in _files_by_content(plan, "withheldFiles")])
+
+
+def _node_diffs(diff: dict[str, Any]) -> list[tuple[list[str], str, str]]:
+    """(nodes, path, diff): a file diff shared by several nodes shows once."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node, files in diff["files"].items():
+        for path, text in files.items():
+            groups.setdefault((path, text), []).append(node)
+    return [(nodes, path, text) for (path, text), nodes in groups.items()]
+
+
+def batch_lines(plan: dict[str, Any]) -> list[str]:
+    """The rollout: one line per batch, in order, restarts marked."""
+    restarts = {n["name"] for n in plan["nodes"] if n["restart"]}
+    docker = {n["name"] for n in plan["nodes"] if n.get("dockerRestart")}
+    batches = plan["batches"] or plan.get("withheldBatches") or []
+    held = "" if plan["batches"] else " (withheld: the plan is rejected)"
+    lines = []
+    for i, batch in enumerate(batches):
+        label = " [canary]" if i == 0 and len(batch) == 1 and len(batches) > 1 else ""
+        nodes = ", ".join(f"{n}{_restart_note(n in restarts, n in docker)}" for n in batch)
+        lines.append(f"batch {i}{label}: {nodes}{held}")
+    return lines
+
+
+def _restart_note(containerd: bool, docker: bool) -> str:
+    """` (restart)`: containerd restarts; Docker's one restart (after containerd's) is
+    named apart, since it stops the host's Docker containers' daemon, not the kubelet's."""
+    done = [what for what, yes in (("restart", containerd), ("Docker restart", docker)) if yes]
+    return f" ({', '.join(done)})" if done else ""
+
+
+def _fence_of(path: str) -> str:
+    return "json" if path.endswith(".json") else "toml"
+
+
+def baseline_lines(plan: dict[str, Any]) -> list[str]:
+    """What the node files were planned from: captured copies, or gpuplane's model (which
+    the node agent only applies to nodes whose files match it byte for byte)."""
+    groups: dict[str, list[str]] = {}
+    for node in plan["nodes"]:
+        if not (node["files"] or node.get("withheldFiles")):
+            continue
+        captured = node.get("baselineFiles") or {}
+        label = ("captured " + ", ".join(f"{p} = {local}" for p, local in sorted(
+            captured.items()))) if captured else (
+            f"gpuplane's {plan['cluster']['distro']} model: nodes whose files differ are "
+            "refused; capture them with `baselineFiles`")
+        groups.setdefault(label, []).append(node["name"])
+    return [f"{', '.join(nodes)}: {label}" for label, nodes in groups.items()]
+
+
+def attempted(plan: dict[str, Any]) -> list[str]:
+    """What a rejected plan tried to do, in words."""
+    diff = plan.get("diff") or {}
+    lines = [f"set `{c['key']}`: `{_short(c['base'])}` → `{_short(c['new'])}`"
+             for c in diff.get("config", [])]
+    files = _files_by_content(plan, "withheldFiles")
+    if files:
+        nodes = sorted({n for group, _, _ in files for n in group})
+        paths = sorted({p for _, p, _ in files})
+        lines.append(f"write {', '.join(f'`{p}`' for p in paths)} on {len(nodes)} node(s) in "
+                     f"{len(plan.get('withheldBatches') or [])} batch(es)"
+                     + (" (diff below)" if diff.get("files") else ""))
+    if not lines:
+        lines.append(f"apply the {plan['summary']['resources']} resources of this plan")
+    return lines
+
+
+# How each chart source reads (`plan["helm"][release]["source"]`).
+_SOURCES = {"upstream": "upstream repository", "path": "local chart",
+            "http": "mirror repository", "oci": "OCI registry"}
+
+
+def release_line(rel: dict[str, Any]) -> str:
+    """`chart <chart> <version> (<source>) from <repo> in <ns>; images from <mirror>`."""
+    source = _SOURCES.get(str(rel.get("source")))
+    kind = f" ({source})" if source else ""
+    repo = f" from {rel['repo']}" if rel.get("repo") else ""
+    mirror = f"; images from {rel['imageMirror']}" if rel.get("imageMirror") else ""
+    return (f"chart {rel['chart']} {rel['version']}{kind}{repo} in "
+            f"{rel['namespace']}{mirror}")
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else to_yaml(value).strip() if isinstance(
+        value, dict | list) else str(value).lower() if isinstance(value, bool) else str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _blocking(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in plan["findings"] if f["severity"] == "error"]
+
+
+# --------------------------------------------------------------------------------- text
+
+def node_pod_lines(plan: dict[str, Any]) -> list[str]:
+    """`nodeAccess: pod`: where the agent's pods run and what they need."""
+    pod = plan["cluster"].get("nodePod")
+    if not pod:
+        return []
+    made = " (created by gpuplane, Pod Security privileged)" \
+        if pod["namespaceCreatedByGpuplane"] else ""
+    return [f"through a pod per node, no SSH: {pod['podName']} in namespace "
+            f"{pod['namespace']}{made}, image {pod['image']}, privileged with hostPID, "
+            f"at most {pod['timeoutSeconds']} s each",
+            *(f"needs: {need}" for need in pod["needs"])]
+
+
+def render_text(plan: dict[str, Any], console: Console) -> None:
+    """The plan for a terminal or a log (see `gpuplane.cli.console` for the style)."""
+    print_line(console, ("gpuplane plan ", "bold"), headline(plan))
+    print_line(console, ("verdict: ", "bold"),
+               (verdict_line(plan), "bold red" if rejected(plan) else "bold green"))
+    if rejected(plan):
+        _rejected_text(plan, console)
+    _diff_text(plan, console)
+    print_table(console, "Resources", ("type", "name", "depends on"),
+                [(r["type"], r["name"], ", ".join(r["dependsOn"])) for r in plan["resources"]])
+    for name, rel in plan["helm"].items():
+        print_line(console, (f"Helm release {name}", "bold"), f": {release_line(rel)}")
+        print_block(console, to_yaml(rel["values"]), "yaml")
+    for release, env in toolkit_env(plan).items():
+        print_line(console, (f"Toolkit env ({release})", "bold"))
+        print_block(console, env, "bash")
+    docker = plan["cluster"].get("dockerRestartCommand")
+    print_line(console, ("Node rollout", "bold"),
+               f" (restart: {plan['cluster']['restartCommand']}"
+               + (f"; Docker, once where its daemon.json changes: {docker}" if docker else "")
+               + ")")
+    platform = plan["cluster"].get("platform")
+    idle = (f"no node changes: {platform} writes the nodes' containerd config, and gpuplane "
+            "leaves it alone" if platform else
+            "no node changes (nodes are configured by the operator's toolkit or need nothing)")
+    for line in batch_lines(plan) or [idle]:
+        print_line(console, f"  {line}")
+    for line in node_pod_lines(plan):
+        print_line(console, f"  {line}")
+    for line in baseline_lines(plan):
+        print_line(console, f"  planned from: {line}")
+    for line in toolkit_lines(plan.get("toolkit")):
+        print_line(console, f"  toolkit: {line}")
+    for nodes, path, content, held in _all_files(plan):
+        print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
+        print_block(console, content, _fence_of(path))
+    _platform_input_text(plan, console)
+    _findings_text(console, "Findings", plan["findings"])
+
+
+def _platform_input_text(plan: dict[str, Any], console: Console) -> None:
+    """The managed platform's own node input and what gpuplane leaves to the platform."""
+    out = plan.get("platformInput")
+    if not out:
+        return
+    print_line(console, ("Platform input", "bold"),
+               " (also the stack output platformInput; docs/platform-inputs.md)")
+    for line in PlatformInput.from_output(out).plan_lines():
+        print_line(console, f"  {line}")
+
+
+def _rejected_text(plan: dict[str, Any], console: Console) -> None:
+    print_line(console, ("REJECTED", "bold red"), ": this change is blocked")
+    print_line(console, "  it tried to:")
+    for line in attempted(plan):
+        print_line(console, f"    - {line.replace('`', '')}")
+    print_line(console, "  blocked by:")
+    for f in _blocking(plan):
+        print_line(console, f"    - {f['id']} {f['where']}: {f['message']}")
+        print_line(console, ("      fix: ", "green"), f["fix"])
+
+
+def _findings_text(console: Console, title: str, findings: list[dict[str, Any]]) -> None:
+    if not findings:
+        print_line(console, "No findings.")
+        return
+    print_line(console, (title, "bold"))
+    for f in findings:
+        state = f" [{f['state']}]" if f.get("state") else ""
+        print_line(console, f"  {f['severity'].upper():7} ", (f["id"], "bold"),
+                   f"{state} {f['where']}")
+        print_line(console, f"          {f['message']}")
+        print_line(console, ("          fix: ", "green"), f["fix"])
+
+
+def _diff_text(plan: dict[str, Any], console: Console) -> None:
+    diff = plan.get("diff")
+    if not diff:
+        return
+    print_line(console, (f"Changes against the base plan ({diff['baseStack']})", "bold"))
+    if diff["empty"]:
+        print_line(console, "  none: the base plan and this one are the same")
+        return
+    for c in diff["config"]:
+        print_line(console, f"  setting {c['key']}: {_short(c['base'])} -> {_short(c['new'])}")
+    res = diff["resources"]
+    for kind in ("added", "removed", "withheld"):
+        for key in res[kind]:
+            note = " (not removed: the plan is rejected)" if kind == "withheld" else ""
+            print_line(console, f"  {kind}: {key}{note}")
+    for change in res["changed"]:
+        print_line(console, f"  changed: {change['resource']} ({', '.join(change['paths'])})")
+        print_block(console, change["diff"], "diff")
+    for nodes, path, text in _node_diffs(diff):
+        verb = "would change" if diff["rejected"] else "changes"
+        print_line(console, f"  {path} {verb} on {', '.join(nodes)}:")
+        print_block(console, text, "diff")
+    for release, text in diff["values"].items():
+        print_line(console, f"  Helm release {release}:")
+        print_block(console, text, "diff")
+    for line in _rollout_change(diff):
+        print_line(console, f"  {line.replace('`', '')}")
+    _findings_change_text(console, diff)
+
+
+def _findings_change_text(console: Console, diff: dict[str, Any]) -> None:
+    for kind in ("new", "fixed"):
+        for f in diff["findings"][kind]:
+            print_line(console, f"  {kind} finding: {f['severity']} {f['id']} {f['where']}: "
+                       f"{f['message']}")
+
+
+def _rollout_change(diff: dict[str, Any]) -> list[str]:
+    """The rollout part of a diff, in words: batches, restarts in order and why."""
+    rollout = diff["rollout"]
+    lines = []
+    if rollout["changed"]:
+        lines.append(f"rollout: {len(rollout['base'])} → {len(rollout['new'])} batches: "
+                     + " | ".join(", ".join(b) for b in rollout["new"]))
+    if diff["disrupted"]:
+        lines.append("containerd restarts, in order: " + "; ".join(
+            f"`{d['node']}` (batch {d['batch']}: {d.get('reason', 'config changes')})"
+            for d in diff["disrupted"]))
+    elif not diff["rejected"]:
+        lines.append("containerd restarts: none")
+    for r in rollout.get("workloadRestarts", []):
+        lines.append(f"pods restart: `{r['selector']}` in `{r['namespace']}` "
+                     f"({r['resource']}: {r['reason']})")
+    return lines
+
+
+# ----------------------------------------------------------------------------- markdown
+
+def _fence(text: str, lang: str) -> str:
+    """A code block whose fence is longer than any backtick run in `text`."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n</details>\n"
+
+
+def _code(text: str) -> str:
+    return f"<code>{html.escape(text)}</code>"
+
+
+def _cell(text: str) -> str:
+    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """(name, markdown, essential) in reading order; optional ones may be left out to
+    fit a comment."""
+    out: list[tuple[str, str, bool]] = []
+    icon = "❌" if rejected(plan) else "✅"
+    out.append(("headline", f"### {icon} gpuplane plan `{plan['stack']}`: "
+                f"{verdict_line(plan)}\n\n{headline(plan)}\n", True))
+    if rejected(plan):
+        body = ["#### Rejected: this change is blocked", "", "**It tried to:**", ""]
+        body += [f"- {line}" for line in attempted(plan)]
+        body += ["", "**Blocked by** (fix each, then push again):", ""]
+        body += [f"- **{f['id']}** `{f['where']}`: {f['message']}\n  - **fix:** {f['fix']}"
+                 for f in _blocking(plan)]
+        withheld = (plan.get("diff") or {}).get("resources", {}).get("withheld", [])
+        if withheld:
+            body += ["", f"Held back, not removed: {len(withheld)} resource(s) of the node "
+                     "rollout (" + ", ".join(f"`{k}`" for k in withheld[:8])
+                     + (", ..." if len(withheld) > 8 else "") + ")."]
+        out.append(("rejection", "\n".join(body) + "\n", True))
+    diff = plan.get("diff")
+    if diff:
+        out += _md_diff(plan, diff)
+    findings = plan["findings"]
+    if findings:
+        rows = ["#### Policy findings", "", "| severity | rule | where | message | fix |",
+                "| --- | --- | --- | --- | --- |"]
+        rows += [f"| {f['severity']}{' (' + f['state'] + ')' if f.get('state') else ''} "
+                 f"| {f['id']} | {_cell(f['where'])} | {_cell(f['message'])} "
+                 f"| {_cell(f['fix'])} |" for f in findings]
+        out.append(("findings", "\n".join(rows) + "\n", True))
+    else:
+        out.append(("findings", "No policy findings.\n", True))
+    rollout = ["#### Rollout", ""] + [f"- {line}" for line in
+                                      batch_lines(plan) or ["no node changes"]]
+    rollout += [f"- {line}" for line in node_pod_lines(plan)]
+    rollout += [f"- planned from: {line}" for line in baseline_lines(plan)]
+    rollout += [f"- toolkit: {line}" for line in toolkit_lines(plan.get("toolkit"))]
+    out.append(("rollout", "\n".join(rollout) + "\n", False))
+    if not diff:
+        for release, rel in plan["helm"].items():
+            out.append((f"values {release}", _details(
+                f"Helm values {_code(release)} ({html.escape(release_line(rel))})",
+                _fence(to_yaml(rel["values"]), "yaml")),
+                False))
+        for release, env in toolkit_env(plan).items():
+            out.append((f"toolkit env {release}", _details(
+                f"Toolkit env {_code(release)}", _fence(env, "sh")), False))
+    for nodes, path, content, held in _all_files(plan):
+        out.append((f"file {path}", _details(
+            f"{_code(path)} on {len(nodes)} node(s): {html.escape(', '.join(nodes))}{held}",
+            _fence(content, _fence_of(path))), False))
+    return out
+
+
+def _short_key(key: str) -> str:
+    """`Kind name` of a `type::name` key: enough to tell resources apart in a list."""
+    typ, _, name = key.partition("::")
+    return f"{typ.rsplit(':', 1)[-1].rsplit('/', 1)[-1]} {name}"
+
+
+def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str, bool]]:
+    """The diff against the base plan: a summary (essential) and collapsible details."""
+    res = diff["resources"]
+    head = [f"#### Changes against the base plan (`{diff['baseStack']}`)", ""]
+    if diff["empty"]:
+        head.append("None: this plan and the base plan are the same.")
+    for c in diff["config"]:
+        head.append(f"- setting `{c['key']}`: `{_short(c['base'])}` → `{_short(c['new'])}`")
+    counts = [f"{len(res[k])} {k}" for k in ("added", "removed", "withheld", "changed")
+              if res[k]]
+    if counts:
+        head.append(f"- resources: {', '.join(counts)}")
+    for kind in ("added", "removed"):
+        if res[kind]:
+            head.append(f"  - {kind}: " + ", ".join(f"`{k}`" for k in res[kind]))
+    if res["changed"]:
+        head.append("  - changed: " + ", ".join(f"`{_short_key(c['resource'])}`"
+                                                for c in res["changed"]))
+    head += [f"- {line}" for line in _rollout_change(diff)]
+    for kind in ("new", "fixed"):
+        for f in diff["findings"][kind]:
+            head.append(f"- {kind} finding: **{f['id']}** ({f['severity']}) `{f['where']}`"
+                        + (f" — fix: {f['fix']}" if kind == "new" else ""))
+    out = [("diff summary", "\n".join(head) + "\n", True)]
+    verb = "would change (rejected)" if diff["rejected"] else "changes"
+    for nodes, path, text in _node_diffs(diff):
+        out.append((f"file diff {path}", _details(
+            f"{_code(path)} {verb} on {', '.join(_code(n) for n in nodes)}",
+            _fence(text, "diff")), False))
+    for release, text in diff["values"].items():
+        out.append((f"values diff {release}", _details(
+            f"Helm values {_code(release)}", _fence(text, "diff")), False))
+    for release, rel in plan["helm"].items():
+        if release not in diff["values"]:
+            out.append((f"values {release}", _details(
+                f"Helm values {_code(release)} (unchanged)",
+                _fence(to_yaml(rel["values"]), "yaml")), False))
+    for release, text in diff.get("toolkitEnv", {}).items():
+        out.append((f"toolkit env diff {release}", _details(
+            f"Toolkit env {_code(release)}", _fence(text, "diff")), False))
+    for release, env in toolkit_env(plan).items():
+        if release not in diff.get("toolkitEnv", {}):
+            out.append((f"toolkit env {release}", _details(
+                f"Toolkit env {_code(release)} (unchanged)", _fence(env, "sh")), False))
+    for change in res["changed"]:
+        out.append((f"resource {change['resource']}", _details(
+            f"{_code(change['resource'])}: {html.escape(', '.join(change['paths']))}",
+            _fence(change["diff"], "diff")), False))
+    return out
+
+
+def render_markdown(plan: dict[str, Any], limit: int = COMMENT_BUDGET) -> str:
+    """The PR comment: never longer than `limit` characters; sections that do not fit are
+    left out, in reading order, with a note pointing at the full JSON plan."""
+    sections = _md_sections(plan)
+    note_room = len(TRUNCATED_NOTE) + 400
+    total = sum(len(text) + 1 for _, text, essential in sections if essential)
+    kept, left_out = [], []
+    for name, text, essential in sections:
+        if essential:
+            kept.append(text)
+        elif total + len(text) + 1 + note_room <= limit:
+            kept.append(text)
+            total += len(text) + 1
+        else:
+            left_out.append(name)
+    body = "\n".join(kept)
+    if not left_out and len(body) <= limit:
+        return body
+    if len(body) + note_room > limit:   # the essentials alone are too long: cut them
+        body = body[:limit - note_room].rsplit("\n", 1)[0] + "\n"
+        left_out.append("the rest of the summary")
+    names = ", ".join(left_out[:6]) + (", ..." if len(left_out) > 6 else "")
+    return body + TRUNCATED_NOTE.format(limit=limit, count=len(left_out), names=names)
+
+
+__all__ = ["COMMENT_BUDGET", "GITHUB_COMMENT_LIMIT", "render_markdown", "render_text"]

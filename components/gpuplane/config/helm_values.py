@@ -1,0 +1,113 @@
+"""Helm values and ConfigMap data derived from the stack config: pure functions.
+
+One place decides every value gpuplane sets in the GPU Operator and HAMi charts, so the
+Pulumi components, the offline plan and the tests all see the same dicts. A user's raw
+`values` are merged last; the policies check the merged result, not our intentions.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from gpuplane.config import StackConfig
+from gpuplane.core.images import hami_mirror_values, operator_mirror_values
+from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Helm's rule for values: maps merge key by key, anything else replaces."""
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict[str, Any]:
+    """GPU Operator values: driver/toolkit ownership, the toolkit env that points at the
+    kubelet's containerd, CDI, the RuntimeClass, and the device plugin's sharing config;
+    with `imageMirror`, every image's registry moved to the mirror under them."""
+    op = cfg.gpu_operator
+    toolkit: dict[str, Any] = {"enabled": op.toolkit == "operator"}
+    if op.toolkit == "operator":
+        toolkit["env"] = toolkit_env
+    if op.toolkit_image:
+        repository, _, image = op.toolkit_image.repository.rpartition("/")
+        toolkit.update(repository=repository, image=image, version=op.toolkit_image.tag)
+    device_plugin: dict[str, Any] = {"enabled": cfg.device_plugin == "gpu-operator"}
+    if op.toolkit == "operator" and cfg.device_plugin == "gpu-operator" \
+            and cfg.plan_options().detected and before_v25_10(op.chart_version):
+        # RKE2's docs for chart v25.3.x in detected mode (gpuplane.toolkit.env).
+        device_plugin["env"] = [{"name": k, "value": v} for k, v in DEVICE_PLUGIN_ENV.items()]
+    if cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator":
+        device_plugin["config"] = {"create": False, "name": cfg.time_slicing.config_map,
+                                   "default": cfg.time_slicing.profile}
+    plat = cfg.platform
+    if plat is not None and plat.install_dir:
+        # COS: the only writable, stateful place for NVIDIA's files (NVIDIA's GKE recipe).
+        toolkit["installDir"] = plat.install_dir
+    values: dict[str, Any] = {
+        "operator": {"runtimeClass": cfg.runtime.name},
+        "driver": {"enabled": op.driver == "managed"},
+        "toolkit": toolkit,
+        "cdi": {"enabled": op.cdi},
+        "devicePlugin": device_plugin,
+    }
+    if plat is not None and plat.install_dir:
+        values["hostPaths"] = {"driverInstallDir": plat.install_dir}
+    mirror = operator_mirror_values(op.chart_version, op.image_mirror)
+    return deep_merge(deep_merge(mirror, values) if mirror else values, op.values)
+
+
+def hami_values(cfg: StackConfig) -> dict[str, Any]:
+    """HAMi values: the scheduler pinned to the cluster's version, a webhook that fails
+    closed with more than one scheduler, and the runtime class where nvidia isn't default;
+    with `imageMirror`, every image's registry moved to the mirror under them."""
+    hami = cfg.hami
+    exempt = list(dict.fromkeys(["kube-system", hami.namespace, cfg.gpu_operator.namespace,
+                                 *hami.webhook_exempt_namespaces]))
+    values = {
+        "scheduler": {
+            "kubeScheduler": {"image": {"registry": hami.scheduler_registry,
+                                        "repository": hami.scheduler_image_repository,
+                                        "tag": cfg.hami_scheduler_tag}},
+            "admissionWebhook": {"failurePolicy": hami.webhook_failure_policy,
+                                 "whitelistNamespaces": exempt},
+            "leaderElect": True,
+            "replicas": hami.scheduler_replicas,
+        },
+        "devicePlugin": {
+            "deviceSplitCount": hami.device_split_count,
+            "deviceMemoryScaling": hami.device_memory_scaling,
+            "deviceCoreScaling": hami.device_core_scaling,
+            "runtimeClassName": "" if cfg.runtime.nvidia_default else cfg.runtime.name,
+            "nvidiaNodeSelector": {"gpu": "on"},
+            "gpuOperatorToolkitReady": {"enabled": cfg.gpu_operator.toolkit == "operator"},
+        },
+    }
+    mirror = hami_mirror_values(hami.chart_version, hami.image_mirror)
+    return deep_merge(deep_merge(mirror, values) if mirror else values, hami.values)
+
+
+def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
+    """The device plugin's sharing config: one profile key holding YAML (keys under
+    `sharing.timeSlicing`, never under `flags`, where the plugin ignores them)."""
+    ts = cfg.time_slicing
+    profile = {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {"timeSlicing": {
+            "renameByDefault": ts.rename_by_default,
+            "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
+            "resources": [{"name": "nvidia.com/gpu", "replicas": ts.replicas}],
+        }},
+    }
+    return {ts.profile: yaml.safe_dump(profile, sort_keys=False)}
+
+
+__all__ = ["deep_merge", "hami_values", "operator_values", "time_slicing_data"]

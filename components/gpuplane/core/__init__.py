@@ -1,0 +1,1 @@
+"""Core records every layer shares: findings, the stack's intent, chart sources, images."""

@@ -1,0 +1,98 @@
+"""What a stack says about its cluster, in one small serialisable record.
+
+Rules need facts that no single resource carries (is the driver pre-installed? which
+containerd runs on the nodes? is nvidia the default runtime?). `GpuCluster` writes this
+record into the cluster as the ConfigMap `gpuplane-intent` (key `intent.json`), so the
+same facts reach the policies at preview time (as that ConfigMap's inputs) and the doctor
+on a live cluster (as that ConfigMap's data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+INTENT_CONFIGMAP = "gpuplane-intent"
+INTENT_KEY = "intent.json"
+INTENT_LABEL = "gpuplane.dev/intent"
+
+DevicePlugin = Literal["gpu-operator", "hami", "platform"]
+ToolkitWhere = Literal["operator", "host", "none"]
+# The kubelet's cgroup driver, which runc's SystemdCgroup must match (FM07).
+CgroupDriver = Literal["systemd", "cgroupfs"]
+
+
+@dataclass(frozen=True)
+class NodeIntent:
+    """One GPU node as the stack describes it."""
+
+    name: str
+    gpus: int = 1
+    os: str = "ubuntu22.04"          # <id><version>, as the toolkit image flavours name it
+    pool: str = "default"
+
+
+@dataclass(frozen=True)
+class ClusterIntent:
+    """The stack's decisions that rules compare resources and live objects against."""
+
+    distro: str = "kubeadm"
+    platform: str | None = None        # cluster.platform (platforms.profiles); None: self-managed
+    containerd_version: str = "1.7"
+    kubernetes_version: str = "1.31.0"
+    containerd_base_dir: str | None = None
+    kubelet_cgroup_driver: CgroupDriver = "systemd"
+    device_plugin: DevicePlugin = "gpu-operator"
+    toolkit: ToolkitWhere = "operator"
+    driver_preinstalled: bool = True
+    cdi: bool = False
+    nvidia_default: bool = False       # nvidia is containerd's default runtime on GPU nodes
+    runtime_class: str = "nvidia"
+    # RKE2/K3s with the operator's toolkit: `detected` (socket-only toolkit.env, the
+    # distribution adds the runtimes) or `template` (gpuplane.distros.rancher_mode).
+    runtime_setup: str = "template"
+    operator_namespace: str = "gpu-operator"
+    hami_namespace: str = "kube-system"
+    time_slicing_replicas: int = 0     # 0: time-slicing off
+    time_slicing_configmap: str = "time-slicing-config"
+    time_slicing_profile: str = "any"
+    time_slicing_rename: bool = False  # renameByDefault: shared GPUs are nvidia.com/gpu.shared
+    hami_split_count: int = 10         # hami.deviceSplitCount
+    max_unavailable: int = 1
+    canary: bool = True
+    allow_all_at_once: bool = False    # rollout.allowAllAtOnce: the FM06 outage is accepted
+    nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
+    # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
+    # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
+    rule_levels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gpu_nodes(self) -> tuple[NodeIntent, ...]:
+        return tuple(n for n in self.nodes if n.gpus > 0)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        if not data["allow_all_at_once"]:   # only an explicit opt-in is written
+            del data["allow_all_at_once"]
+        if data["platform"] is None:        # self-managed stacks keep their record as it was
+            del data["platform"]
+        if not data["rule_levels"]:         # as the record was before gpuplane:rules
+            del data["rule_levels"]
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterIntent:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        nodes = tuple(NodeIntent(**{k: v for k, v in n.items()
+                                    if k in NodeIntent.__dataclass_fields__})
+                      for n in known.pop("nodes", ()))
+        levels = tuple((str(k), str(v)) for k, v in known.pop("rule_levels", ()))
+        return cls(**known, nodes=nodes, rule_levels=levels)
+
+    @classmethod
+    def from_json(cls, text: str) -> ClusterIntent:
+        return cls.from_dict(json.loads(text))
+
+
+__all__ = ["INTENT_CONFIGMAP", "INTENT_KEY", "INTENT_LABEL", "ClusterIntent", "NodeIntent"]

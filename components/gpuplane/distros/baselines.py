@@ -1,0 +1,127 @@
+"""The node files a plan starts from: gpuplane's model of the distribution's defaults, or
+copies captured from the nodes themselves (`baselineFiles`).
+
+The model is what a fresh node of that distribution has. A real node may carry more
+(registry mirrors, another root, a tuned snapshotter); planning from its own files keeps
+those, and the node agent refuses a node whose files are not the ones the plan was made
+from, so a plan never replaces settings it has not seen.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+
+from gpuplane.config import StackConfig, StackConfigError
+from gpuplane.containerd.versions import ContainerdVersion
+from gpuplane.distros.docker_daemon import DAEMON_JSON, DaemonJsonError, parse_daemon_json
+from gpuplane.distros.profiles import DistroProfile, EditMode
+
+
+def plannable_paths(profile: DistroProfile) -> list[str]:
+    """The node files a plan reads for this distribution (a drop-in dir ends with /)."""
+    paths = [profile.config_path, profile.template_path, profile.template_v3_path]
+    paths += [d + "/" for d in profile.read_dropin_dirs]
+    return [p for p in paths if p]
+
+
+def _plannable(path: str, allowed: list[str]) -> bool:
+    return any(path == a or (a.endswith("/") and posixpath.dirname(path) + "/" == a)
+               for a in allowed)
+
+
+def _not_loadable(text: str, local: str) -> str | None:
+    """Why a captured copy is not a config containerd would load (its file:line:col), or
+    None. Checked here, where the stack key is known, rather than deep in the planner
+    where only the node path is."""
+    from gpuplane.containerd.errors import ConfigError
+    from gpuplane.containerd.load import _parse_file
+
+    try:
+        _parse_file(local, text, None)   # TOML, and `version`/`imports`/`plugins` typed
+    except ConfigError as exc:
+        return (f"{exc}: the captured copy is not a containerd config containerd would "
+                "load; capture the node's file again (`ssh NODE sudo cat PATH > COPY`, no "
+                "other output in it)")
+    return None
+
+
+def _not_json_object(text: str, local: str) -> str | None:
+    """Why a captured daemon.json is not one dockerd would read (its file:line:col)."""
+    try:
+        parse_daemon_json(text, local)
+    except DaemonJsonError as exc:
+        return str(exc)
+    return None
+
+
+def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
+                     files: dict[str, str]) -> str | None:
+    """Why the captured files are not enough to plan from, or None. The plan is made
+    from the node's own files only (never completed with gpuplane's model): the file
+    gpuplane edits must be among them, and a file containerd reads to judge the result."""
+    if profile.edit_mode is EditMode.TEMPLATE:
+        template = profile.edit_path(version)
+        if template in files:
+            return None
+        if profile.template_always_present:
+            return (f"{template} is not captured: {profile.title} renders "
+                    f"{profile.config_path} from it at every start and gpuplane edits it, "
+                    "so it plans from the node's own template, never from its model of one; "
+                    f"capture it too (`sudo cat {template}`)")
+    if profile.config_path not in files:
+        return (f"{profile.config_path} is not captured: it is the file containerd reads "
+                "first and the plan starts from it; capture it too "
+                f"(`sudo cat {profile.config_path}`)")
+    return None
+
+
+def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
+    """Captured files by node name (nodes without any are left out), read relative to the
+    project root. Every unreadable or misplaced file is reported with its stack key."""
+    allowed = plannable_paths(cfg.profile) + ([DAEMON_JSON] if cfg.docker_settings else [])
+    problems: list[tuple[str, str]] = []
+    texts: dict[Path, str] = {}
+    unreadable: set[Path] = set()
+    out: dict[str, dict[str, str]] = {}
+    for index, node in enumerate(cfg.nodes):
+        files: dict[str, str] = {}
+        for node_path, (key, local) in cfg.baseline_files_of(index).items():
+            if not _plannable(node_path, allowed):
+                problems.append((key, f"{node_path} is not a file gpuplane plans from on "
+                                 f"{cfg.cluster.distro.value}; use one of {', '.join(allowed)}"))
+                continue
+            source = root / local
+            if source in unreadable:
+                continue
+            if source not in texts:
+                try:
+                    texts[source] = source.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    reason = getattr(exc, "strerror", None) or str(exc)
+                    problems.append((key, f"cannot read {local} (relative to the project "
+                                     f"root {root}): {reason}; capture it from the node with "
+                                     f"`ssh {node.host or node.name} sudo cat {node_path} > "
+                                     f"{local}`"))
+                    unreadable.add(source)
+                    continue
+                problem = _not_json_object(texts[source], local) if node_path == DAEMON_JSON \
+                    else _not_loadable(texts[source], local)
+                if problem:
+                    problems.append((key, problem))
+                    unreadable.add(source)
+                    continue
+            files[node_path] = texts[source]
+        if files:
+            missing = _missing_sources(cfg.profile, cfg.containerd, files)
+            if missing:
+                key = next(iter(cfg.baseline_files_of(index).values()))[0]
+                problems.append((key, missing))
+                continue
+            out[node.name] = files
+    if problems:
+        raise StackConfigError(list(dict.fromkeys(problems)))  # a cluster-wide one once
+    return out
+
+
+__all__ = ["node_baselines", "plannable_paths"]

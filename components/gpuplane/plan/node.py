@@ -1,0 +1,631 @@
+"""Plan a node's containerd change: the files gpuplane writes, the toolkit env, and the
+combined result under that containerd's merge rules.
+
+The plan is correct by construction and then checked: the combined layout (the
+distribution's baseline, gpuplane's files and, in operator mode, the toolkit's own
+output as the toolkit writes it) is merged by the containerd model and run through the
+rulebook. A plan with error findings is never rolled out.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import posixpath
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import tomlkit
+
+from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
+from gpuplane.containerd.errors import ConfigError
+from gpuplane.containerd.files import MemoryFiles
+from gpuplane.containerd.load import load_config
+from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.options import key_for, set_option
+from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
+from gpuplane.core.findings import (
+    AFTER_GPUPLANE,
+    AFTER_TOOLKIT,
+    AFTER_UNINSTALL,
+    AS_FOUND,
+    Finding,
+)
+from gpuplane.distros import k0s_render, rancher_render
+from gpuplane.distros.docker_daemon import DAEMON_JSON, DockerPlan, DockerSettings, plan_docker
+from gpuplane.distros.profiles import DistroProfile, EditMode
+from gpuplane.rules import ContainerdFacts
+from gpuplane.rules.docker import check_docker_daemons
+from gpuplane.rules.nodefiles import check_frozen_template
+from gpuplane.rules.states import judge_states
+from gpuplane.rules.toolkit_losses import check_distro_unmanaged, check_toolkit_losses
+from gpuplane.rules.toolkit_source import check_toolkit_run, check_toolkit_source_version
+from gpuplane.toolkit.env import toolkit_env_for
+from gpuplane.toolkit.operator import installer_env
+from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+from gpuplane.toolkit.output import Node, config_sources, toolkit_blocker, toolkit_writes
+
+GPUPLANE_DROPIN = "50-gpuplane.toml"
+HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
+
+
+@dataclass
+class NodeContainerdPlan:
+    profile: DistroProfile
+    version: ContainerdVersion
+    options: PlanOptions
+    files: dict[str, str]                 # what gpuplane writes, by node path
+    toolkit_env: list[dict[str, str]]     # GPU Operator `toolkit.env`
+    toolkit_files: dict[str, str]         # what the operator's toolkit will write (modelled)
+    layout: dict[str, str]                # baseline + gpuplane + toolkit: the node after
+    effective: EffectiveConfig
+    written: EffectiveConfig              # baseline + gpuplane only: what the node agent
+                                          # verifies before the operator's toolkit runs
+    before: EffectiveConfig               # the baseline alone
+    expected_runtimes: frozenset[str]
+    findings: list[Finding] = field(default_factory=list)
+    baseline: dict[str, str] = field(default_factory=dict)  # the node files planned from
+    docker: DockerPlan | None = None      # Docker's daemon.json (`gpuplane:docker`), if asked
+
+    @property
+    def bases(self) -> dict[str, str | None]:
+        """sha256 of each node file the plan was made from (None: planned as absent): every
+        file gpuplane writes, and the top-level config its changes are derived from. The
+        node agent refuses a node whose originals differ, instead of replacing settings
+        the plan never saw."""
+        paths = {*self.files, self.profile.config_path}
+        return {p: _sha256(self.baseline[p]) if p in self.baseline else None
+                for p in sorted(paths)}
+
+    @property
+    def restart_command(self) -> str:
+        return self.profile.restart_command
+
+    @property
+    def restarts(self) -> bool:
+        """Whether writing the files changes what containerd runs (the agent restarts)."""
+        return self.written.to_dict() != self.before.to_dict()
+
+
+def plan_node(
+    profile: DistroProfile,
+    version: ContainerdVersion,
+    options: PlanOptions,
+    current: dict[str, str] | None = None,
+    docker: DockerSettings | None = None,
+) -> NodeContainerdPlan:
+    """Plan the files for one node starting from `current` (default: the distro baseline).
+
+    With `docker`, Docker's daemon.json is planned beside (from `current`'s copy of it,
+    else as absent: the agent refuses a node whose file differs). It is kept apart from
+    the containerd files: containerd never reads it, and it has its own restart."""
+    containerd_files = None if current is None else \
+        {path: text for path, text in current.items() if path != DAEMON_JSON}
+    plan = _plan_containerd(profile, version, options, containerd_files)
+    if docker is not None:
+        plan.docker = plan_docker((current or {}).get(DAEMON_JSON), docker)
+        plan.findings += check_docker_daemons(profile)
+    return plan
+
+
+def _plan_containerd(
+    profile: DistroProfile,
+    version: ContainerdVersion,
+    options: PlanOptions,
+    current: dict[str, str] | None = None,
+) -> NodeContainerdPlan:
+    """The containerd part of :func:`plan_node`."""
+    baseline = dict(current if current is not None else profile.baseline(version))
+    profile = node_profile(profile, baseline)
+    files: dict[str, str] = {}
+    top = profile.config_path
+    if options.detected and profile.detects_nvidia_runtime:
+        # RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode): their own rendering adds the
+        # runtimes once the toolkit has installed its binaries; gpuplane writes nothing.
+        return assess(profile, version, options, {}, baseline)
+    if top in baseline and _extends_rancher_base(profile, options,
+                                                 baseline.get(profile.edit_path(version))):
+        files = _rancher_files(profile, version, options, baseline)
+        return assess(profile, version, options, files if options.writes_files else {},
+                      baseline)
+    if profile.edit_mode is EditMode.TEMPLATE:
+        target = profile.edit_path(version)
+        # The node's own template; without one (RKE2/K3s render a built-in one), the
+        # config it renders now.
+        source = baseline[target] if target in baseline else baseline.get(top, "")
+        patch = _patch(profile, version, options, baseline)
+        text = _apply_patch(source, patch, version)
+        # The operator's toolkit edits the template, or creates one holding only its own
+        # part (1.18: `version` + `imports`; 1.17: the nvidia runtimes), which the
+        # distribution then renders into a config without any of its own settings.
+        # gpuplane writes the whole template first; for 1.18 it imports the
+        # distribution-local dir the toolkit is pointed at (gpuplane.toolkit.env).
+        toolkit_runs = options.toolkit is ToolkitMode.OPERATOR
+        toolkit_dir = _toolkit_dropin_dir(profile, options)
+        if toolkit_dir:
+            text = _add_import(text, posixpath.join(toolkit_dir, "*.toml"))
+        if (patch or toolkit_runs) and text != baseline.get(target):
+            files[target] = text
+    else:
+        patch = _patch(profile, version, options, baseline)
+        if renders_dropins(profile, baseline):
+            # k0s merges its drop-ins itself and rewrites the top-level file: the change
+            # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
+            if patch and options.writes_files:
+                files[_dropin_path(profile)] = _dropin(
+                    rendered_layout(baseline, profile, version), top, version, patch,
+                    whole=False)
+            return assess(profile, version, options, files, baseline)
+        operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
+        top_text = baseline[top]
+        if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
+            top_text = _ensure_import(top_text, profile, version, baseline)
+        if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
+            top_text = _as_version_3(top_text)
+        if options.toolkit is ToolkitMode.OPERATOR:
+            top_text = _one_binary_spelling(top_text, version)
+        if patch and options.toolkit is ToolkitMode.OPERATOR:
+            # The toolkit copies the CRI table from the top-level file (its config source)
+            # into a drop-in merged last: a change anywhere else would be overwritten.
+            top_text = _apply_patch(top_text, patch, version)
+        if top_text != baseline[top]:
+            files[top] = top_text
+        if patch and options.toolkit is not ToolkitMode.OPERATOR:
+            state = {**baseline, **files}
+            files[_dropin_path(profile)] = _dropin(state, top, version, patch)
+    if not options.writes_files:
+        files = {}
+    return assess(profile, version, options, files, baseline)
+
+
+def node_profile(profile: DistroProfile, files: Mapping[str, str]) -> DistroProfile:
+    """The profile with what this node's launcher substitutes (MicroK8s: revision dirs,
+    runc.v1 on cgroup v1, the native snapshotter on zfs), learned from its captured
+    template and rendered file; the model's values where either is missing."""
+    template, rendered = files.get(profile.template_path or ""), files.get(profile.config_path)
+    if template is None or rendered is None:
+        return profile
+    return profile.learn_substitutions(template, rendered)
+
+
+def _extends_rancher_base(profile: DistroProfile, options: PlanOptions,
+                          own: str | None) -> bool:
+    """Whether gpuplane builds on RKE2's/K3s's own rendering (built-in template, runtime
+    detection, drop-in dir) instead of writing a whole template: without the operator's
+    toolkit (which edits a whole template itself), where the node has no template of its
+    own or one extending the base."""
+    return (profile.detects_nvidia_runtime and options.toolkit is not ToolkitMode.OPERATOR
+            and (own is None or rancher_render.extends_base(own)))
+
+
+def detected_binaries(profile: DistroProfile, options: PlanOptions,
+                      after_toolkit: bool = False) -> tuple[str, ...]:
+    """The runtime binaries RKE2/K3s find on a node gpuplane planned, in their search
+    order: the host toolkit's; once the operator's toolkit has run (`after_toolkit`), the
+    binaries it installed into /usr/local/nvidia/toolkit."""
+    if not profile.detects_nvidia_runtime:
+        return ()
+    if options.toolkit is ToolkitMode.HOST:
+        return rancher_render.HOST_TOOLKIT_BINARIES
+    if options.toolkit is ToolkitMode.OPERATOR and after_toolkit:
+        return rancher_render.OPERATOR_TOOLKIT_BINARIES
+    return ()
+
+
+def _rancher_files(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+                   baseline: dict[str, str]) -> dict[str, str]:
+    """RKE2/K3s: only what their own rendering lacks once the host toolkit is detected.
+
+    Nothing when the detected runtimes are all the plan needs and the node already runs
+    them; else a drop-in where the rendered config imports K3s's drop-in dir; else a
+    template extending the base; else (the addition redefines a table the base renders,
+    which containerd refuses) the whole rendered config as the template, as before."""
+    top, target = profile.config_path, profile.edit_path(version)
+    detected = detected_binaries(profile, options)
+    rendered = rendered_layout(baseline, profile, version, detected)
+    patch = _unmet(_patch(profile, version, options, rendered), rendered, top, version)
+    now = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
+                           version)
+    later = effective_config(top, MemoryFiles(rendered), version)
+    if not patch and later.to_dict() == now.to_dict():
+        return {}
+    dropins = rancher_render.imported_dropin_dir(rendered[top], target)
+    if dropins:
+        return {posixpath.join(dropins, GPUPLANE_DROPIN): _dropin(rendered, top, version,
+                                                                   patch)}
+    own = baseline.get(target)
+    config_version = int(tomllib.loads(rendered[top]).get("version", 2))
+    key = _cri_key(config_version, version, set(tomllib.loads(rendered[top]).get("plugins", {})))
+    text = own if own is not None else rancher_render.BASE + "\n"
+    if patch:
+        text = text.rstrip("\n") + "\n\n" + rancher_render.appended(
+            patch, key, "Added by gpuplane to what the distribution renders; do not edit.")
+    base = rancher_render.base_of(baseline.get(top, ""), own) if own else baseline.get(top, "")
+    if rancher_render.loads_ok(rancher_render.render(
+            text, rancher_render.detect(base, detected))) is None:
+        return {target: text}
+    # The whole config as the template (it renders no detected runtime): everything the
+    # plan adds goes in, and a template of the node's own is kept as it renders now.
+    source = rendered[top] if own is not None else baseline.get(top, "")
+    return {target: _apply_patch(source, _patch(profile, version, options, baseline), version)}
+
+
+def _unmet(patch: dict[str, Any], layout: dict[str, str], top: str,
+           version: ContainerdVersion) -> dict[str, Any]:
+    """`patch` without what the merged CRI table of `layout` already holds."""
+    loaded = load_config(top, MemoryFiles(layout), version)
+    key = _cri_key(loaded.files[0].version or 2, version,
+                   {k for f in loaded.files for k in f.plugins})
+    return _difference(patch, merge(loaded).plugins.get(key, {}))
+
+
+def _difference(wanted: dict[str, Any], have: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in wanted.items():
+        present = have.get(k) if isinstance(have, dict) else None
+        if isinstance(v, dict):
+            rest = _difference(v, present)
+            if rest:
+                out[k] = rest
+        elif present != v or (isinstance(have, dict) and k not in have):
+            out[k] = v
+    return out
+
+
+def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+           files: dict[str, str], baseline: dict[str, str] | None = None) -> NodeContainerdPlan:
+    """Judge `files` written onto `baseline`: the node after gpuplane, after the operator's
+    toolkit (modelled), and the rulebook's findings. Plans and policies both use this, so
+    a plan and the files read back from a node command are judged the same way."""
+    baseline = dict(baseline if baseline is not None else profile.baseline(version))
+    profile = node_profile(profile, baseline)
+    top = profile.config_path
+    after = rendered_layout({**baseline, **files}, profile, version,
+                            detected_binaries(profile, options))
+    written = effective_config(top, MemoryFiles(after), version)
+    before = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
+                              version)
+    toolkit_env: list[dict[str, str]] = []
+    toolkit_files: dict[str, str] = {}
+    losses: list[Finding] = []
+    blocker: str | None = None
+    if options.toolkit is ToolkitMode.OPERATOR:
+        toolkit_env = toolkit_env_for(profile, version, options)
+        env = installer_env(toolkit_env, options)
+        node = Node(version, (profile.containerd_binary,))
+        blocker = toolkit_blocker(after, env, options.installer, node)
+        toolkit_files = {} if blocker else toolkit_writes(after, env, options.installer, node)
+        source = (config_sources(env) or [env["CONTAINERD_CONFIG"]])[0]
+        written_layout = after
+        after = rendered_layout({**after, **toolkit_files}, profile, version,
+                                detected_binaries(profile, options, after_toolkit=True))
+        unmanaged = (check_distro_unmanaged(
+            top, written_layout.get(top), toolkit_files.get(top), k0s_render.MARKER,
+            profile.title, where=_where(profile)) if profile.generates_from_dropins else [])
+        losses = [*unmanaged, *check_toolkit_run(blocker, _where(profile)),
+                  *check_toolkit_source_version(source, written_layout.get(source)),
+                  *check_toolkit_losses(_merged(top, written_layout, version),
+                                        _merged(top, after, version), where=_where(profile),
+                                        origins=_origins(top, written_layout, version))]
+    expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
+    effective = effective_config(top, MemoryFiles(after), version)
+    facts = ContainerdFacts(
+        effective=effective,
+        expected_runtimes=frozenset({own_default(before), *expected}),
+        # In RKE2's/K3s's detected mode the toolkit's own edit lands in /etc/containerd,
+        # which their containerd never reads, by design: only gpuplane's files must be read.
+        expected_files=tuple(p for p in {**files, **({} if options.detected else toolkit_files)}
+                             if p != top and not _is_template(profile, p)
+                             and _read_directly(profile, p)),
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver,
+        cdi_requested=options.cdi,
+        owner=profile.owned_by or None,
+    )
+    operator = options.toolkit is ToolkitMode.OPERATOR
+    frozen = [] if operator else check_frozen_template(profile, files, baseline,
+                                                       where=profile.title, version=version)
+    findings = judge_states(_states(options, files, facts, written, before, top, profile),
+                            final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
+                            extra=[*(replace(f, state=AFTER_TOOLKIT) for f in losses),
+                                   *(replace(f, state=AFTER_GPUPLANE) for f in frozen)])
+    if blocker:
+        # No prediction of the state after the toolkit: the refusal says why, and the
+        # findings about that state would judge files the toolkit does not write.
+        findings = [f for f in findings if f.state != AFTER_TOOLKIT
+                    or (f.id == "FM03" and f.message.startswith(blocker))]
+    return NodeContainerdPlan(profile, version, options, dict(files), toolkit_env,
+                              toolkit_files, after, effective, written, before,
+                              frozenset(expected), findings, baseline)
+
+
+def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
+            written: EffectiveConfig, before: EffectiveConfig, top: str,
+            profile: DistroProfile) -> list[tuple[str, ContainerdFacts]]:
+    """The node's states in rollout order with what each must hold. Without the
+    operator's toolkit the state after gpuplane is the final one; with it, gpuplane's files
+    alone must already run (the agent restarts containerd on them) and must still run
+    once the toolkit is uninstalled (the operator goes before the agent restores)."""
+    # As found, the node is judged exactly as `gpuplane containerd check` judges its files
+    # (gpuplane.agent.nodecheck): nothing is expected of it yet.
+    as_found = ContainerdFacts(effective=before)
+    if options.toolkit is not ToolkitMode.OPERATOR:
+        return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
+    mine = ContainerdFacts(
+        effective=written, expected_runtimes=frozenset({own_default(before)}),
+        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)
+                             and _read_directly(profile, p)),
+        kubelet_cgroup_driver=options.kubelet_cgroup_driver, owner=profile.owned_by or None)
+    return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
+            (AFTER_UNINSTALL, mine)]
+
+
+def own_default(before: EffectiveConfig) -> str:
+    """The runtime the node's pods run as found, which every later state must still
+    define: its own default (EKS's and AKS's GPU nodes have no runc table), runc where the
+    node as found does not start."""
+    return before.default_runtime if before.starts else "runc"
+
+
+def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:
+    """Everything containerd would run with (every plugin, not only CRI), or {} when it
+    would not start (the rulebook reports that on its own)."""
+    try:
+        merged = merge(load_config(top, MemoryFiles(layout), version))
+    except ConfigError:
+        return {}
+    return {"version": merged.version, "plugins": merged.plugins}
+
+
+def _origins(top: str, layout: dict[str, str],
+             version: ContainerdVersion) -> list[tuple[str, dict[str, Any]]]:
+    """Each file containerd reads, with its own data, in merge order."""
+    try:
+        return [(f.path, f.data) for f in load_config(top, MemoryFiles(layout), version).files]
+    except ConfigError:
+        return []
+
+
+def _where(profile: DistroProfile) -> str:
+    return f"{profile.title}: {profile.config_path} after the GPU Operator's toolkit"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def renders_dropins(profile: DistroProfile, baseline: Mapping[str, str]) -> bool:
+    """Whether the distribution merges gpuplane's drop-in into the config containerd reads
+    itself, at its restart (k0s while it manages its top-level file)."""
+    return profile.generates_from_dropins and k0s_render.is_managed(
+        baseline.get(profile.config_path))
+
+
+def _read_directly(profile: DistroProfile, path: str) -> bool:
+    """Whether containerd itself must read `path`; k0s folds its drop-ins into the file it
+    generates instead (what they set is checked through the runtimes)."""
+    return not (profile.generates_from_dropins and profile.dropin_dir is not None
+                and posixpath.dirname(path) == profile.dropin_dir)
+
+
+def _is_template(profile: DistroProfile, path: str) -> bool:
+    return path in (profile.template_path, profile.template_v3_path)
+
+
+def _dropin_path(profile: DistroProfile) -> str:
+    assert profile.dropin_dir
+    return posixpath.join(profile.dropin_dir, GPUPLANE_DROPIN)
+
+
+def rendered_layout(layout: dict[str, str], profile: DistroProfile,
+                    version: ContainerdVersion,
+                    detected: tuple[str, ...] = ()) -> dict[str, str]:
+    """Template distributions regenerate config.toml from the template at start; RKE2 and
+    K3s also add the runtimes they detect among `detected` (binaries on the node) wherever
+    their built-in template renders, alone or as a user template's base
+    (gpuplane.distros.rancher_render)."""
+    if profile.edit_mode is EditMode.TEMPLATE:
+        template = profile.edit_path(version)
+        top = profile.config_path
+        own = layout.get(template)
+        if profile.detects_nvidia_runtime and (own is None or rancher_render.extends_base(own)):
+            base = layout.get(top)
+            if base is None:
+                return layout
+            if own is not None:
+                base = rancher_render.base_of(base, own)
+            base = rancher_render.detect(base, detected)
+            return {**layout, top: base if own is None else rancher_render.render(own, base)}
+        if own is not None:
+            return {**layout, top: profile.render(own)}
+    if profile.generates_from_dropins:
+        return k0s_render.render(layout, profile.config_path)
+    return layout
+
+
+def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
+           baseline: dict[str, str]) -> dict[str, Any]:
+    """The CRI settings gpuplane itself must add (containerd-neutral `containerd` table)."""
+    current = effective_config(profile.config_path,
+                               MemoryFiles(rendered_layout(baseline, profile, version)), version)
+    runtimes: dict[str, Any] = {}
+    ctd: dict[str, Any] = {}
+    systemd = options.systemd_cgroup
+    if systemd is not None:
+        for name, runtime in current.runtimes.items():
+            if runtime.runtime_type in (RUNC_V2, None):
+                runtimes[name] = {"options": set_option(
+                    {k: v for k, v in raw_options(current, name).items()
+                     if k.lower() == "systemdcgroup"}, "SystemdCgroup", systemd)}
+                if not _configured(current, name):
+                    # containerd 2.x's built-in runc, which no file defines: a table with
+                    # options only would be what the toolkit copies, without a type.
+                    runtimes[name]["runtime_type"] = RUNC_V2
+    if options.toolkit is ToolkitMode.HOST:
+        base_name = (current.default_runtime if current.default_runtime in current.runtimes
+                     else "runc")
+        base = current.runtimes.get(base_name)
+        # Spellings normalising dropped (`systemdCgroup = false`) still shadow ours on 2.x.
+        shadows = {k: v for k, v in raw_options(current, base_name).items()
+                   if k.lower() in ("systemdcgroup", "binaryname")}
+        opts = {**shadows, **base.options} if base else {}
+        if systemd is not None:
+            opts = set_option(opts, "SystemdCgroup", systemd)
+        opts = set_option(opts, "BinaryName", HOST_TOOLKIT_BIN)
+        runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
+        if options.nvidia_default:
+            ctd["default_runtime_name"] = options.runtime_name
+    patch: dict[str, Any] = {}
+    if runtimes:
+        ctd["runtimes"] = runtimes
+    if ctd:
+        patch["containerd"] = ctd
+    if options.cdi and options.toolkit is ToolkitMode.HOST and version.supports_cdi:
+        patch["enable_cdi"] = True
+    return patch
+
+
+def _configured(eff: EffectiveConfig, name: str) -> bool:
+    """Whether some file defines runtime `name` (not only containerd's built-in runc)."""
+    table = eff.plugins.get(eff.cri_key)
+    for key in ("containerd", "runtimes"):
+        table = table.get(key) if isinstance(table, dict) else None
+    return isinstance(table, dict) and name in table
+
+
+def _cri_key(config_version: int, version: ContainerdVersion | None = None,
+             plugin_keys: Any = ()) -> str:
+    """The CRI runtime table gpuplane writes to. On 2.x a version-2 file may already use
+    the version-3 name (AKS's AgentBaker `containerdV2ConfigTemplate`): a version-2 CRI
+    table beside it would be migrated only for keys the v3 one lacks, so the write goes
+    where the node's runtimes are."""
+    if config_version >= 3:
+        return CRI_V3_RUNTIME
+    if version is not None and version.deep_merges and CRI_V3_RUNTIME in plugin_keys:
+        return CRI_V3_RUNTIME
+    return CRI_V2
+
+
+def v3_names_in_v2(text: str, version: ContainerdVersion) -> bool:
+    """A version-2 file that names only the version-3 CRI plugins, on containerd 2.x: the
+    toolkit would copy its (absent) version-2 CRI table and write a version-2 drop-in
+    whose runtimes 2.x never migrates; as version 3 the file means the same to 2.x."""
+    if not version.deep_merges:
+        return False
+    data = tomllib.loads(text)
+    plugins = data.get("plugins", {})
+    return (data.get("version") == 2 and isinstance(plugins, dict)
+            and CRI_V3_RUNTIME in plugins and CRI_V2 not in plugins)
+
+
+def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
+            patch: dict[str, Any], whole: bool | None = None) -> str:
+    """gpuplane's drop-in. On 1.x it carries the whole merged CRI table, because a file's
+    CRI table replaces every earlier one; on 2.x only the change, which deep-merges (and
+    with `whole=False` wherever something else merges it, as k0s does)."""
+    loaded = load_config(top, MemoryFiles(layout), version)
+    top_version = loaded.files[0].version or 2
+    key = _cri_key(top_version, version, {k for f in loaded.files for k in f.plugins})
+    copy_whole = not version.deep_merges if whole is None else whole
+    if not copy_whole:
+        table = copy.deepcopy(patch)
+    else:
+        merged = merge(loaded)
+        table = deep_merge(copy.deepcopy(merged.plugins.get(key, {})), copy.deepcopy(patch))
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment("Written by gpuplane: the nvidia runtime beside runc. Do not edit;"))
+    doc.add(tomlkit.comment("change the stack config and run `pulumi up` instead."))
+    doc["version"] = top_version
+    doc["plugins"] = {key: table}
+    return tomlkit.dumps(doc)
+
+
+def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -> str:
+    """Merge `patch` into a full config's CRI table, keeping comments and layout."""
+    if not patch:
+        return text
+    doc = tomlkit.parse(text)
+    key = _cri_key(int(doc.get("version", 2)), version, set(doc.get("plugins", {})))
+    plugins = doc.setdefault("plugins", tomlkit.table(is_super_table=True))
+    table = plugins.setdefault(key, tomlkit.table())
+    _merge_into_toml(table, patch)
+    return tomlkit.dumps(doc)
+
+
+def _one_binary_spelling(text: str, version: ContainerdVersion) -> str:
+    """`text` with every runtime's `BinaryName` spelled once, as `BinaryName`, holding the
+    value this containerd line reads now. The operator's toolkit copies runc's options
+    into its nvidia runtime and sets `BinaryName` there; a copied `binaryName` (Kubespray
+    <= 2.27) would win on containerd 2.x and run runc for GPU pods (FM01). Renaming keeps
+    what every line runs for runc."""
+    doc = tomlkit.parse(text)
+    changed = False
+    for cri in doc.get("plugins", {}).values():
+        runtimes = cri.get("containerd", {}).get("runtimes", {}) if isinstance(cri, dict) else {}
+        for runtime in runtimes.values():
+            options = runtime.get("options") if isinstance(runtime, dict) else None
+            if not isinstance(options, dict):
+                continue
+            spellings = [k for k in options if k.lower() == "binaryname"]
+            if spellings in ([], ["BinaryName"]):
+                continue
+            value = options[key_for(dict(options), "BinaryName", version) or spellings[-1]]
+            for key in spellings:
+                del options[key]
+            options["BinaryName"] = value
+            changed = True
+    return tomlkit.dumps(doc) if changed else text
+
+
+def _as_version_3(text: str) -> str:
+    """`text` with `version = 3`, comments and layout kept."""
+    doc = tomlkit.parse(text)
+    doc["version"] = 3
+    return tomlkit.dumps(doc)
+
+
+def _merge_into_toml(table: Any, patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if isinstance(value, dict):
+            if key not in table or not isinstance(table[key], dict):
+                table[key] = tomlkit.table()
+            _merge_into_toml(table[key], value)
+        else:
+            table[key] = value
+
+
+def _toolkit_dropin_dir(profile: DistroProfile, options: PlanOptions) -> str | None:
+    """The template distribution's own dir for the toolkit's drop-in, when the operator's
+    toolkit writes one."""
+    if options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin:
+        return profile.toolkit_dir
+    return None
+
+
+def _add_import(text: str, wanted: str) -> str:
+    """`text` with `wanted` in its `imports` (kept as the last entry when added)."""
+    doc = tomlkit.parse(text)
+    imports = doc.get("imports")
+    if imports is None:
+        doc["imports"] = [wanted]  # tomlkit keeps root keys above the first table
+    elif wanted not in imports:
+        imports.append(wanted)
+    return tomlkit.dumps(doc)
+
+
+def _ensure_import(text: str, profile: DistroProfile, version: ContainerdVersion,
+                   layout: dict[str, str]) -> str:
+    """Add the drop-in glob to the top-level `imports` unless an import already covers it."""
+    wanted = profile.imports_glob
+    assert wanted
+    probe = posixpath.join(profile.dropin_dir or "", GPUPLANE_DROPIN)
+    loaded = load_config(profile.config_path, MemoryFiles({**layout, probe: ""}), version)
+    if any(f.path == probe for f in loaded.files):
+        return text
+    return _add_import(text, wanted)
+
+
+__all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "assess", "plan_node",
+           "rendered_layout",
+           "toolkit_env_for"]

@@ -1,0 +1,85 @@
+"""The Pulumi program every stack runs: read `gpuplane:*`, build `GpuCluster`, export.
+
+`__main__.py` only calls `main()`; the offline plan calls `run()`, under the mock engine,
+and reports bad input its own way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+
+from gpuplane.config import (
+    NAMESPACE,
+    ChartRelease,
+    StackConfig,
+    StackConfigError,
+    config_from_pulumi,
+)
+from gpuplane.containerd.errors import ConfigError
+from gpuplane.core.chartsource import local_chart_problem
+from gpuplane.distros.baselines import node_baselines
+from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
+
+
+def main() -> None:
+    """`run()` for `pulumi preview`/`up`: bad input (a stack key, a captured node file) is
+    one clean error naming the key and the fix, as `gpuplane plan` prints it, instead of a
+    Python traceback (`pulumi.RunError` is reported as its message alone)."""
+    try:
+        run()
+    except StackConfigError as exc:
+        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n{exc}") \
+            from None
+    except ConfigError as exc:
+        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n"
+                              f"{captured_file_problem(exc)}") from None
+
+
+def captured_file_problem(exc: ConfigError) -> StackConfigError:
+    """A captured node file the containerd model cannot read, as a stack-key problem."""
+    return StackConfigError([(
+        f"{NAMESPACE}:cluster.baselineFiles",
+        f"{exc}: a captured file (or what it imports) is not a config containerd would "
+        "load; capture the node's files again")])
+
+
+def run() -> GpuCluster:
+    cfg = config_from_pulumi()
+    private_key = pulumi.Config(NAMESPACE).get_secret("sshPrivateKey")
+    # Captured node files are named relative to the project root (where Pulumi.yaml is).
+    root = Path(pulumi.get_root_directory() or ".")
+    check_local_charts(cfg, root)
+    cluster = GpuCluster("gpu", GpuClusterArgs(
+        config=cfg, private_key=private_key, baselines=node_baselines(cfg, root),
+        kube_context=pulumi.Config("kubernetes").get("context")))
+    pulumi.export("rolloutBatches", cluster.batches)
+    pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
+    pulumi.export("gpuOperatorRelease", cluster.operator.release.name)
+    # The managed platform's own node input (docs/platform-inputs.md); None elsewhere.
+    pulumi.export("platformInput",
+                  cluster.platform_input.to_output() if cluster.platform_input else None)
+    if cluster.hami is not None:
+        pulumi.export("hamiRelease", cluster.hami.release.name)
+    return cluster
+
+
+def check_local_charts(cfg: StackConfig, root: Path) -> None:
+    """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
+    the program there) must be that chart at `chartVersion`; StackConfigError naming the
+    key and the fix otherwise."""
+    releases: list[tuple[str, ChartRelease]] = [("gpuOperator", cfg.gpu_operator)]
+    if cfg.device_plugin == "hami":
+        releases.append(("hami", cfg.hami))
+    problems = []
+    for key, section in releases:
+        problem = local_chart_problem(section.chart_source, root, section.CHART,
+                                      section.chart_version, f"{key}.chartVersion")
+        if problem:
+            problems.append((f"{NAMESPACE}:{key}.chart", problem))
+    if problems:
+        raise StackConfigError(problems)
+
+
+__all__ = ["captured_file_problem", "check_local_charts", "main", "run"]
