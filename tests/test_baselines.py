@@ -11,8 +11,8 @@ import pytest
 
 from gpuplane.agent.script import agent_plan, apply_stdin, payload_base_texts
 from gpuplane.cli.main import main
+from gpuplane.config.baselines import plannable_paths
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.distros.baselines import plannable_paths
 from gpuplane.distros.profiles import profile
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 

@@ -295,7 +295,7 @@ def test_policies_recognise_an_oci_and_a_mirrored_operator_chart(project: Path) 
 def _releases(project: Path) -> dict[str, dict[str, Any]]:
     """The Helm Releases the program registers under the mock engine: {name: inputs}."""
     from gpuplane.cli.plan.engine import run_program
-    from gpuplane.cli.plan.stackfile import load_stack_file
+    from gpuplane.config.stackfile import load_stack_file
     from gpuplane.stack import program
 
     stack = load_stack_file("hami-shared", project / "stacks")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent.nodecheck import VersionUnknown, find_unread_files, parse_version_output
 from gpuplane.cli.main import main
 from gpuplane.containerd import ContainerdVersion, LocalFiles, effective_config
+from gpuplane.rules.nodecheck import VersionUnknown, find_unread_files, parse_version_output
 
 CONFIG = "/etc/containerd/config.toml"
 V2 = '"io.containerd.grpc.v1.cri"'

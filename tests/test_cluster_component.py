@@ -12,7 +12,7 @@ import pytest
 
 from gpuplane import GpuCluster, GpuClusterArgs
 from gpuplane.cli.plan.engine import Registered, run_program
-from gpuplane.cli.plan.stackfile import load_stack_file
+from gpuplane.config.stackfile import load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"

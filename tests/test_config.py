@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import KEYS, StackConfigError, parse_stack_config
+from gpuplane.config.stackfile import load_stack_file
 from gpuplane.plan.rollout import batches
 
 MINIMAL: dict[str, Any] = {

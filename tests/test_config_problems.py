@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import StackConfig, StackConfigError, parse_stack_config
+from gpuplane.config.stackfile import load_stack_file
 
 MINIMAL: dict[str, Any] = {
     "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7", "nodeAccess": "none"},

@@ -13,9 +13,9 @@ import pytest
 
 from gpuplane.agent.script import agent_plan, apply_stdin, payload_docker_config, payload_files
 from gpuplane.config import StackConfigError, parse_stack_config
+from gpuplane.config.baselines import node_baselines
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.core.findings import Severity
-from gpuplane.distros.baselines import node_baselines
 from gpuplane.distros.docker_daemon import DAEMON_JSON, DOCKER_RESTART, DockerSettings
 from gpuplane.distros.profiles import profile
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node

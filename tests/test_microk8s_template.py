@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent.nodecheck import check_node_config
 from gpuplane.containerd import ContainerdVersion, MemoryFiles
 from gpuplane.core.findings import Severity
 from gpuplane.distros.profiles import Distro, profile
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.rules.nodecheck import check_node_config
 
 import oracle
 from layouts import host_path, write_layout

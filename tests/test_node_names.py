@@ -13,8 +13,8 @@ import yaml
 
 from gpuplane.checks.provider import check_manifests
 from gpuplane.cli.plan.engine import run_program
-from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import StackConfigError, parse_stack_config
+from gpuplane.config.stackfile import load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 EKS = ["ip-10-0-1-23.ec2.internal", "ip-10-0-1-24.us-west-2.compute.internal",

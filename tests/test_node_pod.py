@@ -18,11 +18,12 @@ import pytest
 import yaml
 from test_checks_component import Recorder, RecordingMonitor
 
-from gpuplane.agent.pod import agent_pod, psa_problem, rejection, run_agent_pod
+from gpuplane.agent.pod import agent_pod, rejection, run_agent_pod
 from gpuplane.agent.script import agent_plan, apply_stdin, embedded_program, plan_stdin
 from gpuplane.cli.main import main
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.containerd import ContainerdVersion
+from gpuplane.core.psa import psa_problem
 from gpuplane.distros.profiles import profile
 from gpuplane.kube.client import ApiError
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node

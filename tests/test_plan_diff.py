@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from gpuplane.cli.plan.diff import changed_paths, is_empty, plan_diff
 from gpuplane.cli.plan.run import plan_stack
-from gpuplane.cli.plan.stackfile import StackFileError
 from gpuplane.config import StackConfigError
+from gpuplane.config.stackfile import StackFileError
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 

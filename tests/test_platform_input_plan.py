@@ -16,8 +16,8 @@ import yaml
 from gpuplane.cli.main import main
 from gpuplane.cli.plan.engine import run_program
 from gpuplane.cli.plan.run import plan_stack
-from gpuplane.cli.plan.stackfile import load_stack_file
 from gpuplane.config import NAMESPACE
+from gpuplane.config.stackfile import load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 STACKS = ROOT / "stacks"

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent.nodecheck import check_node_config
 from gpuplane.containerd import ContainerdVersion, MemoryFiles, effective_config
 from gpuplane.core.findings import Severity
 from gpuplane.distros.profiles import Distro, profile
 from gpuplane.platforms.profiles import PLATFORMS, Platform, on_platform
+from gpuplane.rules.nodecheck import check_node_config
 
 import oracle
 from layouts import host_path, write_layout

@@ -143,7 +143,7 @@ def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
     from dataclasses import replace
 
     from gpuplane.agent.script import agent_plan
-    from gpuplane.cli.plan.stackfile import load_stack_file
+    from gpuplane.config.stackfile import load_stack_file
     from gpuplane.plan.node import plan_node
 
     cfg = load_stack_file(stack, STACKS).config()

@@ -210,7 +210,7 @@ def test_a_capture_reads_k3s_drop_ins_and_the_plan_keeps_them(tmp_path: Path) ->
     import subprocess
 
     from gpuplane.capture.remote import capture_script, parse_answer
-    from gpuplane.distros.baselines import plannable_paths
+    from gpuplane.config.baselines import plannable_paths
 
     own = f"{ETC}/config-v3.toml.d/10-wasm.toml"
     layout = {K3S.config_path: _with_dropin_import("2.0"),

@@ -13,7 +13,7 @@ import pytest
 from gpuplane.checks.provider import check_manifests
 from gpuplane.cli.plan.engine import Registered, run_program
 from gpuplane.cli.plan.run import plan_stack
-from gpuplane.cli.plan.stackfile import available_stacks, load_stack_file
+from gpuplane.config.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 BUNDLED = ["aks-ubuntu", "bottlerocket-nvidia", "eks-al2023", "eks-al2023-nvidia", "gke-cos",

@@ -21,11 +21,11 @@ import toolkit_oracle
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gpuplane.agent.nodecheck import check_node_config
 from gpuplane.containerd import ConfigError, ContainerdVersion, MemoryFiles
 from gpuplane.core.findings import AS_FOUND, Severity
 from gpuplane.distros.profiles import Distro, profile
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
+from gpuplane.rules.nodecheck import check_node_config
 
 import oracle
 from layouts import host_path, write_layout

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.agent.script import restore_script, status_script
+from gpuplane.core.psa import PSA_ENFORCE, psa_problem
 from gpuplane.kube.client import ApiError, ClusterClient
 
 DEFAULT_IMAGE = "busybox:1.36"   # needs only sh and nsenter
 LABELS = {"app.kubernetes.io/name": "gpuplane", "app.kubernetes.io/component": "node-agent"}
 PROGRAM_DIR = "/gpuplane"
 PROGRAM_KEY = "program"
-PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 NSENTER = ("-m", "-u", "-i", "-n", "-p")
 # Exit codes of a pod that ended without the agent's verdict: killed (SIGKILL: 137,
 # SIGTERM: 143), or its container lost (no exit code).
@@ -57,19 +57,6 @@ def rbac_needs(namespace: str) -> list[str]:
             f"create, delete configmaps in namespace {namespace}",
             f"Pod Security: namespace {namespace} admits privileged pods with hostPID "
             f"({PSA_ENFORCE}: privileged)"]
-
-
-def psa_problem(labels: Mapping[str, str], namespace: str) -> str | None:
-    """Why Pod Security admission in `namespace` (its `labels`) rejects the agent's pod;
-    None when it admits it (`privileged`, or no enforce label: the cluster's default)."""
-    level = labels.get(PSA_ENFORCE)
-    if level in (None, "privileged"):
-        return None
-    return (f"namespace {namespace} enforces Pod Security {level!r} ({PSA_ENFORCE}), which "
-            "rejects the node agent's privileged, hostPID pod; label the namespace "
-            f"{PSA_ENFORCE}=privileged, or set gpuplane:nodePod.namespace to one that admits "
-            "privileged pods (unset: the GPU Operator's namespace, which gpuplane creates "
-            "privileged)")
 
 
 def rejection(exc: ApiError, namespace: str) -> str:

@@ -74,8 +74,8 @@ def main(argv: list[str]) -> int:
 
 def _capture(ns: argparse.Namespace) -> int:
     from gpuplane.capture.run import CaptureError, KubeAccess, capture_stack
-    from gpuplane.cli.plan.stackfile import StackFileError
     from gpuplane.config import StackConfigError
+    from gpuplane.config.stackfile import StackFileError
     from gpuplane.kube.client import CollectError
 
     try:

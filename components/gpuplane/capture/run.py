@@ -11,15 +11,13 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuplane.agent.nodecheck import VersionUnknown, parse_version_output
 from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
 from gpuplane.capture.stackkey import KEY as STACK_KEY
 from gpuplane.capture.stackkey import StackKeyError, key_file, read_stack_key
-from gpuplane.cli.plan.run import project_root
-from gpuplane.cli.plan.stackfile import StackFile, load_stack_file
 from gpuplane.config import NAMESPACE, StackConfig, parse_stack_config
+from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
 from gpuplane.kube.client import ClusterClient
 from gpuplane.rules.kubelet_node import (
     NodeRole,
@@ -28,6 +26,7 @@ from gpuplane.rules.kubelet_node import (
     restart_unit_note,
     stated_driver,
 )
+from gpuplane.rules.nodecheck import VersionUnknown, parse_version_output
 
 PARALLEL = 8
 

@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gpuplane.agent.nodecheck import NodeCheck
-from gpuplane.cli.console import print_table
+from gpuplane.core.console import print_table
 from gpuplane.core.findings import Finding, Severity
+from gpuplane.rules.nodecheck import NodeCheck
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

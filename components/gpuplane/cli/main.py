@@ -70,13 +70,13 @@ def root_parser() -> argparse.ArgumentParser:
 
 
 def _containerd_check(ns: argparse.Namespace) -> int:
-    from gpuplane.agent.nodecheck import (
+    from gpuplane.cli.check_report import check_to_json, render_check
+    from gpuplane.containerd import ConfigError, ContainerdVersion
+    from gpuplane.rules.nodecheck import (
         VersionUnknown,
         check_node_config,
         detect_containerd_version,
     )
-    from gpuplane.cli.check_report import check_to_json, render_check
-    from gpuplane.containerd import ConfigError, ContainerdVersion
 
     try:
         if ns.containerd_version:
@@ -141,8 +141,8 @@ def _plan(argv: list[str]) -> int:
     from gpuplane.cli.plan.diff import check_base, plan_diff
     from gpuplane.cli.plan.render import render_markdown, render_text
     from gpuplane.cli.plan.run import plan_stack
-    from gpuplane.cli.plan.stackfile import StackFileError
     from gpuplane.config import StackConfigError
+    from gpuplane.config.stackfile import StackFileError
     from gpuplane.core.findings import Severity
 
     ns = _plan_parser().parse_args(argv)
@@ -246,8 +246,8 @@ def _input_error(message: str) -> int:
 
 def _console() -> Console:
     """One console for every command: the terminal's width on a terminal; piped, no
-    colour, padding or truncation (`gpuplane.cli.console`)."""
-    from gpuplane.cli.console import make_console
+    colour, padding or truncation (`gpuplane.core.console`)."""
+    from gpuplane.core.console import make_console
 
     return make_console()
 

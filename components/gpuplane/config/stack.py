@@ -285,7 +285,7 @@ def _node_pod_admitted(cfg: StackConfig) -> Iterator[Problem]:
     """The agent's pods are privileged: their namespace's Pod Security must admit them."""
     if cfg.cluster.node_access != "pod":
         return
-    from gpuplane.agent.pod import psa_problem
+    from gpuplane.core.psa import psa_problem
 
     problem = psa_problem(cfg.node_pod.namespace_labels, cfg.node_pod_namespace)
     if problem:

@@ -16,7 +16,6 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplane.agent.nodecheck import VersionUnknown, check_node_config, parse_version_output
 from gpuplane.containerd import ConfigError, ContainerdVersion, MemoryFiles, effective_config
 from gpuplane.containerd.effective import EffectiveConfig
 from gpuplane.core.findings import Finding, Severity
@@ -26,6 +25,7 @@ from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom, causes
 from gpuplane.doctor.fixes import containerd_stack_hint, toolkit_env_fix
 from gpuplane.rules.glibc import flavours_for
 from gpuplane.rules.messages import GLIBC_MISSING, NO_RUNTIME
+from gpuplane.rules.nodecheck import VersionUnknown, check_node_config, parse_version_output
 from gpuplane.rules.nodefiles import check_node_files
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gpuplane.cli.console import print_table
+from gpuplane.core.console import print_table
 from gpuplane.core.findings import Severity
 from gpuplane.doctor.analyse import DoctorReport
 from gpuplane.rules import RULES

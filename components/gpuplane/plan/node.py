@@ -348,7 +348,7 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
     alone must already run (the agent restarts containerd on them) and must still run
     once the toolkit is uninstalled (the operator goes before the agent restores)."""
     # As found, the node is judged exactly as `gpuplane containerd check` judges its files
-    # (gpuplane.agent.nodecheck): nothing is expected of it yet.
+    # (gpuplane.rules.nodecheck): nothing is expected of it yet.
     as_found = ContainerdFacts(effective=before)
     if options.toolkit is not ToolkitMode.OPERATOR:
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]

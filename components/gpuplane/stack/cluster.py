@@ -18,12 +18,12 @@ from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
 from gpuplane.config.helm_values import hami_values, operator_values, time_slicing_data
+from gpuplane.config.platform_input import platform_input
 from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.distros.docker_daemon import DAEMON_JSON
 from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.plan.rollout import batches
-from gpuplane.platforms.native.from_stack import platform_input
 from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
 from gpuplane.rules.platform import check_platform_node_writes
@@ -44,7 +44,7 @@ class GpuClusterArgs:
     `config`: the stack's `gpuplane:*` settings (`parse_stack_config`, or
     `config_from_pulumi()` inside a program). `private_key`: the SSH key for the node
     rollout (a secret). `baselines`: node name -> {node path: content} captured from that
-    node (`gpuplane.distros.baselines.node_baselines`); other nodes are planned from the model.
+    node (`gpuplane.config.baselines.node_baselines`); other nodes are planned from the model.
     `kubeconfig` / `kube_context`: where the post-deploy verdicts, HAMi's node labels and
     the device plugin restart connect (they use the Kubernetes client, not a Pulumi
     provider): pass the same kubeconfig as the `kubernetes.Provider` given in `opts` when
@@ -232,7 +232,7 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
         captured = dict(baselines.get(node.name, {}))
         key = frozenset(captured.items())
         if key not in plans:
-            # The node's own files only: what it lacks, it lacks (gpuplane.distros.baselines
+            # The node's own files only: what it lacks, it lacks (gpuplane.config.baselines
             # refuses a capture that misses the file the plan edits).
             plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                                    current=captured, docker=cfg.docker_settings)

@@ -17,9 +17,9 @@ from gpuplane.config import (
     StackConfigError,
     config_from_pulumi,
 )
+from gpuplane.config.baselines import node_baselines
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.core.chartsource import local_chart_problem
-from gpuplane.distros.baselines import node_baselines
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
 
 

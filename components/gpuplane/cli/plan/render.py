@@ -15,9 +15,9 @@ from typing import Any
 
 from rich.console import Console
 
-from gpuplane.cli.console import print_block, print_line, print_table
 from gpuplane.cli.plan.diff import to_yaml, toolkit_env
 from gpuplane.cli.plan.toolkit_view import toolkit_lines
+from gpuplane.core.console import print_block, print_line, print_table
 from gpuplane.platforms.native.result import PlatformInput
 
 GITHUB_COMMENT_LIMIT = 65_536
@@ -181,7 +181,7 @@ def node_pod_lines(plan: dict[str, Any]) -> list[str]:
 
 
 def render_text(plan: dict[str, Any], console: Console) -> None:
-    """The plan for a terminal or a log (see `gpuplane.cli.console` for the style)."""
+    """The plan for a terminal or a log (see `gpuplane.core.console` for the style)."""
     print_line(console, ("gpuplane plan ", "bold"), headline(plan))
     print_line(console, ("verdict: ", "bold"),
                (verdict_line(plan), "bold red" if rejected(plan) else "bold green"))

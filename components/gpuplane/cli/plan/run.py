@@ -8,8 +8,8 @@ from typing import Any
 from gpuplane.cli.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.cli.plan.policies import run_policies
 from gpuplane.cli.plan.report import build_report
-from gpuplane.cli.plan.stackfile import StackFile, load_stack_file
 from gpuplane.config import NAMESPACE, StackConfig, StackConfigError
+from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.core.findings import Finding
 from gpuplane.stack.cluster import GpuCluster
@@ -68,14 +68,4 @@ def _merged(found: list[Finding], more: list[Finding]) -> list[Finding]:
     return found + [f for f in more if (f.id, f.message) not in seen]
 
 
-def project_root(stacks_dir: Path) -> Path:
-    """The directory with Pulumi.yaml at or above the stacks dir (where `pulumi up` runs
-    the program); the stacks dir's parent when there is none."""
-    here = stacks_dir.resolve()
-    for folder in (here, *here.parents):
-        if (folder / "Pulumi.yaml").is_file():
-            return folder
-    return here.parent
-
-
-__all__ = ["plan_stack", "project_root"]
+__all__ = ["plan_stack"]

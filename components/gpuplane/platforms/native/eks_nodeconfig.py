@@ -45,11 +45,11 @@ from typing import Any
 import tomlkit
 import yaml
 
-from gpuplane.agent.nodecheck import check_node_config
 from gpuplane.containerd import ContainerdVersion, EffectiveConfig, MemoryFiles
 from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.platforms.native.result import PlatformInput, PlatformInputError
+from gpuplane.rules.nodecheck import check_node_config
 
 REF = "awslabs/amazon-eks-ami@v20260724"
 SOURCES = (

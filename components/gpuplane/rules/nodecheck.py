@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 from gpuplane.containerd import (
     ContainerdVersion,
@@ -43,7 +44,7 @@ class NodeCheck:
 
 
 def check_node_config(
-    files: FileSource, config: str, version: ContainerdVersion, facts: dict | None = None
+    files: FileSource, config: str, version: ContainerdVersion, facts: dict[str, Any] | None = None
 ) -> NodeCheck:
     """Run every containerd rule on `config` (a node path) read through `files`.
 

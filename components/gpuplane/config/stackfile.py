@@ -156,5 +156,21 @@ def _record_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
             _record_lines(v, key, out)
 
 
-__all__ = ["SECRET_PLACEHOLDER", "StackFile", "StackFileError", "available_stacks",
-           "load_stack_file"]
+def project_root(stacks_dir: Path) -> Path:
+    """The directory with Pulumi.yaml at or above the stacks dir (where `pulumi up` runs
+    the program); the stacks dir's parent when there is none."""
+    here = stacks_dir.resolve()
+    for folder in (here, *here.parents):
+        if (folder / "Pulumi.yaml").is_file():
+            return folder
+    return here.parent
+
+
+__all__ = [
+    "SECRET_PLACEHOLDER",
+    "StackFile",
+    "StackFileError",
+    "available_stacks",
+    "load_stack_file",
+    "project_root",
+]
