@@ -80,8 +80,8 @@ def build(intent: ClusterIntent, settings: ChecksSettings | None = None):
     deploy = k8s.core.v1.ConfigMap("gpuplane-intent", metadata={"namespace": "gpu-operator"},
                                    data={"intent.json": intent.to_json()})
     checks = GpuChecks("checks", GpuChecksArgs(intent=intent,
-                                               settings=settings or ChecksSettings(),
-                                               depends_on=[deploy]))
+                                               settings=settings or ChecksSettings()),
+                       opts=pulumi.ResourceOptions(depends_on=[deploy]))
     return deploy, checks
 
 

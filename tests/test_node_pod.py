@@ -27,7 +27,11 @@ from gpuplane.core.psa import psa_problem
 from gpuplane.distros.profiles import profile
 from gpuplane.kube.client import ApiError
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
-from gpuplane.stack.node_pod import ContainerdPodRollout, NodeAgentPodProvider
+from gpuplane.stack.node_pod import (
+    ContainerdPodRollout,
+    ContainerdPodRolloutArgs,
+    NodeAgentPodProvider,
+)
 
 STACKS = Path(__file__).resolve().parent.parent / "stacks"
 PLAN = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
@@ -284,9 +288,9 @@ def _rollout(failed: str | None) -> tuple[RecordingMonitor, list[tuple[str, str]
     logged: list[tuple[str, str]] = []
 
     def program() -> Any:
-        rollout = ContainerdPodRollout("r", plans={n: plan for n in ("a", "b", "c")},
-                                       batches=[["a"], ["b", "c"]], namespace="ns",
-                                       image="busybox:1.36", timeout_seconds=60)
+        rollout = ContainerdPodRollout("r", ContainerdPodRolloutArgs(
+            plans={n: plan for n in ("a", "b", "c")}, batches=[["a"], ["b", "c"]],
+            namespace="ns", image="busybox:1.36", timeout_seconds=60))
         return rollout.done
 
     run = pulumi.runtime.test(program)

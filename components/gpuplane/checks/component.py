@@ -16,7 +16,6 @@ failing verdict fails `pulumi up` with the finding, its fix and the pod's output
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -36,19 +35,20 @@ from gpuplane.checks.settings import ChecksSettings
 from gpuplane.checks.verdicts import HAMI_DEFAULT_SPLIT
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.probe import probe_source
+from gpuplane.stack import child_options
 
 TYPE = "gpuplane:index:GpuChecks"
 
 
 @dataclass
 class GpuChecksArgs:
-    """What the checks need: the stack's intent, `gpuplane:checks`, where to run the Jobs
-    (default: the operator namespace) and everything they must wait for."""
+    """What the checks need: the stack's intent, `gpuplane:checks` and where to run the
+    Jobs (default: the operator namespace). What they must wait for is the caller's
+    `depends_on` in the component's options."""
 
     intent: ClusterIntent
     settings: ChecksSettings = field(default_factory=ChecksSettings)
     namespace: str | None = None
-    depends_on: Sequence[pulumi.Resource] = ()
     kubeconfig: pulumi.Input[str] | None = None   # for the verdicts; default like kubectl
     hami_split_count: int = HAMI_DEFAULT_SPLIT    # `gpuplane:hami.deviceSplitCount`
 
@@ -65,7 +65,6 @@ class GpuChecks(pulumi.ComponentResource):
         super().__init__(TYPE, name, None, opts)
         intent, settings = args.intent, args.settings
         namespace = args.namespace or intent.operator_namespace
-        deps = list(args.depends_on)
         plan = plan_checks(intent, settings)
         self.configmap, self.checks, self.allocatable = None, {}, None
         if not plan:
@@ -74,7 +73,7 @@ class GpuChecks(pulumi.ComponentResource):
             return
 
         def child(*after: pulumi.Input[pulumi.Resource]) -> pulumi.ResourceOptions:
-            return pulumi.ResourceOptions(parent=self, depends_on=[*deps, *after])
+            return child_options(self, opts, depends_on=after)
 
         source = probe_source()
         stamp = fingerprint(intent, settings, source)

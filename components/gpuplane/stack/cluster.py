@@ -28,13 +28,13 @@ from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack import child_options
-from gpuplane.stack.gpu_operator import GpuOperator
-from gpuplane.stack.hami import Hami
-from gpuplane.stack.node_pod import ContainerdPodRollout
-from gpuplane.stack.node_rollout import ContainerdRollout, NodeTarget
+from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
+from gpuplane.stack.hami import Hami, HamiArgs
+from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
+from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import refuse
-from gpuplane.stack.runtime_class import NvidiaRuntimeClass
-from gpuplane.stack.time_slicing import TimeSlicing
+from gpuplane.stack.runtime_class import NvidiaRuntimeClass, NvidiaRuntimeClassArgs
+from gpuplane.stack.time_slicing import TimeSlicing, TimeSlicingArgs
 
 
 @dataclass
@@ -127,7 +127,7 @@ class GpuCluster(pulumi.ComponentResource):
             metadata={"name": namespace,
                       "labels": {"pod-security.kubernetes.io/enforce": "privileged"}},
             opts=child)
-        in_ns = child.merge(pulumi.ResourceOptions(depends_on=[ns]))
+        in_ns = child_options(self, opts, depends_on=[ns])
         intent = k8s.core.v1.ConfigMap(
             f"{name}-intent",
             metadata={"name": INTENT_CONFIGMAP, "namespace": namespace,
@@ -140,60 +140,56 @@ class GpuCluster(pulumi.ComponentResource):
             # No SSH: the same agent from a privileged pod per node (gpuplane.agent.pod); its
             # namespace is gpuplane's privileged operator namespace unless set otherwise.
             own = cfg.node_pod_namespace == namespace
-            self.rollout = ContainerdPodRollout(
-                f"{name}-containerd", plans=self.node_plans, batches=self.batches,
+            self.rollout = ContainerdPodRollout(f"{name}-containerd", ContainerdPodRolloutArgs(
+                plans=self.node_plans, batches=self.batches,
                 namespace=cfg.node_pod_namespace, image=cfg.node_pod.image,
                 timeout_seconds=cfg.node_pod.timeout_seconds, kubeconfig=args.kubeconfig,
-                after=[ns] if own else [], opts=child)
+                after=[ns] if own else []), opts=child)
             if self.rollout.done is not None:
                 before_operator.append(self.rollout.done)
         elif writes and private_key is not None:
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
                                   n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]
-            self.rollout = ContainerdRollout(
-                f"{name}-containerd", targets=targets,
-                plans=self.node_plans, batches=self.batches,
-                private_key=private_key, opts=child)
+            self.rollout = ContainerdRollout(f"{name}-containerd", ContainerdRolloutArgs(
+                targets=targets, plans=self.node_plans, batches=self.batches,
+                private_key=private_key), opts=child)
             # The last batch waits for every earlier one: depending on it alone keeps the
             # dependency graph linear in nodes.
             before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
 
         time_slicing = None
         if sharing_data is not None:
-            time_slicing = TimeSlicing(
-                f"{name}-time-slicing", namespace=namespace,
-                config_map=cfg.time_slicing.config_map, data=sharing_data,
-                opts=in_ns)
+            time_slicing = TimeSlicing(f"{name}-time-slicing", TimeSlicingArgs(
+                namespace=namespace, config_map=cfg.time_slicing.config_map,
+                data=sharing_data), opts=in_ns)
             before_operator.append(time_slicing.config_map)
 
-        self.operator = GpuOperator(
-            f"{name}-gpu-operator", namespace=namespace,
-            chart_version=cfg.gpu_operator.chart_version,
-            values=values,
-            source=cfg.gpu_operator.chart_source, skip_await=cfg.gpu_operator.skip_await,
-            opts=child.merge(pulumi.ResourceOptions(depends_on=before_operator)))
+        self.operator = GpuOperator(f"{name}-gpu-operator", GpuOperatorArgs(
+            namespace=namespace, chart_version=cfg.gpu_operator.chart_version, values=values,
+            source=cfg.gpu_operator.chart_source, skip_await=cfg.gpu_operator.skip_await),
+            opts=child_options(self, opts, depends_on=before_operator))
         if time_slicing is not None:
             time_slicing.add_restart(self.operator.release, args.kube_context, args.kubeconfig)
 
         deployed: list[pulumi.Resource] = [self.operator]
         if cfg.runtime.create_runtime_class is True:
-            deployed.append(NvidiaRuntimeClass(f"{name}-runtime-class",
-                                               runtime_name=cfg.runtime.name, opts=child))
+            deployed.append(NvidiaRuntimeClass(f"{name}-runtime-class", NvidiaRuntimeClassArgs(
+                runtime_name=cfg.runtime.name), opts=child))
         self.hami = None
         if hami is not None:
-            self.hami = Hami(
-                f"{name}-hami", namespace=cfg.hami.namespace,
-                chart_version=cfg.hami.chart_version, values=hami,
-                source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
-                gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0], kubeconfig=args.kubeconfig,
-                opts=child.merge(pulumi.ResourceOptions(depends_on=[self.operator])))
+            self.hami = Hami(f"{name}-hami", HamiArgs(
+                namespace=cfg.hami.namespace, chart_version=cfg.hami.chart_version,
+                values=hami, source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
+                gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
+                kubeconfig=args.kubeconfig),
+                opts=child_options(self, opts, depends_on=[self.operator]))
             deployed.append(self.hami)
         if time_slicing is not None and time_slicing.restart is not None:
             deployed.append(time_slicing.restart)
         self.checks = GpuChecks(f"{name}-checks", GpuChecksArgs(
             intent=cfg.intent(), settings=ChecksSettings.from_config(cfg.checks),
-            depends_on=deployed, hami_split_count=cfg.hami.device_split_count,
-            kubeconfig=args.kubeconfig), opts=child)
+            hami_split_count=cfg.hami.device_split_count, kubeconfig=args.kubeconfig),
+            opts=child_options(self, opts, depends_on=deployed))
         self.register_outputs({
             "batches": self.batches,
             "toolkitEnv": self.plan.toolkit_env,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -10,30 +11,36 @@ import pulumi_kubernetes as k8s
 from gpuplane.config import OPERATOR_CHART, OPERATOR_CHART_REPO
 from gpuplane.core.chartsource import UPSTREAM, ChartSource
 from gpuplane.stack import child_options
+from gpuplane.stack.helm import ChartReleaseArgs, helm_release
+
+
+@dataclass
+class GpuOperatorArgs:
+    """The release: its namespace (the caller owns it: the time-slicing ConfigMap must
+    exist there first), the pinned chart version, the values the stack config derives
+    (`gpuplane.config.helm_values.operator_values`), where the chart comes from (NVIDIA's
+    repository, a local chart, a mirror or an OCI reference) and whether to skip waiting."""
+
+    namespace: str
+    chart_version: str
+    values: dict[str, Any]
+    source: ChartSource = UPSTREAM
+    skip_await: bool = False
 
 
 class GpuOperator(pulumi.ComponentResource):
-    """The pinned `gpu-operator` chart with the values the stack config derives, in a
-    namespace the caller owns (the time-slicing ConfigMap must exist there first).
-    `source`: NVIDIA's repository, a local chart, a mirror repository or an OCI reference."""
+    """The pinned `gpu-operator` chart with the values the stack config derives."""
 
     release: k8s.helm.v3.Release
 
-    def __init__(self, name: str, *, namespace: str, chart_version: str,
-                 values: dict[str, Any], source: ChartSource = UPSTREAM,
-                 skip_await: bool = False,
+    def __init__(self, name: str, args: GpuOperatorArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuOperator", name, None, opts)
-        chart, repo = source.release_chart(OPERATOR_CHART, OPERATOR_CHART_REPO)
-        self.release = k8s.helm.v3.Release(
-            name,
-            name=OPERATOR_CHART,
-            chart=chart,
-            version=chart_version,
-            repository_opts={"repo": repo} if repo else None,
-            namespace=namespace,
-            values=values,
-            timeout=900,
-            skip_await=skip_await,
-            opts=child_options(self, opts))
+        self.release = helm_release(name, ChartReleaseArgs(
+            chart=OPERATOR_CHART, repo=OPERATOR_CHART_REPO, namespace=args.namespace,
+            chart_version=args.chart_version, values=args.values, source=args.source,
+            skip_await=args.skip_await, timeout=900), child_options(self, opts))
         self.register_outputs({"release": self.release.status})
+
+
+__all__ = ["GpuOperator", "GpuOperatorArgs"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -37,6 +38,7 @@ from gpuplane.kube.client import ClusterClient
 from gpuplane.kube.gate import gate, judged
 from gpuplane.kube.provider import KubeResourceProvider
 from gpuplane.plan.node import NodeContainerdPlan
+from gpuplane.stack import child_options
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
@@ -213,6 +215,21 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
                              pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])))
 
 
+@dataclass
+class ContainerdPodRolloutArgs:
+    """The plan per node, the batches (canary first), the agent pods' namespace, image and
+    bound (`gpuplane:nodePod`), where to reach the cluster, and what the canary waits for
+    (its namespace, when gpuplane creates it)."""
+
+    plans: Mapping[str, NodeContainerdPlan]
+    batches: Sequence[Sequence[str]]
+    namespace: str
+    image: str
+    timeout_seconds: int
+    kubeconfig: pulumi.Input[str] | None = None
+    after: Sequence[pulumi.Resource] = ()
+
+
 class ContainerdPodRollout(pulumi.ComponentResource):
     """`ContainerdRollout` (gpuplane.stack.node_rollout) without SSH: every node of batch
     k depends on every node of batch k-1, canary first."""
@@ -222,12 +239,10 @@ class ContainerdPodRollout(pulumi.ComponentResource):
     """A node of the last batch once every node applied its plan, for `depends_on`; the
     program stops (`pulumi.RunError`) when the agent failed on any node."""
 
-    def __init__(self, name: str, *, plans: Mapping[str, NodeContainerdPlan],
-                 batches: Sequence[Sequence[str]], namespace: str, image: str,
-                 timeout_seconds: int, kubeconfig: pulumi.Input[str] | None = None,
-                 after: Sequence[pulumi.Resource] = (),
+    def __init__(self, name: str, args: ContainerdPodRolloutArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdPodRollout", name, None, opts)
+        plans, batches, after = args.plans, args.batches, args.after
         # A plan with errors is never rolled out: refused before the first child (the
         # agent would refuse it too, but only as a traceback from inside the program).
         refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
@@ -247,9 +262,9 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 plan_id, stdin = programs[id(plans[node])]
                 pod = NodeAgentPod(
                     f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
-                    namespace=namespace, image=image, timeout_seconds=timeout_seconds,
-                    kubeconfig=kubeconfig,
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=list(previous)))
+                    namespace=args.namespace, image=args.image,
+                    timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
+                    opts=child_options(self, opts, depends_on=list(previous)))
                 self.commands[node] = pod
                 current.append(pod)
             previous = [gate(current, [judged(p, p.error, failure) for p in current],
@@ -264,4 +279,5 @@ def _stopped(failed: list[str]) -> str:
             "`pulumi up` again: a node whose agent failed always runs again.")
 
 
-__all__ = ["SANDBOX_ENV", "ContainerdPodRollout", "NodeAgentPod", "NodeAgentPodProvider"]
+__all__ = ["SANDBOX_ENV", "ContainerdPodRollout", "ContainerdPodRolloutArgs", "NodeAgentPod",
+           "NodeAgentPodProvider"]

@@ -41,6 +41,7 @@ from gpuplane.agent.script import (
     staged_agent_path,
 )
 from gpuplane.plan.node import NodeContainerdPlan
+from gpuplane.stack import child_options
 from gpuplane.stack.refusal import refuse
 
 
@@ -55,14 +56,27 @@ class NodeTarget:
     sudo: bool
 
 
+@dataclass
+class ContainerdRolloutArgs:
+    """How to reach each node (`targets`), the plan per node, the batches (canary first)
+    and the SSH key (a secret)."""
+
+    targets: Sequence[NodeTarget]
+    plans: Mapping[str, NodeContainerdPlan]
+    batches: Sequence[Sequence[str]]
+    private_key: pulumi.Input[str]
+
+
 class ContainerdRollout(pulumi.ComponentResource):
+    """The node agent over SSH, node by node (see the module's docstring)."""
+
     commands: dict[str, command.remote.Command]
 
-    def __init__(self, name: str, *, targets: Sequence[NodeTarget],
-                 plans: Mapping[str, NodeContainerdPlan], batches: Sequence[Sequence[str]],
-                 private_key: pulumi.Input[str],
+    def __init__(self, name: str, args: ContainerdRolloutArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdRollout", name, None, opts)
+        targets, plans, batches = args.targets, args.plans, args.batches
+        private_key = args.private_key
         # A plan with errors is never rolled out: refused before the first child (the
         # agent would refuse it too, but only as a traceback from inside the program).
         refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
@@ -89,7 +103,7 @@ class ContainerdRollout(pulumi.ComponentResource):
                 copy = command.remote.CopyToRemote(
                     f"gpuplane-agent-copy-{node}", connection=connection,
                     remote_path=staged_agent_path(), source=agent,
-                    opts=pulumi.ResourceOptions(parent=self))
+                    opts=child_options(self, opts))
                 plan_id, stdin = programs[id(plans[node])]
                 cmd = command.remote.Command(
                     f"containerd-{node}",
@@ -99,9 +113,11 @@ class ContainerdRollout(pulumi.ComponentResource):
                     # after its successor's create) leaves the successor's files alone.
                     delete=restore_command(target.sudo, plan_id=plan_id),
                     stdin=stdin,
-                    opts=pulumi.ResourceOptions(parent=self,
-                                                depends_on=[copy, *previous]))
+                    opts=child_options(self, opts, depends_on=[copy, *previous]))
                 self.commands[node] = cmd
                 current.append(cmd)
             previous = current
         self.register_outputs({"nodes": list(self.commands)})
+
+
+__all__ = ["ContainerdRollout", "ContainerdRolloutArgs", "NodeTarget"]

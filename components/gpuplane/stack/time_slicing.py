@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -75,27 +76,44 @@ class DevicePluginRestart(dynamic.Resource):
             opts, pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])))
 
 
+@dataclass
+class TimeSlicingArgs:
+    """The ConfigMap (`config_map` in `namespace`, where the operator's
+    `devicePlugin.config.name` points) and its `data` (`helm_values.time_slicing_data`)."""
+
+    namespace: str
+    config_map: str
+    data: dict[str, str]
+
+
 class TimeSlicing(pulumi.ComponentResource):
-    """ConfigMap in the operator's namespace (where `devicePlugin.config.name` points).
-    It must exist before the operator starts the plugin; `restart` is created after the
-    operator (`add_restart`), so a later change restarts the running plugin."""
+    """ConfigMap in the operator's namespace. It must exist before the operator starts the
+    plugin; `restart` is created after the operator (`add_restart`), so a later change
+    restarts the running plugin."""
 
-    restart: DevicePluginRestart | None = None
+    config_map: k8s.core.v1.ConfigMap
+    restart: DevicePluginRestart | None
 
-    def __init__(self, name: str, *, namespace: str, config_map: str, data: dict[str, str],
+    def __init__(self, name: str, args: TimeSlicingArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:TimeSlicing", name, None, opts)
-        self._name, self._namespace, self._hash = name, namespace, config_hash(data)
+        self._name, self._namespace = name, args.namespace
+        self._hash = config_hash(args.data)
+        self.restart = None
         self.config_map = k8s.core.v1.ConfigMap(
             name,
-            metadata={"name": config_map, "namespace": namespace},
-            data=data,
+            metadata={"name": args.config_map, "namespace": args.namespace},
+            data=args.data,
             opts=child_options(self, opts))
-        self.register_outputs({"configMap": config_map})
+        self.register_outputs({"configMap": args.config_map})
 
     def add_restart(self, after: pulumi.Resource, kube_context: str | None,
                     kubeconfig: pulumi.Input[str] | None = None) -> None:
+        """The plugin restart, after `after` (the operator's release)."""
         self.restart = DevicePluginRestart(
             f"{self._name}-restart", namespace=self._namespace, config_hash=self._hash,
             kube_context=kube_context, kubeconfig=kubeconfig,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.config_map, after]))
+
+
+__all__ = ["DevicePluginRestart", "TimeSlicing", "TimeSlicingArgs", "config_hash"]

@@ -347,8 +347,9 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
                  for f in _blocking(plan)]
         withheld = (plan.get("diff") or {}).get("resources", {}).get("withheld", [])
         if withheld:
-            body += ["", f"Held back, not removed: {len(withheld)} resource(s) of the node "
-                     "rollout (" + ", ".join(f"`{k}`" for k in withheld[:8])
+            body += ["", f"Held back, not removed: {len(withheld)} resource(s) stay as "
+                     "they are; a rejected plan creates, changes and deletes nothing ("
+                     + ", ".join(f"`{k}`" for k in withheld[:8])
                      + (", ..." if len(withheld) > 8 else "") + ")."]
         out.append(("rejection", "\n".join(body) + "\n", True))
     diff = plan.get("diff")
