@@ -15,10 +15,18 @@ _LAZY = {
     "GpuCluster": "gpuplane.stack.cluster",
     "GpuClusterArgs": "gpuplane.stack.cluster",
     "ContainerdRollout": "gpuplane.stack.node_rollout",
+    "ContainerdRolloutArgs": "gpuplane.stack.node_rollout",
+    "ContainerdPodRollout": "gpuplane.stack.node_pod",
+    "ContainerdPodRolloutArgs": "gpuplane.stack.node_pod",
     "GpuOperator": "gpuplane.stack.gpu_operator",
+    "GpuOperatorArgs": "gpuplane.stack.gpu_operator",
     "Hami": "gpuplane.stack.hami",
+    "HamiArgs": "gpuplane.stack.hami",
     "NvidiaRuntimeClass": "gpuplane.stack.runtime_class",
+    "NvidiaRuntimeClassArgs": "gpuplane.stack.runtime_class",
     "TimeSlicing": "gpuplane.stack.time_slicing",
+    "TimeSlicingArgs": "gpuplane.stack.time_slicing",
+    "PlanRejected": "gpuplane.stack.refusal",
     "GpuChecks": "gpuplane.checks.component",
     "GpuChecksArgs": "gpuplane.checks.component",
     # stack config
@@ -69,11 +77,13 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     from gpuplane.distros.profiles import Distro, DistroProfile, EditMode, profile
     from gpuplane.plan.node import NodeContainerdPlan, plan_node
     from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
-    from gpuplane.stack.gpu_operator import GpuOperator
-    from gpuplane.stack.hami import Hami
-    from gpuplane.stack.node_rollout import ContainerdRollout
-    from gpuplane.stack.runtime_class import NvidiaRuntimeClass
-    from gpuplane.stack.time_slicing import TimeSlicing
+    from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
+    from gpuplane.stack.hami import Hami, HamiArgs
+    from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
+    from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs
+    from gpuplane.stack.refusal import PlanRejected
+    from gpuplane.stack.runtime_class import NvidiaRuntimeClass, NvidiaRuntimeClassArgs
+    from gpuplane.stack.time_slicing import TimeSlicing, TimeSlicingArgs
     from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 
@@ -95,7 +105,10 @@ __all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
     "ChartSource",
     "ClusterIntent",
     "ConfigError",
+    "ContainerdPodRollout",
+    "ContainerdPodRolloutArgs",
     "ContainerdRollout",
+    "ContainerdRolloutArgs",
     "ContainerdVersion",
     "Distro",
     "DistroProfile",
@@ -107,17 +120,22 @@ __all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
     "GpuCluster",
     "GpuClusterArgs",
     "GpuOperator",
+    "GpuOperatorArgs",
     "Hami",
+    "HamiArgs",
     "LocalFiles",
     "MemoryFiles",
     "NodeContainerdPlan",
     "NodeIntent",
     "NvidiaRuntimeClass",
+    "NvidiaRuntimeClassArgs",
     "PlanOptions",
+    "PlanRejected",
     "Severity",
     "StackConfig",
     "StackConfigError",
     "TimeSlicing",
+    "TimeSlicingArgs",
     "ToolkitMode",
     "effective_config",
     "main",
