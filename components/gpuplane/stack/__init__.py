@@ -20,8 +20,15 @@ def child_options(parent: pulumi.Resource, opts: pulumi.ResourceOptions | None, 
     """Options for a component's children: `parent`, the caller's `depends_on` (a
     component's `depends_on` does not hold back its children by itself, and a Helm
     release must really wait for the node rollout), plus `depends_on`."""
-    inherited = pulumi.ResourceOptions(parent=parent,
-                                       depends_on=opts.depends_on if opts else None)
+    inherited = opts.depends_on if opts else None
     if not depends_on:
-        return inherited
-    return inherited.merge(pulumi.ResourceOptions(depends_on=list(depends_on)))
+        return pulumi.ResourceOptions(parent=parent, depends_on=inherited)
+    if isinstance(inherited, pulumi.Resource):
+        inherited = [inherited]
+    if inherited is None or isinstance(inherited, list):
+        # Plain lists, without `ResourceOptions.merge`'s copies: a fleet's rollout builds
+        # two of these per node.
+        return pulumi.ResourceOptions(parent=parent,
+                                      depends_on=[*(inherited or []), *depends_on])
+    return pulumi.ResourceOptions(parent=parent, depends_on=inherited).merge(
+        pulumi.ResourceOptions(depends_on=list(depends_on)))
