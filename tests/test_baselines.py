@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplane.agent.script import agent_plan, apply_stdin, payload_base_texts
+from gpuplane.agent.payload import payload_base_texts
+from gpuplane.agent.script import agent_plan, apply_stdin
 from gpuplane.cli.main import main
 from gpuplane.config.baselines import plannable_paths
 from gpuplane.containerd.versions import ContainerdVersion

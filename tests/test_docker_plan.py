@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from gpuplane.agent.script import agent_plan, apply_stdin, payload_docker_config, payload_files
+from gpuplane.agent.payload import payload_docker_config, payload_files
+from gpuplane.agent.script import agent_plan, apply_stdin
 from gpuplane.config import StackConfigError, parse_stack_config
 from gpuplane.config.baselines import node_baselines
 from gpuplane.containerd import ContainerdVersion

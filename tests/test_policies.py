@@ -125,7 +125,8 @@ def _node_command(r: Registered) -> bool:
 
 def _with_template(text: str) -> list[Registered]:
     """microk8s-edge with every node command carrying `text` as containerd's template."""
-    from gpuplane.agent.script import apply_stdin, payload_files
+    from gpuplane.agent.payload import payload_files
+    from gpuplane.agent.script import apply_stdin
 
     resources = registered("microk8s-edge")
     template = "/var/snap/microk8s/current/args/containerd-template.toml"
@@ -154,7 +155,7 @@ def _agent_plan_of(stack: str, files: dict[str, str]) -> Any:
 def test_node_command_files_are_read_back_and_judged() -> None:
     """The template read back from each node command's stdin loses runc while the default
     runtime still names it: containerd's CRI plugin refuses to load (node NotReady)."""
-    from gpuplane.agent.script import payload_files
+    from gpuplane.agent.payload import payload_files
 
     stdin = next(r for r in registered("microk8s-edge") if _node_command(r)).inputs["stdin"]
     [text] = payload_files(stdin).values()

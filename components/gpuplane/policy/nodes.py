@@ -26,7 +26,7 @@ ROLLOUT_WHERE = "node rollout (gpuplane:rollout)"
 
 def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
     """(files, captured originals) a node command carries; None if it carries no plan."""
-    from gpuplane.agent.script import payload_base_texts, payload_docker_config, payload_files
+    from gpuplane.agent.payload import payload_base_texts, payload_docker_config, payload_files
 
     stdin = view.props.get("stdin")
     if not isinstance(stdin, str):
