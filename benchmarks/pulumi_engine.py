@@ -16,10 +16,17 @@ The post-deploy checks are off by default (there is no kubelet to run their pods
 `--checks` they are on (a probe Job per GPU node, timeout 30 s): the first `up` then ends
 with the checks' failure, by design, after writing its state, and there is no no-op `up`.
 
+With `--pod` the stack is the bundled `kubeadm-prod` with `nodeAccess: pod`: one
+`NodeAgentPod` per GPU node (the node agent through a pod, no SSH), so a node is a
+resource. Only `pulumi preview` is measured there: an `up` would start an agent pod on
+each Node object, and these have no kubelet to run it (tests/test_node_pod_engine.py runs
+`up` through the pod on a real kubelet node).
+
 `nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
 which the Go module proxy does not serve (docs/real-engine.md).
 
-    .venv/bin/python benchmarks/pulumi_engine.py [--checks] [SIZES...]   default: 10 100 1000
+    .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod] [SIZES...]
+        default sizes: 10 100 1000
 """
 
 from __future__ import annotations
@@ -59,12 +66,31 @@ def _stack(dest: Path, nodes: int, charts: dict[str, Path], checks: bool) -> Pat
     return path
 
 
+def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
+    data: dict[str, Any] = yaml.safe_load((REPO / "stacks" / "Pulumi.kubeadm-prod.yaml").read_text())
+    cfg = data["config"]
+    cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+    cfg.pop("gpuplane:sshPrivateKey", None)
+    cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 8, "os": "ubuntu22.04",
+                              "pool": "a100"} for i in range(nodes)]
+    cfg["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
+    cfg["gpuplane:checks"] = {"enabled": False}
+    cfg["gpuplane:gpuOperator"].update(chart=str(charts["gpu-operator"]), skipAwait=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / f"Pulumi.bench{nodes}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000])
     ap.add_argument("--charts", type=Path, default=REPO.parent / "shared" / "charts")
-    ap.add_argument("--checks", action="store_true",
-                    help="post-deploy checks on (the first up fails at their timeout)")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--checks", action="store_true",
+                      help="post-deploy checks on (the first up fails at their timeout)")
+    mode.add_argument("--pod", action="store_true",
+                      help="kubeadm-prod with nodeAccess: pod (preview only)")
     a = ap.parse_args()
     for why in (pulumi_engine.missing(), control_plane.missing()):
         if why:
@@ -92,10 +118,13 @@ def main() -> int:
             made = max(made, n)
             stack = f"bench{n}"
             engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
-            path = _stack(root / stack / "stacks", n, charts, a.checks)
+            path = _pod_stack(root / stack / "stacks", n, charts) if a.pod else \
+                _stack(root / stack / "stacks", n, charts, a.checks)
             state = ""
-            ops = [("preview", "preview"), ("first up", "up")]
-            if not a.checks:
+            ops = [("preview", "preview")]
+            if not a.pod:
+                ops.append(("first up", "up"))
+            if not a.checks and not a.pod:
                 ops.append(("no-op up", "up"))
             for label, op in ops:
                 with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
@@ -117,8 +146,9 @@ def main() -> int:
                       f"{state if label == 'first up' else ''} |",
                       flush=True)
             # The next size's stack makes the same objects: this one goes first (not timed).
-            with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
-                engine.run("destroy", stack, stack_file=path, timeout=3600)
+            if not a.pod:
+                with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
+                    engine.run("destroy", stack, stack_file=path, timeout=3600)
     finally:
         cp.stop()
         shutil.rmtree(root, ignore_errors=True)
