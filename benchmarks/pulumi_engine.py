@@ -67,7 +67,8 @@ def _stack(dest: Path, nodes: int, charts: dict[str, Path], checks: bool) -> Pat
 
 
 def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
-    data: dict[str, Any] = yaml.safe_load((REPO / "stacks" / "Pulumi.kubeadm-prod.yaml").read_text())
+    bundled = REPO / "stacks" / "Pulumi.kubeadm-prod.yaml"
+    data: dict[str, Any] = yaml.safe_load(bundled.read_text())
     cfg = data["config"]
     cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
     cfg.pop("gpuplane:sshPrivateKey", None)
