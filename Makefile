@@ -15,7 +15,7 @@ export GPUPLANE_CACHE ?= $(HOME)/.cache/gpuplane
 # mkdocs-material's banner about its successor is not a finding of the docs build.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: test plan venv containerd engine lint docs bench clean lock
+.PHONY: test test-fast plan venv containerd engine lint docs bench clean lock
 
 # Every Python dependency at the exact version requirements.lock holds (`make lock`).
 $(BIN)/.installed: pyproject.toml requirements.lock
@@ -41,6 +41,10 @@ engine:
 test: venv containerd
 	GPUPLANE_REQUIRE_REAL=$${GPUPLANE_REQUIRE_REAL:-$${CI:+1}} BIN=$(BIN) \
 		ENGINE_BUILDS="$(ENGINE_BUILDS)" sh scripts/test.sh $(PYTEST_ARGS)
+
+# The pure tier alone (tests/pure: no real program, no build): a quick check while editing.
+test-fast: venv
+	$(BIN)/python -m pytest -q tests/pure $(PYTEST_ARGS)
 
 plan: venv
 	$(BIN)/gpuplane plan --stack $(STACK) --format $(FORMAT)

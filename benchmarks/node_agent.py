@@ -1,6 +1,6 @@
 """How long does the node agent take, and how often does it restart containerd?
 
-Per containerd line, on a sandbox node (tests/agent_node.py: a kubeadm baseline under a
+Per containerd line, on a sandbox node (tests/support/agent_node.py: a kubeadm baseline under a
 temporary root, a real containerd that the injected restart command restarts): the
 host-toolkit plan applied to the untouched node (a change), then the same plan again
 (a no-op), then restore; repeated for several cycles. Latency is the wall time of the
@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from support import oracle  # noqa: E402
+from support.agent_node import SandboxNode, parse_result  # noqa: E402
+
 from gpuplane.agent.script import apply_stdin  # noqa: E402
 from gpuplane.distros.profiles import profile  # noqa: E402
-
-import oracle  # noqa: E402
-from agent_node import SandboxNode, parse_result  # noqa: E402
 
 
 def timed(node: SandboxNode, mode: str, stdin: str, shell: str) -> tuple[float, dict, int]:

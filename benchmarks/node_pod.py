@@ -1,5 +1,5 @@
 """Figures for `cluster.nodeAccess: pod` (issue #30): the node agent through its pod against
-the same agent over SSH, on one real kubelet node (tests/agent_pod.py: a kubeadm sandbox
+the same agent over SSH, on one real kubelet node (tests/support/agent_pod.py: a kubeadm sandbox
 on containerd 1.7, a kubelet registered with the test control plane, containerd restarts
 that keep the shims as a real node's do).
 
@@ -33,15 +33,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "components"))
 
-import agent_pod  # noqa: E402 - tests/ on the path
-import control_plane  # noqa: E402
-import kubelet_node  # noqa: E402
+from support import (  # noqa: E402 - tests/ on the path
+    agent_pod,
+    control_plane,
+    kubelet_node,
+    oracle,
+)
 
 from gpuplane.agent.script import apply_stdin, plan_stdin, restore_script  # noqa: E402
 from gpuplane.distros.profiles import Distro, profile  # noqa: E402
 from gpuplane.stack.node_pod import NodeAgentPodProvider  # noqa: E402
-
-import oracle  # noqa: E402
 
 
 def sshd(d: Path) -> tuple[subprocess.Popen[bytes], list[str]]:

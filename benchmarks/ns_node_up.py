@@ -1,5 +1,5 @@
 """Figures for `pulumi up` to the verdict on namespaced nodes (issue #28,
-tests/ns_node.py): the real CLI and kubernetes provider, a `nodeAccess: pod` stack with
+tests/support/ns_node.py): the real CLI and kubernetes provider, a `nodeAccess: pod` stack with
 the host toolkit, the RuntimeClass and the post-deploy checks, on 1 and 2 kubeadm nodes
 (containerd 1.7, each in mount and network namespaces of its own, with a real kubelet).
 
@@ -25,13 +25,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "engine"))   # shared helpers of the engine tests
 sys.path.insert(0, str(REPO / "components"))
 
-import control_plane  # noqa: E402 - tests/ on the path
-import gpu_chain  # noqa: E402
-import kubelet_node  # noqa: E402
-import ns_node  # noqa: E402
-import pulumi_engine  # noqa: E402
+from support import (  # noqa: E402 - tests/ on the path
+    control_plane,
+    gpu_chain,
+    kubelet_node,
+    ns_node,
+    pulumi_engine,
+)
 
 
 def main() -> int:

@@ -2,11 +2,12 @@
 GPU nodes: wall time, the peak RSS of the CLI and of the Python host, and state per node.
 
 The engine, the kubernetes provider and the control plane are the tests' own
-(tests/pulumi_engine.py, tests/control_plane.py; `make containerd` builds them). The stack
+(tests/support/pulumi_engine.py, tests/support/control_plane.py; `make containerd` builds
+them). The stack
 is the bundled `hami-shared` with N GPU nodes (`nodeAccess: none`; HAMi's `gpu=on` label
 goes on every node from one NodeLabels resource), its charts from ../shared/charts. The N
 Node objects are registered in the API server first, and the charts' Helm hook Jobs are
-completed in the missing kubelet's stead (tests/control_plane.py). For each size: `pulumi
+completed in the missing kubelet's stead (tests/support/control_plane.py). For each size: `pulumi
 preview` of the new stack, the first `pulumi up`, then a second `pulumi up` that changes
 nothing (the no-op), then `pulumi destroy` (not timed: the next size's stack makes the
 same objects). "state B/node" is the local backend's checkpoint file after the first `up`
@@ -19,7 +20,7 @@ with the checks' failure, by design, after writing its state, and there is no no
 With `--pod` the stack is the bundled `kubeadm-prod` with `nodeAccess: pod`: one
 `NodeAgentPod` per GPU node (the node agent through a pod, no SSH), so a node is a
 resource. Only `pulumi preview` is measured there: an `up` would start an agent pod on
-each Node object, and these have no kubelet to run it (tests/test_node_pod_engine.py runs
+each Node object, and these have no kubelet to run it (tests/engine/test_node_pod_engine.py runs
 `up` through the pod on a real kubelet node).
 
 `nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
@@ -43,9 +44,12 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "engine"))   # shared helpers of the engine tests
 
-import control_plane  # noqa: E402 - tests/ on the path
-import pulumi_engine  # noqa: E402
+from support import (  # noqa: E402 - tests/ on the path
+    control_plane,
+    pulumi_engine,
+)
 
 
 def _stack(dest: Path, nodes: int, charts: dict[str, Path], checks: bool) -> Path:

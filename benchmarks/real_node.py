@@ -1,5 +1,5 @@
 """Figures for the real node (issue #28): a kubelet built from k8s.io/kubernetes on real
-containerd, registered with the test control plane (tests/kubelet_node.py).
+containerd, registered with the test control plane (tests/support/kubelet_node.py).
 
 Prints, for a kubeadm node planned in host mode on containerd 1.7:
 - the time until the node is Ready (kubelet start to Ready);
@@ -27,13 +27,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "engine"))   # shared helpers of the engine tests
 sys.path.insert(0, str(REPO / "components"))
 
-import control_plane  # noqa: E402 - tests/ on the path
-import gpu_chain  # noqa: E402
-import kubelet_node  # noqa: E402
-
-import oracle  # noqa: E402
+from support import (  # noqa: E402 - tests/ on the path
+    control_plane,
+    gpu_chain,
+    kubelet_node,
+    oracle,
+)
 
 
 def main() -> int:
@@ -134,8 +136,8 @@ def _pulumi_up(cp: control_plane.ControlPlane, root: Path,
                runs: int) -> tuple[list[float], list[float]]:
     """`pulumi up` to the checks' verdict on a fresh node per run; ([], []) without the
     engine or the charts."""
-    import pulumi_engine
     from kubernetes import client, config
+    from support import pulumi_engine
     from test_pulumi_engine import stack_file
 
     from gpuplane.checks.settings import ChecksSettings

@@ -92,7 +92,7 @@ for name in "$@"; do
     built=$((built + 1))
 done
 
-# containerd 2.x beside Debian's lines, in the shape tests/oracle.py reads:
+# containerd 2.x beside Debian's lines, in the shape tests/support/oracle.py reads:
 # containerd/<line>/bin holds containerd and ctr, containerd/<line>/shim the runc shim.
 for dir in "$CACHE"/builds/containerd-2.*; do
     [ -d "$dir/bin" ] || continue

@@ -29,7 +29,7 @@ if ! command -v runc >/dev/null 2>&1 || ! [ -x /usr/bin/containerd ] || ! [ -x /
     fi
 fi
 
-# sshd and ssh for the `gpuplane nodes capture` tests (tests/test_capture.py): each test
+# sshd and ssh for the `gpuplane nodes capture` tests (tests/pure/test_capture.py): each test
 # starts its own sshd on 127.0.0.1 with a per-test config; the system's sshd stays off.
 if ! command -v sshd >/dev/null 2>&1 && ! [ -x /usr/sbin/sshd ]; then
     need_root
@@ -41,9 +41,9 @@ if ! command -v sshd >/dev/null 2>&1 && ! [ -x /usr/sbin/sshd ]; then
     fi
 fi
 
-# sudo for the capture test of `ssh.sudo: true` (tests/test_capture_node.py): a throw-away
+# sudo for the capture test of `ssh.sudo: true` (tests/pure/test_capture_node.py): a throw-away
 # non-root user with NOPASSWD sudo reads a root-only file through `sudo -n sh -s`.
-# etcd for the tests' real Kubernetes control plane (tests/control_plane.py): Debian's
+# etcd for the tests' real Kubernetes control plane (tests/support/control_plane.py): Debian's
 # etcd-server (3.4 on bookworm), which kube-apiserver 1.34 accepts. The service stays off.
 if ! command -v etcd >/dev/null 2>&1; then
     need_root
@@ -54,7 +54,7 @@ if ! command -v etcd >/dev/null 2>&1; then
     fi
 fi
 
-# CNI plugins for the tests' real kubelet node (tests/kubelet_node.py): Debian's
+# CNI plugins for the tests' real kubelet node (tests/support/kubelet_node.py): Debian's
 # containernetworking-plugins (bridge, host-local, loopback in /usr/lib/cni).
 if ! [ -x /usr/lib/cni/bridge ]; then
     need_root

@@ -1,6 +1,6 @@
 """Write the generated reference pages under docs/reference/ from their single sources
 (the stack config's models, the rule catalogue, the CLI's parsers; see scripts/docgen/).
-The pages are committed, and tests/test_docs.py fails when one is stale.
+The pages are committed, and tests/pure/test_docs.py fails when one is stale.
 
     .venv/bin/python scripts/gen_docs.py           # rewrite docs/reference/
     .venv/bin/python scripts/gen_docs.py --check   # exit 1 naming each stale page

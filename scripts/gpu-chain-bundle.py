@@ -8,7 +8,7 @@ scripts left them), runc (+ its libseccomp) and busybox-static, the NVIDIA toolk
 oracle binaries, the CRI api.proto and its generated Python stubs, the plain python3 image
 tar, a Python to run the harness with (the same Debian python3 tree as the image, started
 through its own loader), the Python packages the harness imports (copied from this venv,
-no download), gpuplane's source and the harness (tests/gpu_chain.py and what it imports).
+no download), gpuplane's source and the harness (tests/support/gpu_chain.py and what it imports).
 
 On the GPU machine, as root::
 
@@ -34,7 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 HARNESS = ("gpu_chain.py", "oracle.py", "toolkit_oracle.py", "operator_env.py", "layouts.py")
-OWN_MODULES = {"gpuplane", "gpu_chain", "oracle", "toolkit_oracle", "operator_env", "layouts",
+OWN_MODULES = {"gpuplane", "support", "gpu_chain", "oracle", "toolkit_oracle", "operator_env",
+               "layouts",
                "cri_api_pb2", "cri_api_pb2_grpc", "__main__"}
 
 RUN_SH = """#!/bin/sh
@@ -53,7 +54,7 @@ export GPUPLANE_RUNC="$B/bin/runc" GPUPLANE_BUSYBOX="$B/bin/busybox" GPUPLANE_BU
 export LD_LIBRARY_PATH="$B/lib/runc"   # only libseccomp, for the bundled runc
 export PYTHONHOME="$P/usr" PYTHONPATH="$B/tests:$B/src:$B/pydeps"
 export PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
-exec "$P/@LOADER@" --library-path "@LIBPATH@" "$P/@PYTHON@" "$B/tests/gpu_chain.py" "$@"
+exec "$P/@LOADER@" --library-path "@LIBPATH@" "$P/@PYTHON@" -m support.gpu_chain "$@"
 """
 
 
@@ -73,7 +74,8 @@ def _copy(src: Path, dst: Path) -> None:
 def _pydeps(dest: Path) -> list[str]:
     """Copy the installed distributions the harness imports into ``dest``; their names."""
     probe = (
-        f"import sys, json; sys.path.insert(0, {str(TESTS)!r}); import gpu_chain, oracle; "
+        f"import sys, json; sys.path.insert(0, {str(TESTS)!r}); "
+        "from support import gpu_chain, oracle; "
         "oracle.cri_modules(); import grpc; "
         "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
@@ -100,10 +102,7 @@ def _pydeps(dest: Path) -> list[str]:
 
 def build(out: Path, lines: list[str]) -> Path:
     sys.path.insert(0, str(TESTS))
-    import gpu_chain
-
-    import oracle
-
+    from support import gpu_chain, oracle
     cache = oracle.cache_dir()
     with tempfile.TemporaryDirectory(prefix="gp-bundle-") as tmp:
         b = Path(tmp) / "gpu-chain"
@@ -142,8 +141,8 @@ def build(out: Path, lines: list[str]) -> Path:
                         ignore=shutil.ignore_patterns("__pycache__"))
         (b / "src").mkdir()
         (b / "src/gpuplane").symlink_to("../components/gpuplane")
-        for name in HARNESS:
-            _copy(TESTS / name, b / "tests" / name)
+        for name in ("__init__.py", *HARNESS):
+            _copy(TESTS / "support" / name, b / "tests" / "support" / name)
 
         loader = next(p for p in (b / "python/lib64").glob("ld-linux*"))
         libpath = ":".join(f"$P/{d.lstrip('/')}" for d in gpu_chain._LIB_DIRS

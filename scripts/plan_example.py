@@ -1,5 +1,5 @@
 """Regenerate the example PR comment in docs/plan.md: a real `gpuplane plan --base`
-markdown of a change to a bundled stack, never written by hand (tests/test_plan_example.py
+markdown of a change to a bundled stack, never written by hand (tests/pure/test_plan_example.py
 checks that the page holds exactly this output).
 
     .venv/bin/python scripts/plan_example.py          # rewrite the block in docs/plan.md

@@ -19,7 +19,7 @@ if ! command -v shellcheck >/dev/null 2>&1; then
 fi
 
 # The node agent: each part of its source alone (the messages name the part), then the
-# joined script the nodes run, which tests/test_agent_parts.py holds to be the parts'
+# joined script the nodes run, which tests/pure/test_agent_parts.py holds to be the parts'
 # join. A part alone cannot see the others: a variable set in one part and read in
 # another reads as unused (SC2034), unassigned (SC2154) or misspelt (SC2153) there, so
 # those three are left to the check of the whole script, which sees every part.

@@ -1,4 +1,15 @@
-"""Shared fixtures. The real-containerd harness itself lives in ``tests/oracle.py``."""
+"""Shared fixtures, and the tiers: each test's markers come from its folder.
+
+- ``tests/pure``: the code alone (mocks, recorded data): `make test-fast`.
+- ``tests/real``: real programs built or installed from registries (containerd, the
+  toolkit, dockerd, Helm's engine): marker ``real``.
+- ``tests/engine``: the real Pulumi CLI and provider, the control plane, kubelet nodes:
+  markers ``real`` and ``engine`` (`make test` runs them once their build is done).
+- ``tests/gpu``: the chain down to the CUDA probe: markers ``real`` and ``gpu``.
+
+A test in ``tests/pure`` that reaches for a real program (a ``real``-marked fixture such
+as ``containerd_line``) is a collection error: move it to ``tests/real``.
+The real-containerd harness itself lives in ``tests/support/oracle.py``."""
 
 from __future__ import annotations
 
@@ -9,8 +20,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-
-import oracle
+from support import oracle
 
 
 @pytest.fixture

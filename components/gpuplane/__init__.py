@@ -101,7 +101,7 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
 
 
-__all__ = [  # the same names as _LAZY (tests/test_package.py holds them equal)
+__all__ = [  # the same names as _LAZY (tests/pure/test_package.py holds them equal)
     "ChartSource",
     "ClusterIntent",
     "ConfigError",

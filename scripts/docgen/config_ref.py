@@ -2,7 +2,7 @@
 (`gpuplane.config.StackConfig`): its type and bounds from the annotation, its default from
 the field, its description from the field's docstring (the models set
 `use_attribute_docstrings`). A key added, renamed or re-described in the code changes the
-page, and tests/test_docs.py fails until the page is regenerated."""
+page, and tests/pure/test_docs.py fails until the page is regenerated."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ one file are hard to read and review. Its source is therefore the folder `data/a
   it alone on real `containerd config dump` output.
 
 The joined script is checked in (the package reads it, and a diff of a change shows what
-nodes will run); `tests/test_agent_parts.py` fails when it is not the join of the parts.
+nodes will run); `tests/pure/test_agent_parts.py` fails when it is not the join of the parts.
 After editing a part, regenerate it:
 
     python -m gpuplane.agent.parts          # rewrite data/node-agent.sh

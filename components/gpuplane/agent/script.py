@@ -36,7 +36,7 @@ from gpuplane.plan.node import NodeContainerdPlan, ToolkitMode, renders_dropins
 AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 """Where the agent installs a copy of itself, so that restore runs without stdin."""
 
-_SCRIPT = SCRIPT  # the joined agent, checked in (tests/test_agent_parts.py)
+_SCRIPT = SCRIPT  # the joined agent, checked in (tests/pure/test_agent_parts.py)
 _RUNTIME_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _UNIT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")

@@ -14,7 +14,7 @@ struct's field names loosely, differently per release line:
   re-marshalled with their keys sorted, then decoded in that order, so when several
   spellings are present the last in byte order wins (`binaryName` over `BinaryName`).
 
-Measured against the real daemons in tests/test_options_real.py.
+Measured against the real daemons in tests/real/test_options_real.py.
 """
 
 from __future__ import annotations

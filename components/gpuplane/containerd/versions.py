@@ -1,6 +1,6 @@
 """containerd release lines and the configuration behaviour that differs between them.
 
-Measured on Debian's builds 1.6.20, 1.7.24 and 2.1.9 (see tests/test_differential.py).
+Measured on Debian's builds 1.6.20, 1.7.24 and 2.1.9 (see tests/real/test_differential.py).
 Other 2.x releases are modelled like 2.1: same loader, deep merge and v2->v3 migration.
 """
 

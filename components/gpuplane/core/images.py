@@ -5,7 +5,7 @@ The GPU Operator names an image `<repository>/<image>:<version>`, its `repositor
 the registry (`nvcr.io/nvidia/k8s`); its node-feature-discovery subchart and HAMi's
 DRA driver do the same with `image.repository`. HAMi's own images keep the registry apart
 (`image.registry`). The tables below say which values hold a registry and what each chart
-sets there by default; tests/test_image_mirror.py holds them against every chart version
+sets there by default; tests/real/test_image_mirror.py holds them against every chart version
 in the upstream charts and renders the charts with Helm's engine.
 """
 

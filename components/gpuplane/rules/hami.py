@@ -35,7 +35,7 @@ GPU_NODE_LABELS = {"feature.node.kubernetes.io/pci-10de.present": "true",
                    "nvidia.com/gpu.present": "true"}
 # Chart defaults the rules assume where a value is not set: values.yaml of every HAMi
 # chart gpuplane knows (Project-HAMi/HAMi charts/hami/values.yaml@v2.8.3, @v2.9.0, and
-# main as of 2026-08-21, chart 2.10.0); tests/test_charts.py holds them against the charts.
+# main as of 2026-08-21, chart 2.10.0); tests/pure/test_charts.py holds them against the charts.
 HAMI_DEFAULTS: dict[str, Any] = {
     "devicePlugin.enabled": True,
     "devicePlugin.runtimeClassName": "",

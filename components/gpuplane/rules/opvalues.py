@@ -19,7 +19,7 @@ from gpuplane.rules._shared import at, flag, present
 CHART_CDI_DEFAULT_FROM = (25, 10, 0)     # cdi.enabled defaults to true from this chart
 # Chart defaults the rules assume where a value is not set, the same in values.yaml of
 # every supported chart (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml,
-# v24.3.0-v26.7.0); tests/test_charts.py holds them against each chart.
+# v24.3.0-v26.7.0); tests/pure/test_charts.py holds them against each chart.
 OPERATOR_DEFAULTS: dict[str, Any] = {
     "driver.enabled": True,
     "toolkit.enabled": True,

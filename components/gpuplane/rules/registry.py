@@ -10,7 +10,7 @@ had no answer but a grep. This module is that answer as data:
     >>> REGISTRY["FM11"].checks[:2]
     ('gpuplane.rules.operator._runtime_class', 'gpuplane.rules.platform._runtime_class')
 
-The data is checked, not trusted (tests/test_rules_registry.py): every id of the
+The data is checked, not trusted (tests/pure/test_rules_registry.py): every id of the
 catalogue has an entry with at least one check and one test; every named check resolves
 to a function whose source mentions the id; every named test exists and mentions the id;
 and every `Finding("FMxx", ...)` in components/ (and every function that picks an id for
@@ -96,10 +96,10 @@ _DATA = {
             "gpuplane.doctor.symptoms.classify",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm01_operator_toolkit_disabled_while_stack_relies_on_it",
-            "tests/test_checks_verdicts.py::test_real_no_driver_output_is_fm01_with_runtime_class",
-            "tests/test_doctor_inspect.py::test_toolkit_drop_in_that_nothing_imports_is_fm01",
-            "tests/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+            "tests/pure/test_rules_cluster.py::test_fm01_operator_toolkit_disabled_while_stack_relies_on_it",
+            "tests/pure/test_checks_verdicts.py::test_real_no_driver_output_is_fm01_with_runtime_class",
+            "tests/real/test_doctor_inspect.py::test_toolkit_drop_in_that_nothing_imports_is_fm01",
+            "tests/pure/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
         ),
     ),
     "FM02": _entry(
@@ -111,10 +111,10 @@ _DATA = {
             "gpuplane.checks.causes._event_rule",
         ),
         tests=(
-            "tests/test_rules_containerd.py::test_never_fm02_on_2_1",
-            "tests/test_gpu_chain.py::test_rehearsal_the_fm02_layout_fails_as_the_rule_predicts",
-            "tests/test_rules_containerd.py::test_every_cri_setting_a_later_table_drops_is_reported",
-            "tests/test_rules_containerd.py::test_incident_drop_ins_lose_runc_before_2_1",
+            "tests/pure/test_rules_containerd.py::test_never_fm02_on_2_1",
+            "tests/gpu/test_gpu_chain.py::test_rehearsal_the_fm02_layout_fails_as_the_rule_predicts",
+            "tests/pure/test_rules_containerd.py::test_every_cri_setting_a_later_table_drops_is_reported",
+            "tests/pure/test_rules_containerd.py::test_incident_drop_ins_lose_runc_before_2_1",
         ),
     ),
     "FM03": _entry(
@@ -129,10 +129,10 @@ _DATA = {
             "gpuplane.policy.nodes.unreadable",
         ),
         tests=(
-            "tests/test_rules_chart_facts.py::test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
-            "tests/test_rules_containerd.py::test_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
-            "tests/test_rules_containerd.py::test_runtime_without_runtime_type",
-            "tests/test_rules_containerd.py::test_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
+            "tests/pure/test_rules_chart_facts.py::test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
+            "tests/pure/test_rules_containerd.py::test_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
+            "tests/pure/test_rules_containerd.py::test_runtime_without_runtime_type",
+            "tests/pure/test_rules_containerd.py::test_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
         ),
     ),
     "FM04": _entry(
@@ -142,10 +142,10 @@ _DATA = {
             "gpuplane.rules.platform.check_platform_node_writes",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_incident_4_rke2_toolkit_pointed_at_generated_config_is_fm04",
-            "tests/test_rules_cluster_workloads.py::test_fm04_generated_config_on_rancher",
-            "tests/test_rules_cluster_workloads.py::test_fm04_microk8s_and_drop_in_distros",
-            "tests/test_rules_cluster_workloads.py::test_fm04_wrong_template_for_the_containerd_line",
+            "tests/pure/test_rules_cluster.py::test_incident_4_rke2_toolkit_pointed_at_generated_config_is_fm04",
+            "tests/real/test_rules_cluster_workloads.py::test_fm04_generated_config_on_rancher",
+            "tests/real/test_rules_cluster_workloads.py::test_fm04_microk8s_and_drop_in_distros",
+            "tests/real/test_rules_cluster_workloads.py::test_fm04_wrong_template_for_the_containerd_line",
         ),
     ),
     "FM05": _entry(
@@ -155,10 +155,10 @@ _DATA = {
             "gpuplane.rules.toolkit_losses.check_toolkit_losses",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm05_operator_toolkit_beside_host_toolkit",
-            "tests/test_policies.py::test_every_failure_mode_but_fm05_has_a_mandatory_and_an_advisory_policy",
-            "tests/test_rules_toolkit_losses.py::test_a_stack_planned_from_captured_drop_ins_reports_the_loss",
-            "tests/test_rules_toolkit_losses.py::test_containerd_2_keeps_them_and_the_plan_says_nothing",
+            "tests/pure/test_rules_cluster.py::test_fm05_operator_toolkit_beside_host_toolkit",
+            "tests/pure/test_policies.py::test_every_failure_mode_but_fm05_has_a_mandatory_and_an_advisory_policy",
+            "tests/real/test_rules_toolkit_losses.py::test_a_stack_planned_from_captured_drop_ins_reports_the_loss",
+            "tests/real/test_rules_toolkit_losses.py::test_containerd_2_keeps_them_and_the_plan_says_nothing",
         ),
     ),
     "FM06": _entry(
@@ -169,10 +169,10 @@ _DATA = {
             "gpuplane.rules.rollout._ordering",
         ),
         tests=(
-            "tests/test_rules_cluster_workloads.py::test_fm06_batch_larger_than_max_unavailable",
-            "tests/test_rules_cluster_workloads.py::test_fm06_batch_not_waiting_for_the_previous_one",
-            "tests/test_rules_cluster_workloads.py::test_fm06_canary",
-            "tests/test_policies.py::test_rollout_without_batches_violates_fm06",
+            "tests/real/test_rules_cluster_workloads.py::test_fm06_batch_larger_than_max_unavailable",
+            "tests/real/test_rules_cluster_workloads.py::test_fm06_batch_not_waiting_for_the_previous_one",
+            "tests/real/test_rules_cluster_workloads.py::test_fm06_canary",
+            "tests/pure/test_policies.py::test_rollout_without_batches_violates_fm06",
         ),
     ),
     "FM07": _entry(
@@ -180,10 +180,10 @@ _DATA = {
             "gpuplane.rules.containerd.runtimes.fm07",
         ),
         tests=(
-            "tests/test_rules_containerd.py::test_systemd_cgroup_against_the_kubelet",
-            "tests/test_rules_containerd.py::test_systemd_cgroup_disagreement_between_runtimes",
-            "tests/test_rules_containerd.py::test_systemd_cgroup_read_with_containerds_own_key_matching",
-            "tests/test_baselines.py::test_the_models_findings_do_not_block_nodes_planned_from_their_own_files",
+            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_against_the_kubelet",
+            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_disagreement_between_runtimes",
+            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_read_with_containerds_own_key_matching",
+            "tests/pure/test_baselines.py::test_the_models_findings_do_not_block_nodes_planned_from_their_own_files",
         ),
     ),
     "FM08": _entry(
@@ -196,10 +196,10 @@ _DATA = {
             "gpuplane.checks.verdicts.vectoradd_findings",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm08_driver_default_enabled_while_preinstalled",
-            "tests/test_rules_cluster.py::test_fm08_managed_driver_disabled",
-            "tests/test_checks_verdicts.py::test_allocatable_wrong_physical_count",
-            "tests/test_checks_verdicts.py::test_cuda_failures_name_the_error",
+            "tests/pure/test_rules_cluster.py::test_fm08_driver_default_enabled_while_preinstalled",
+            "tests/pure/test_rules_cluster.py::test_fm08_managed_driver_disabled",
+            "tests/pure/test_checks_verdicts.py::test_allocatable_wrong_physical_count",
+            "tests/pure/test_checks_verdicts.py::test_cuda_failures_name_the_error",
         ),
     ),
     "FM09": _entry(
@@ -210,10 +210,10 @@ _DATA = {
             "gpuplane.rules.toolkit._nvidia_default",
         ),
         tests=(
-            "tests/test_rules_cluster_workloads.py::test_fm09_delete_without_restore",
-            "tests/test_policies.py::test_delete_that_does_not_restore_violates_fm09",
-            "tests/test_rules_chart_facts.py::test_cdi_makes_nvidia_not_default_only_from_v25_10",
-            "tests/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+            "tests/real/test_rules_cluster_workloads.py::test_fm09_delete_without_restore",
+            "tests/pure/test_policies.py::test_delete_that_does_not_restore_violates_fm09",
+            "tests/pure/test_rules_chart_facts.py::test_cdi_makes_nvidia_not_default_only_from_v25_10",
+            "tests/pure/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
         ),
     ),
     "FM10": _entry(
@@ -228,10 +228,10 @@ _DATA = {
             "gpuplane.doctor.health.allocatable",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm10_plugin_config_create_clashes_with_gpuplanes_configmap",
-            "tests/test_rules_cluster.py::test_fm10_plugin_config_name_and_default",
-            "tests/test_rules_cluster.py::test_fm10_plugin_config_without_stack_time_slicing",
-            "tests/test_rules_cluster_workloads.py::test_fm10_bad_replicas",
+            "tests/pure/test_rules_cluster.py::test_fm10_plugin_config_create_clashes_with_gpuplanes_configmap",
+            "tests/pure/test_rules_cluster.py::test_fm10_plugin_config_name_and_default",
+            "tests/pure/test_rules_cluster.py::test_fm10_plugin_config_without_stack_time_slicing",
+            "tests/real/test_rules_cluster_workloads.py::test_fm10_bad_replicas",
         ),
     ),
     "FM11": _entry(
@@ -245,10 +245,10 @@ _DATA = {
             "gpuplane.doctor.symptoms._runtimeclass_symptom",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm11_operator_runtime_class_differs_from_stack",
-            "tests/test_rules_cluster_workloads.py::test_fm11_counts_mig_and_init_containers_but_not_cpu_pods",
-            "tests/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
-            "tests/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
+            "tests/pure/test_rules_cluster.py::test_fm11_operator_runtime_class_differs_from_stack",
+            "tests/real/test_rules_cluster_workloads.py::test_fm11_counts_mig_and_init_containers_but_not_cpu_pods",
+            "tests/real/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
+            "tests/real/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
         ),
     ),
     "FM12": _entry(
@@ -262,10 +262,10 @@ _DATA = {
             "gpuplane.doctor.health.allocatable",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm12_hami_release_on_an_operator_stack",
-            "tests/test_rules_cluster.py::test_fm12_operator_device_plugin_default_with_hami",
-            "tests/test_checks_verdicts.py::test_hami_flip_back_to_physical_is_fm12",
-            "tests/test_doctor_api_cases.py::test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept",
+            "tests/pure/test_rules_cluster.py::test_fm12_hami_release_on_an_operator_stack",
+            "tests/pure/test_rules_cluster.py::test_fm12_operator_device_plugin_default_with_hami",
+            "tests/pure/test_checks_verdicts.py::test_hami_flip_back_to_physical_is_fm12",
+            "tests/pure/test_doctor_api_cases.py::test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept",
         ),
     ),
     "FM13": _entry(
@@ -290,10 +290,10 @@ _DATA = {
             "gpuplane.doctor.symptoms.classify",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm13_hami_runtime_class",
-            "tests/test_rules_cluster.py::test_fm13_hami_webhook",
-            "tests/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",
-            "tests/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+            "tests/pure/test_rules_cluster.py::test_fm13_hami_runtime_class",
+            "tests/pure/test_rules_cluster.py::test_fm13_hami_webhook",
+            "tests/pure/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",
+            "tests/pure/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
         ),
     ),
     "FM14": _entry(
@@ -306,10 +306,10 @@ _DATA = {
             "gpuplane.doctor.health._never_fit",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm14_hami_split_settings",
-            "tests/test_rules_cluster_workloads.py::test_fm14_cuda_disable_control_is_a_warning",
-            "tests/test_rules_cluster_workloads.py::test_fm14_gpu_count_against_nodes",
-            "tests/test_rules_cluster_workloads.py::test_fm14_gpucores",
+            "tests/pure/test_rules_cluster.py::test_fm14_hami_split_settings",
+            "tests/real/test_rules_cluster_workloads.py::test_fm14_cuda_disable_control_is_a_warning",
+            "tests/real/test_rules_cluster_workloads.py::test_fm14_gpu_count_against_nodes",
+            "tests/real/test_rules_cluster_workloads.py::test_fm14_gpucores",
         ),
     ),
     "FM15": _entry(
@@ -321,10 +321,10 @@ _DATA = {
             "gpuplane.doctor.symptoms.glibc_fallback",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm15_flavour_table",
-            "tests/test_rules_cluster.py::test_fm15_full_image_reference_and_disabled_toolkit",
-            "tests/test_rules_cluster.py::test_incident_2_ubuntu_toolkit_default_on_amazon_linux_2_is_fm15",
-            "tests/test_doctor_robust.py::test_containerd_outside_the_model_is_noted_and_fm15_still_found",
+            "tests/pure/test_rules_cluster.py::test_fm15_flavour_table",
+            "tests/pure/test_rules_cluster.py::test_fm15_full_image_reference_and_disabled_toolkit",
+            "tests/pure/test_rules_cluster.py::test_incident_2_ubuntu_toolkit_default_on_amazon_linux_2_is_fm15",
+            "tests/real/test_doctor_robust.py::test_containerd_outside_the_model_is_noted_and_fm15_still_found",
         ),
     ),
     "FM16": _entry(
@@ -334,10 +334,10 @@ _DATA = {
             "gpuplane.checks.causes._event_rule",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm16_cdi_on_containerd_1_6",
-            "tests/test_rules_containerd.py::test_cdi_on_1_6",
-            "tests/test_rules_states.py::test_final_state_findings_name_the_toolkit_state",
-            "tests/test_checks_verdicts.py::test_symptoms_map_to_rules",
+            "tests/pure/test_rules_cluster.py::test_fm16_cdi_on_containerd_1_6",
+            "tests/pure/test_rules_containerd.py::test_cdi_on_1_6",
+            "tests/real/test_rules_states.py::test_final_state_findings_name_the_toolkit_state",
+            "tests/pure/test_checks_verdicts.py::test_symptoms_map_to_rules",
         ),
     ),
     "FM17": _entry(
@@ -348,10 +348,10 @@ _DATA = {
             "gpuplane.doctor.nodes._wrong_daemon",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm17_config_source_alone_is_a_warning",
-            "tests/test_rules_cluster.py::test_fm17_drop_in_only_checked_where_the_toolkit_writes_one",
-            "tests/test_rules_cluster.py::test_fm17_malformed_env_and_value_from",
-            "tests/test_rules_cluster.py::test_fm17_only_when_the_operator_runs_the_toolkit",
+            "tests/pure/test_rules_cluster.py::test_fm17_config_source_alone_is_a_warning",
+            "tests/pure/test_rules_cluster.py::test_fm17_drop_in_only_checked_where_the_toolkit_writes_one",
+            "tests/pure/test_rules_cluster.py::test_fm17_malformed_env_and_value_from",
+            "tests/pure/test_rules_cluster.py::test_fm17_only_when_the_operator_runs_the_toolkit",
         ),
     ),
     "FM18": _entry(
@@ -360,10 +360,10 @@ _DATA = {
             "gpuplane.rules.pinning.check_image_tags",
         ),
         tests=(
-            "tests/test_rules_cluster.py::test_fm18_hami_chart_and_images",
-            "tests/test_rules_cluster.py::test_fm18_image_tags",
-            "tests/test_rules_cluster.py::test_fm18_operator_chart_version",
-            "tests/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+            "tests/pure/test_rules_cluster.py::test_fm18_hami_chart_and_images",
+            "tests/pure/test_rules_cluster.py::test_fm18_image_tags",
+            "tests/pure/test_rules_cluster.py::test_fm18_operator_chart_version",
+            "tests/pure/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
         ),
     ),
 }

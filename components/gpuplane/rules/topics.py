@@ -213,7 +213,7 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "Write every drop-in in the root's version; point the toolkit at the root "
         "(RUNTIME_CONFIG_SOURCE=file=<root>) so its drop-in copies that version.",
         "containerd/containerd cmd/containerd/server/config/config.go@v2.0.11 (imports, "
-        "version limit 3; measured on 2.0-2.2 in tests/test_platform_rules.py)"),
+        "version limit 3; measured on 2.0-2.2 in tests/real/test_platform_rules.py)"),
 ]}
 
 

@@ -14,7 +14,7 @@ command carries, which the policies read) and nothing of the cluster.
 
 A pod that ends without the agent's verdict (killed, its container lost when a restart
 took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
-makes a rerun converge from any step (tests/test_agent_faults.py). An agent that ends
+makes a rerun converge from any step (tests/real/test_agent_faults.py). An agent that ends
 with a verdict other than 0, or a pod that cannot run, fails `pulumi up` with the agent's
 message as over SSH, but through an output and gpuplane.kube.gate rather than an exception (no
 SDK traceback): the failed node's batch finishes, no later batch nor the operator is
@@ -46,8 +46,8 @@ _OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched", "nodeStatus"
 _INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
 SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
 """Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
-points the pods at a sandbox node (tests/agent_node.py, tests/ns_node.py) instead of the
-host's /; or {node name: that} for several nodes."""
+points the pods at a sandbox node (tests/support/agent_node.py, tests/support/ns_node.py)
+instead of the host's /; or {node name: that} for several nodes."""
 
 
 class NodeAgentPodProvider(KubeResourceProvider):

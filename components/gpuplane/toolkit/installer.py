@@ -2,7 +2,7 @@
 facts the toolkit model and the rules branch on, one record per release.
 
 Read at each tag of NVIDIA/nvidia-container-toolkit and held against the real installers
-(built from the module at that tag) by tests/test_toolkit_differential.py:
+(built from the module at that tag) by tests/real/test_toolkit_differential.py:
 
 - **Where it writes.** 1.18 and later write a drop-in (`RUNTIME_DROP_IN_CONFIG`) and import
   it from the top-level file; earlier ones edit `CONTAINERD_CONFIG` in place

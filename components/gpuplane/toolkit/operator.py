@@ -4,7 +4,7 @@ before the toolkit installer sees it.
 Every chart gpuplane supports is listed with the toolkit image tag its `values.yaml` pins
 (`toolkit.version`, NVIDIA/gpu-operator `deployments/gpu-operator/values.yaml` at each
 tag): the plan predicts what that toolkit writes on every node, so a chart outside the
-list is refused rather than guessed. tests/test_charts.py holds the list against the
+list is refused rather than guessed. tests/pure/test_charts.py holds the list against the
 charts themselves.
 
 The env (`chart_operator_env`) is read from the operator at each tag:

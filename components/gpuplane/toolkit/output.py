@@ -1,7 +1,7 @@
 """What the NVIDIA toolkit installer writes, given the node's files and the env the GPU
 Operator hands it: a pure model, held against the real installer of every toolkit a
 supported chart ships (1.15.0 ... 1.20.0, each built from its Go module) by
-tests/test_toolkit_differential.py on every distro layout gpuplane plans. How the
+tests/real/test_toolkit_differential.py on every distro layout gpuplane plans. How the
 releases differ is `gpuplane.toolkit.installer`.
 
 Measured behaviour (NVIDIA/nvidia-container-toolkit v1.18.1 `cmd/nvidia-ctk-installer`,

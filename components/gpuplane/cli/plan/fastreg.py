@@ -9,7 +9,7 @@ The plan engine only records what the engine would see, so for simple custom res
 record directly: the inputs under their wire names with secrets unwrapped
 (`secret_paths` remembers them) and the dependencies (expanded by the SDK's own helpers);
 their outputs, which gpuplane does not read, stay unset.
-tests/test_plan_fastreg.py checks that it records exactly what the SDK path records for
+tests/pure/test_plan_fastreg.py checks that it records exactly what the SDK path records for
 every stack; anything else takes the SDK path.
 """
 

@@ -199,7 +199,7 @@ def fm03(a: Analysis) -> list[Finding]:
 
 # containerd 2.3 refuses an imported file whose `version` is above the top-level file's
 # (NVIDIA/aicr#1688, AKS Ubuntu 24.04 images: containerd 2.3.x). Not measured here: the
-# suite runs 2.0-2.2, which accept it (tests/test_platform_rules.py holds that).
+# suite runs 2.0-2.2, which accept it (tests/real/test_platform_rules.py holds that).
 STRICT_IMPORT_VERSIONS = ContainerdVersion(2, 3)
 
 

@@ -1,0 +1,173 @@
+"""Every stack the tests judge, in one catalogue: each bundled stack as it is (clean), and
+each broken stack the tests build (a bundled stack plus the one change that walks into a
+trap), with the rule ids `gpuplane plan` must reject it with.
+
+The offline tests (tests/pure/test_stack_cases.py) and the real engine
+(tests/engine/test_pulumi_engine.py) run the same catalogue, so a broken stack added here is
+judged by both. `as_pod` turns a stack with `nodeAccess: ssh` into `nodeAccess: pod`, which
+gives the same verdict and needs no command provider (the module proxy does not serve
+pulumi-resource-command).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = REPO / "stacks"
+CLEAN = tuple(sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml")
+                     for p in STACKS.glob("Pulumi.*.yaml")))
+Edit = Callable[[dict[str, Any], Path], None]
+# A version-3 config captured from a node that runs containerd 1.7 (a 2.x guide applied
+# to a 1.7 node): containerd 1.7 refuses to start on it (FM03).
+V3_ON_17 = """version = 3
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+"""
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A bundled stack with one change; `errors`: the rule ids it must be rejected with."""
+
+    stack: str
+    edit: Edit
+    errors: frozenset[str]
+
+
+def config_of(stack: str) -> dict[str, Any]:
+    data = yaml.safe_load((STACKS / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))
+    return copy.deepcopy(data["config"])
+
+
+def _merge(section: str, **keys: Any) -> Edit:
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg.setdefault(section, {}).update(keys)
+    return edit
+
+
+def _values(**keys: Any) -> Edit:
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg["gpuplane:gpuOperator"].setdefault("values", {}).update(keys)
+    return edit
+
+
+def _all(*edits: Edit) -> Edit:
+    def edit(cfg: dict[str, Any], folder: Path) -> None:
+        for e in edits:
+            e(cfg, folder)
+    return edit
+
+
+def _set(key: str, value: Any) -> Edit:
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg[key] = value
+    return edit
+
+
+def _drop(key: str) -> Edit:
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg.pop(key, None)
+    return edit
+
+
+def _captured_v3_on_17(cfg: dict[str, Any], folder: Path) -> None:
+    captured = folder / "captured-config.toml"
+    captured.write_text(V3_ON_17, encoding="utf-8")
+    cfg["gpuplane:cluster"]["baselineFiles"] = {"/etc/containerd/config.toml": str(captured)}
+
+
+def _node_files_on_eks(cfg: dict[str, Any], _dir: Path) -> None:
+    cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+    cfg["gpuplane:gpuOperator"]["toolkit"] = "host"
+    cfg["gpuplane:docker"] = {"nvidiaRuntime": True}   # a file gpuplane would write
+
+
+BROKEN: dict[str, Broken] = {
+    "kind-smoke/FM18-latest-toolkit": Broken(
+        "kind-smoke", _values(toolkit={"version": "latest"}), frozenset({"FM18"})),
+    "kind-smoke/FM16-cdi-on-1.6": Broken(
+        "kind-smoke", _all(_merge("gpuplane:cluster", containerdVersion="1.6"),
+                           _merge("gpuplane:gpuOperator", cdi=True)), frozenset({"FM16"})),
+    "hami-shared/FM12-two-device-plugins": Broken(
+        "hami-shared", _values(devicePlugin={"enabled": True}), frozenset({"FM12"})),
+    "hami-shared/FM13-cdi": Broken(
+        "hami-shared", _merge("gpuplane:gpuOperator", cdi=True), frozenset({"FM13"})),
+    "kubeadm-prod/FM06-all-at-once": Broken(
+        "kubeadm-prod", _set("gpuplane:rollout", {"canary": False, "maxUnavailable": 10}),
+        frozenset({"FM06"})),
+    "kubeadm-prod/FM07-cgroupfs-kubelet": Broken(
+        "kubeadm-prod", _merge("gpuplane:cluster", kubeletCgroupDriver="cgroupfs"),
+        frozenset({"FM07"})),
+    "kubeadm-prod/FM03-captured-v3-on-1.7": Broken(
+        "kubeadm-prod", _captured_v3_on_17, frozenset({"FM03"})),
+    "kubeadm-prod/FM06+FM18-two-classes": Broken(
+        "kubeadm-prod", _all(_set("gpuplane:rollout", {"canary": False, "maxUnavailable": 10}),
+                             _values(toolkit={"version": "latest"})),
+        frozenset({"FM06", "FM18"})),
+    "eks-al2023-nvidia/FM08-operator-toolkit": Broken(
+        "eks-al2023-nvidia", _merge("gpuplane:gpuOperator", toolkit="operator"),
+        frozenset({"FM08"})),
+    "aks-ubuntu/FM08-managed-driver": Broken(
+        "aks-ubuntu", _merge("gpuplane:gpuOperator", driver="managed"), frozenset({"FM08"})),
+    "eks-al2023/FM08-managed-driver": Broken(
+        "eks-al2023", _merge("gpuplane:gpuOperator", driver="managed"), frozenset({"FM08"})),
+    "bottlerocket-nvidia/FM12-operator-plugin": Broken(
+        "bottlerocket-nvidia", _set("gpuplane:devicePlugin", "gpu-operator"),
+        frozenset({"FM12"})),
+    "bottlerocket-nvidia/FM12-hami": Broken(
+        "bottlerocket-nvidia", _all(_set("gpuplane:devicePlugin", "hami"),
+                                    _drop("gpuplane:timeSlicing")), frozenset({"FM12"})),
+    "aks-ubuntu/FM11-runtime-class": Broken(
+        "aks-ubuntu", _merge("gpuplane:runtime", name="nvidia"), frozenset({"FM01", "FM11"})),
+    "gke-cos/FM17-config-dump-source": Broken(
+        "gke-cos", _values(toolkit={"env": [{"name": "RUNTIME_CONFIG_SOURCE",
+                                             "value": "command"}]}), frozenset({"FM17"})),
+    "gke-ubuntu/FM17-config-dump-source": Broken(
+        "gke-ubuntu", _values(toolkit={"env": [{"name": "RUNTIME_CONFIG_SOURCE",
+                                                "value": "command"}]}), frozenset({"FM17"})),
+    "gke-cos/FM15-toolkit-install-dir": Broken(
+        "gke-cos", _values(toolkit={"installDir": "/usr/local/nvidia"}), frozenset({"FM15"})),
+    "gke-cos/FM15-driver-install-dir": Broken(
+        "gke-cos", _values(hostPaths={"driverInstallDir": "/run/nvidia/driver"}),
+        frozenset({"FM15"})),
+    "eks-al2023-nvidia/FM04-node-files": Broken(
+        "eks-al2023-nvidia", _node_files_on_eks, frozenset({"FM04"})),
+    "gke-cos/FM13-hami-read-only-root": Broken(
+        "gke-cos", _all(_set("gpuplane:devicePlugin", "hami"),
+                        _merge("gpuplane:gpuOperator", cdi=False)), frozenset({"FM13"})),
+}
+
+
+def broken_config(case: str, folder: Path) -> dict[str, Any]:
+    """The broken stack's config; files it captures are written into `folder`."""
+    spec = BROKEN[case]
+    cfg = config_of(spec.stack)
+    spec.edit(cfg, folder)
+    return cfg
+
+
+def as_pod(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`nodeAccess: ssh` → `nodeAccess: pod` (the same agent, the same verdict), without
+    the SSH key the stack file only holds as a placeholder."""
+    if cfg.get("gpuplane:cluster", {}).get("nodeAccess") == "ssh":
+        cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+        cfg.pop("gpuplane:sshPrivateKey", None)
+    return cfg
+
+
+def write_stack(folder: Path, name: str, cfg: dict[str, Any]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"Pulumi.{name}.yaml"
+    path.write_text(yaml.safe_dump({"config": cfg}, sort_keys=False), encoding="utf-8")
+    return path
+
+
+__all__ = ["BROKEN", "CLEAN", "Broken", "as_pod", "broken_config", "config_of",
+           "write_stack"]
