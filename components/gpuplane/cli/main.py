@@ -58,6 +58,16 @@ def root_parser() -> argparse.ArgumentParser:
     explain.add_argument("rule", nargs="?", help="rule id, e.g. FM02; omit to list all")
     explain.set_defaults(handler=_explain)
 
+    pack = sub.add_parser(
+        "policy-pack", help="the CrossGuard policy pack installed with gpuplane",
+        description="The CrossGuard pack ships inside the gpuplane package and runs with the "
+                    "Python gpuplane is installed in: pulumi preview --policy-pack "
+                    "\"$(gpuplane policy-pack path)\"")
+    pack_sub = pack.add_subparsers(title="commands", metavar="COMMAND")
+    pack_path = pack_sub.add_parser("path", help="print the pack's directory (for "
+                                    "`pulumi preview --policy-pack` and `pulumi policy publish`)")
+    pack_path.set_defaults(handler=_policy_pack_path)
+
     sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
     sub.add_parser("plan", help="offline plan of a stack", add_help=False)
     sub.add_parser("node-agent", help="print the node agent script (sh; see its `help` mode)",
@@ -128,6 +138,13 @@ def _explain(ns: argparse.Namespace) -> int:
         print(explain(ns.rule))
     except KeyError:
         return _input_error(f"unknown rule {ns.rule!r}; valid ids: {', '.join(RULES)}")
+    return EXIT_OK
+
+
+def _policy_pack_path(ns: argparse.Namespace) -> int:
+    from gpuplane.policy.location import pack_dir
+
+    print(pack_dir())
     return EXIT_OK
 
 
