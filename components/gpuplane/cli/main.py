@@ -210,12 +210,14 @@ def _plan_project(folder: Path | None, stacks_dir: Path | None) -> tuple[Any, Pa
     above `--stacks-dir` or the working directory (as `pulumi preview` finds it); its
     stacks in `--stacks-dir`, else its `stackConfigDir`. None: no Pulumi project at all,
     gpuplane's bundled program over `--stacks-dir` (default `stacks`)."""
-    from gpuplane.cli.plan.project import find_project, load_project
+    from gpuplane.cli.plan.project import find_project, project_at
 
     found = folder if folder is not None else find_project(stacks_dir or Path.cwd())
     if found is None:
         return None, stacks_dir or Path("stacks")
-    project = load_project(found)
+    project = project_at(found)
+    if project is None:   # gpuplane's own project without its __main__.py: bundled program
+        return None, stacks_dir or found / "stacks"
     return project, stacks_dir or project.stacks_dir
 
 

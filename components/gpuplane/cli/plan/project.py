@@ -92,6 +92,24 @@ def load_project(folder: Path) -> Project:
                    stacks_dir=(root / str(stacks)) if stacks else root)
 
 
+BUNDLED = "gpuplane"
+
+
+def project_at(folder: Path) -> Project | None:
+    """`load_project(folder)`, or None for gpuplane's own project laid out without its
+    `__main__.py` (a Pulumi.yaml named `gpuplane` and no program: a copy of the bundled
+    project's stacks and captured files), whose program is gpuplane's bundled one."""
+    path = folder / PROJECT_FILE
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        data = None
+    if isinstance(data, dict) and data.get("name") == BUNDLED and not data.get("main") \
+            and not (folder / "__main__.py").is_file():
+        return None
+    return load_project(folder)
+
+
 def run_main(program: Path) -> None:
     """Run the program as the language host does; its exceptions propagate."""
     folder = program if program.is_dir() else program.parent
@@ -125,4 +143,4 @@ def program_failure(exc: BaseException, project: Project) -> ProgramFailed:
 
 
 __all__ = ["PROJECT_FILE", "ProgramFailed", "Project", "ProjectError", "find_project",
-           "load_project", "program_failure", "run_main"]
+           "load_project", "program_failure", "project_at", "run_main"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuplane.cli.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.cli.plan.policies import run_policies
-from gpuplane.cli.plan.project import Project, find_project, load_project, program_failure
+from gpuplane.cli.plan.project import Project, find_project, program_failure, project_at
 from gpuplane.cli.plan.report import build_report, program_report
 from gpuplane.config import NAMESPACE, StackConfigError
 from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
@@ -26,12 +26,13 @@ from gpuplane.stack.refusal import PlanRejected, held_refusals
 def plan_stack(name: str, stacks_dir: Path, pack_config: dict[str, Any] | None = None,
                project: Project | None = None) -> dict[str, Any]:
     """The plan report of one stack of `project` (default: the Pulumi project at or above
-    `stacks_dir`, else gpuplane's bundled program). Raises StackFileError /
+    `stacks_dir`, else gpuplane's bundled program: also for a `gpuplane` project without
+    its `__main__.py`, gpuplane.cli.plan.project.project_at). Raises StackFileError /
     StackConfigError on bad input, ProjectError / ProgramFailed when the program cannot
     run or fails."""
     if project is None:
         found = find_project(stacks_dir)
-        project = load_project(found) if found is not None else None
+        project = project_at(found) if found is not None else None
     stack = load_stack_file(name, stacks_dir)
     if stack.values:   # gpuplane:* keys: checked before the program runs, file:line named
         stack.config()
