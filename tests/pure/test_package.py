@@ -205,3 +205,42 @@ def test_the_wheel_installs_gpuplane_and_no_components_package(wheel: Path,
                           text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "no components"
+
+
+def test_the_wheel_ships_the_policy_pack_ready_to_run_and_publish(wheel: Path,
+                                                                  tmp_path: Path) -> None:
+    """The CrossGuard pack is in the package (#40): `gpuplane policy-pack path` prints its
+    directory inside the installed package, outside any checkout; it names no
+    checkout-relative virtualenv (it runs with the Python gpuplane is installed in) and its
+    requirements name gpuplane at this version, for `pulumi policy publish`."""
+    import yaml
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    pack = f"{PACKAGE}/data/policypack"
+    assert {f"{pack}/PulumiPolicy.yaml", f"{pack}/__main__.py", f"{pack}/requirements.txt",
+            f"{pack}/policy-config.example.json"} <= names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from gpuplane.cli.main import main\n"
+            "sys.exit(main(['policy-pack', 'path']))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    where = Path(done.stdout.strip())
+    assert where == site / pack
+    spec = yaml.safe_load((where / "PulumiPolicy.yaml").read_text())
+    assert spec["runtime"] == "python"     # no options: no virtualenv of a checkout
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert spec["version"] == version
+    requirements = (where / "requirements.txt").read_text().split()
+    assert f"gpuplane=={version}" in requirements
+    assert any(r.startswith("pulumi-policy") for r in requirements)
+
+
+def test_the_checkouts_policies_folder_is_the_packaged_pack() -> None:
+    """One source: `policies/` (the layout users asked for) is the packaged pack."""
+    from gpuplane.policy.location import pack_dir
+
+    assert (ROOT / "policies").resolve() == pack_dir()
+    assert (pack_dir() / "PulumiPolicy.yaml").is_file()

@@ -25,7 +25,8 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
     plan = json.loads(out)
     assert set(plan) == {"format", "stack", "verdict", "cluster", "platformInput",
                          "effectiveRuntimes", "toolkit",
-                         "resources", "helm", "batches", "withheldBatches", "config", "nodes",
+                         "resources", "helm", "withheldResources", "batches", "withheldBatches",
+                         "config", "nodes",
                          "findings", "summary"}
     assert plan["verdict"] == "ok" and plan["withheldBatches"] == []
     assert plan["config"]["rollout"] == {"canary": True, "maxUnavailable": 2,

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuplane.policy.location import PACK_DIR
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("GPUPLANE_CACHE", Path.home() / ".cache" / "gpuplane"))
 CLI_BUILD = CACHE / "builds" / "pulumi-3.260.0"
@@ -94,7 +96,8 @@ class Engine:
         argv = [sys.executable, str(RUNNER), op, str(project), stack,
                 str(CLI_BUILD)]
         if policy_pack:
-            argv += ["--policy-pack", str(REPO / "policies")]
+            # The pack as installed with gpuplane (`gpuplane policy-pack path`).
+            argv += ["--policy-pack", str(PACK_DIR)]
         if policy_config is not None:
             argv += ["--policy-config", str(policy_config)]
         if refresh:

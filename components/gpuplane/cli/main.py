@@ -58,6 +58,16 @@ def root_parser() -> argparse.ArgumentParser:
     explain.add_argument("rule", nargs="?", help="rule id, e.g. FM02; omit to list all")
     explain.set_defaults(handler=_explain)
 
+    pack = sub.add_parser(
+        "policy-pack", help="the CrossGuard policy pack installed with gpuplane",
+        description="The CrossGuard pack ships inside the gpuplane package and runs with the "
+                    "Python gpuplane is installed in: pulumi preview --policy-pack "
+                    "\"$(gpuplane policy-pack path)\"")
+    pack_sub = pack.add_subparsers(title="commands", metavar="COMMAND")
+    pack_path = pack_sub.add_parser("path", help="print the pack's directory (for "
+                                    "`pulumi preview --policy-pack` and `pulumi policy publish`)")
+    pack_path.set_defaults(handler=_policy_pack_path)
+
     sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
     sub.add_parser("plan", help="offline plan of a stack", add_help=False)
     sub.add_parser("node-agent", help="print the node agent script (sh; see its `help` mode)",
@@ -131,6 +141,13 @@ def _explain(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _policy_pack_path(ns: argparse.Namespace) -> int:
+    from gpuplane.policy.location import pack_dir
+
+    print(pack_dir())
+    return EXIT_OK
+
+
 def _probe(argv: list[str]) -> int:
     from gpuplane import probe  # written separately; imported only when asked for
 
@@ -139,6 +156,7 @@ def _probe(argv: list[str]) -> int:
 
 def _plan(argv: list[str]) -> int:
     from gpuplane.cli.plan.diff import check_base, plan_diff
+    from gpuplane.cli.plan.project import ProgramFailed, ProjectError
     from gpuplane.cli.plan.render import render_markdown, render_text
     from gpuplane.cli.plan.run import plan_stack
     from gpuplane.config import StackConfigError
@@ -167,7 +185,12 @@ def _plan(argv: list[str]) -> int:
             return _input_error(f"--policy-pack-config: {exc}")
     base = loaded["--base"]
     try:
-        plan = plan_stack(ns.stack, ns.stacks_dir, loaded["--policy-pack-config"])
+        project, stacks_dir = _plan_project(ns.project, ns.stacks_dir)
+        plan = plan_stack(ns.stack, stacks_dir, loaded["--policy-pack-config"], project)
+    except ProjectError as exc:
+        return _input_error(str(exc))
+    except ProgramFailed as exc:   # the program's own error, never a plan of another
+        return _input_error(f"stack {ns.stack!r}: {exc}")
     except (StackFileError, StackConfigError) as exc:
         return _input_error(f"stack {ns.stack!r}: invalid config\n{exc}")
     if base is not None:
@@ -182,15 +205,40 @@ def _plan(argv: list[str]) -> int:
     return EXIT_FINDINGS if mandatory else EXIT_OK
 
 
+def _plan_project(folder: Path | None, stacks_dir: Path | None) -> tuple[Any, Path]:
+    """The project to plan and its stacks dir: `--project`, else the Pulumi.yaml at or
+    above `--stacks-dir` or the working directory (as `pulumi preview` finds it); its
+    stacks in `--stacks-dir`, else its `stackConfigDir`. None: no Pulumi project at all,
+    gpuplane's bundled program over `--stacks-dir` (default `stacks`)."""
+    from gpuplane.cli.plan.project import find_project, project_at
+
+    found = folder if folder is not None else find_project(stacks_dir or Path.cwd())
+    if found is None:
+        return None, stacks_dir or Path("stacks")
+    project = project_at(found)
+    if project is None:   # gpuplane's own project without its __main__.py: bundled program
+        return None, stacks_dir or found / "stacks"
+    return project, stacks_dir or project.stacks_dir
+
+
 def _plan_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpuplane plan",
-        description="Offline plan of a stack: runs the Pulumi program under the mock engine "
+        description="Offline plan of a stack: runs the project's Pulumi program under the "
+                    "mock engine "
                     "(no CLI, cluster or credentials), renders per-node files and Helm values, "
                     "runs every policy. Exit 0 clean, 1 mandatory policy violations, 2 bad "
-                    "config.")
-    parser.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
-    parser.add_argument("--stacks-dir", default="stacks", type=Path)
+                    "config or a program that fails.")
+    parser.add_argument("--stack", required=True,
+                        help="stack name: Pulumi.<NAME>.yaml in the stacks dir")
+    parser.add_argument("--project", type=Path, metavar="DIR",
+                        help="the Pulumi project to plan (its Pulumi.yaml's program, as "
+                             "`pulumi preview` runs it); default: the project at or above "
+                             "--stacks-dir or the working directory")
+    parser.add_argument("--stacks-dir", type=Path, metavar="DIR",
+                        help="where Pulumi.<NAME>.yaml is; default: the project's "
+                             "stackConfigDir (else its directory), or `stacks` outside a "
+                             "project")
     parser.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     parser.add_argument("--base", type=Path, metavar="PLAN.json",
                         help="a previous JSON plan (e.g. main's): diff every resource's inputs, "

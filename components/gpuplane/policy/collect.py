@@ -49,6 +49,9 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
     cfg = dict(config or {})
     gpus = int(cfg.get("maxGpusPerNode", 0) or 0)
     return ClusterIntent(
+        distro=str(cfg.get("distro", ClusterIntent.distro)),
+        platform=cfg.get("platform") or None,
+        containerd_version=str(cfg.get("containerdVersion", ClusterIntent.containerd_version)),
         nvidia_default=bool(cfg.get("nvidiaDefault", False)),
         runtime_class=str(cfg.get("runtimeClass", "nvidia")),
         device_plugin=cfg.get("devicePlugin", "gpu-operator"),
@@ -68,15 +71,20 @@ def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
     return check_workload(obj, intent, where)
 
 
-def stack_findings(views: list[View], fallback: ClusterIntent) -> StackFindings:
-    """Every rule over one stack's resources."""
+def stack_findings(views: list[View], fallback: ClusterIntent,
+                   config: Mapping[str, Any] | None = None) -> StackFindings:
+    """Every rule over one stack's resources. A stack without gpuplane's intent (one
+    gpuplane did not make) is judged from `fallback`, the pack config's facts."""
     out = StackFindings()
     intent = intent_of(views)
     for v in views:
         if v.type in WORKLOADS:
             out.add(workload_findings(v, intent or fallback), v.urn)
-    if intent is None:
-        return out   # not a gpuplane stack: only workload rules apply
+    if intent is None:   # not a gpuplane stack: its GPU installs, judged from the config
+        from gpuplane.policy.foreign import foreign_findings
+
+        foreign_findings(views, config or {}, fallback, out)
+        return out
     for v in views:
         if v.type == RELEASE:
             _release(v, intent, out)

@@ -4,8 +4,9 @@ rulebook can report has a policy whose enforcement users can configure.
 
 All are stack policies: most rules need facts from several resources (the stack's
 `gpuplane-intent` ConfigMap, the releases, the node commands and their order). Stacks
-without that ConfigMap (users' workload stacks) get the workload rules (FM11, FM14)
-with cluster facts from the policy config.
+without that ConfigMap (workload stacks, GPU stacks gpuplane did not make) get the
+workload rules and the rules over their GPU Operator / HAMi installs
+(gpuplane.policy.foreign), with cluster facts from the policy config.
 """
 
 from __future__ import annotations
@@ -36,7 +37,18 @@ PACK_NAME = "gpuplane"
 # FM05 (another installer rewrites the config later) cannot be seen at preview time;
 # the node agent's `status` and the doctor find it.
 COVERED = tuple(r for r in RULES if r != "FM05")
+# Cluster facts for stacks without gpuplane's intent (workload stacks, and GPU stacks
+# gpuplane did not make: gpuplane.policy.foreign), named like the stack keys.
 CONFIG_SCHEMA = PolicyConfigSchema(properties={
+    "distro": {"type": "string", "description": "the nodes' distribution, as "
+               "gpuplane:cluster.distro (kubeadm, k3s, rke2, ...)"},
+    "containerdVersion": {"type": "string", "description": "the nodes' containerd, as "
+                          "gpuplane:cluster.containerdVersion (e.g. \"1.7\")"},
+    "platform": {"type": "string", "description": "the managed platform, as "
+                 "gpuplane:cluster.platform (eks, gke, aks, ...); unset: self-managed"},
+    "driver": {"type": "string", "enum": ["preinstalled", "managed"],
+               "description": "as gpuplane:gpuOperator.driver: the nodes ship the driver, or "
+                              "the operator installs it"},
     "nvidiaDefault": {"type": "boolean", "default": False,
                       "description": "workload stacks: nvidia is containerd's default runtime"},
     "runtimeClass": {"type": "string", "default": "nvidia",
@@ -59,7 +71,7 @@ def findings_of(resources: list[PolicyResource],
         return _memo[0][2]
     views = [View(r.resource_type, r.name, r.urn, plain(r.props),
                   tuple(d.urn for d in r.dependencies or ())) for r in resources]
-    located = stack_findings(views, intent_from_config(config)).items
+    located = stack_findings(views, intent_from_config(config), config).items
     _memo[:] = [(key, resources, located)]
     return located
 

@@ -8,7 +8,9 @@ HAMi after the operator, and the post-deploy checks after everything else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import pulumi
@@ -59,9 +61,27 @@ class GpuClusterArgs:
     kube_context: str | None = None
 
 
+# Set only by the offline plan (`recorded_clusters`): every GpuCluster a program builds,
+# whatever the program, so the plan reports the cluster a user's own program made.
+_BUILT: ContextVar[list[GpuCluster] | None] = ContextVar("gpuplane_built", default=None)
+
+
+@contextmanager
+def recorded_clusters() -> Iterator[list[GpuCluster]]:
+    """Within: each GpuCluster constructed is appended to the list yielded (before its
+    first child, so a refusing cluster is in it too)."""
+    built: list[GpuCluster] = []
+    token = _BUILT.set(built)
+    try:
+        yield built
+    finally:
+        _BUILT.reset(token)
+
+
 class GpuCluster(pulumi.ComponentResource):
     """Everything `gpuplane:*` describes, for one cluster."""
 
+    config: StackConfig                        # what it was built from
     plan: NodeContainerdPlan                   # from gpuplane's model of the distribution
     node_plans: dict[str, NodeContainerdPlan]  # per node: from its captured files, if any
     batches: list[list[str]]
@@ -77,6 +97,10 @@ class GpuCluster(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         cfg, private_key = args.config, args.private_key
+        self.config = cfg
+        built = _BUILT.get()
+        if built is not None:
+            built.append(self)
         self.rule_levels = cfg.intent().rule_levels
         # Everything is planned and judged before the first child: a refusal leaves
         # nothing half-built (no namespace, no intent, no release) on the cluster.
@@ -234,3 +258,6 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
                                    current=captured, docker=cfg.docker_settings)
         out[node.name] = plans[key]
     return out
+
+
+__all__ = ["GpuCluster", "GpuClusterArgs", "recorded_clusters"]

@@ -6,6 +6,9 @@ and reports bad input its own way.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import pulumi
@@ -22,11 +25,27 @@ from gpuplane.containerd.errors import ConfigError
 from gpuplane.core.chartsource import local_chart_problem
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
 
+# Set only by the offline plan (`plain_errors`): it locates bad input in the stack file
+# (file:line) itself, so `main()` lets the structured errors through.
+_PLAIN_ERRORS: ContextVar[bool] = ContextVar("gpuplane_plain_errors", default=False)
+
+
+@contextmanager
+def plain_errors() -> Iterator[None]:
+    token = _PLAIN_ERRORS.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN_ERRORS.reset(token)
+
 
 def main() -> None:
     """`run()` for `pulumi preview`/`up`: bad input (a stack key, a captured node file) is
     one clean error naming the key and the fix, as `gpuplane plan` prints it, instead of a
     Python traceback (`pulumi.RunError` is reported as its message alone)."""
+    if _PLAIN_ERRORS.get():
+        run()
+        return
     try:
         run()
     except StackConfigError as exc:
@@ -82,4 +101,4 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
         raise StackConfigError(problems)
 
 
-__all__ = ["captured_file_problem", "check_local_charts", "main", "run"]
+__all__ = ["captured_file_problem", "check_local_charts", "main", "plain_errors", "run"]

@@ -48,6 +48,9 @@ def verdict_line(plan: dict[str, Any]) -> str:
 
 def headline(plan: dict[str, Any]) -> str:
     c, s = plan["cluster"], plan["summary"]
+    if c["distro"] is None:   # a program that builds no GpuCluster (report.program_report)
+        return (f"{plan['stack']}: no GpuCluster in the program — {s['resources']} "
+                f"resources, {s['errors']} errors, {s['warnings']} warnings")
     return (f"{plan['stack']}: {c['distro']}, Kubernetes {c['kubernetesVersion']}, containerd "
             f"{c['containerdVersion']}, {c['devicePlugin']} — {s['resources']} resources, "
             f"{s['nodes']} GPU nodes, {s['restarts']} containerd restarts, "
@@ -196,6 +199,9 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     for release, env in toolkit_env(plan).items():
         print_line(console, (f"Toolkit env ({release})", "bold"))
         print_block(console, env, "bash")
+    if plan["cluster"]["distro"] is None:
+        _findings_text(console, "Findings", plan["findings"])
+        return
     docker = plan["cluster"].get("dockerRestartCommand")
     print_line(console, ("Node rollout", "bold"),
                f" (restart: {plan['cluster']['restartCommand']}"

@@ -157,6 +157,42 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     }
 
 
+def program_report(stack: str, resources: list[Registered],
+                   findings: list[Finding]) -> dict[str, Any]:
+    """The plan of a program that builds no GpuCluster: its resources, its Helm releases
+    and the policies' verdict (the pack judges GPU resources gpuplane did not make too).
+    The same shape as `build_report`, with no cluster facts, nodes or rollout."""
+    names = {r.urn: r.name for r in resources}
+    helm = {}
+    for r in resources:
+        if r.type == HELM_RELEASE:
+            helm[r.inputs.get("name", r.name)] = {
+                "chart": r.inputs.get("chart"), "version": r.inputs.get("version"),
+                "repo": (r.inputs.get("repositoryOpts") or {}).get("repo"),
+                "source": None, "imageMirror": None,
+                "namespace": r.inputs.get("namespace"), "values": r.inputs.get("values", {})}
+    return {
+        "format": PLAN_FORMAT, "stack": stack, "verdict": verdict(findings),
+        "cluster": {key: None for key in (
+            "distro", "platform", "kubernetesVersion", "containerdVersion",
+            "containerdConfig", "containerdSocket", "restartCommand", "dockerRestartCommand",
+            "nodeAccess", "nodePod", "devicePlugin")},
+        "platformInput": None, "effectiveRuntimes": None, "toolkit": None,
+        "resources": [{
+            "type": r.type, "name": r.name, "parent": names.get(r.parent),
+            "dependsOn": sorted({names.get(d, d) for d in r.dependencies}),
+            "inputs": _masked(_compact(r.inputs), r.secret_paths),
+        } for r in resources],
+        "helm": helm, "withheldResources": [], "batches": [], "withheldBatches": [],
+        "config": None, "nodes": [], "findings": [f.to_dict() for f in findings],
+        "summary": {
+            "resources": len(resources), "nodes": 0, "restarts": 0, "dockerRestarts": 0,
+            "errors": sum(f.severity is Severity.ERROR for f in findings),
+            "warnings": sum(f.severity is Severity.WARNING for f in findings),
+        },
+    }
+
+
 def verdict(findings: list[Finding]) -> str:
     """`rejected` when an error finding (mandatory policy or the rulebook) blocks the
     update, else `ok` (advisories allowed)."""
@@ -243,4 +279,5 @@ def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["PLAN_FORMAT", "build_report", "effective_sha", "stack_settings", "verdict"]
+__all__ = ["PLAN_FORMAT", "build_report", "effective_sha", "program_report", "stack_settings",
+           "verdict"]

@@ -1,0 +1,175 @@
+"""GPU stacks gpuplane did not make: no `gpuplane-intent` ConfigMap, the GPU Operator or
+HAMi installed by a plain `helm.v3.Release`, a `helm.v4.Chart` (and the ClusterPolicy it
+renders) or a `ClusterPolicy` custom resource, time-slicing ConfigMaps beside them.
+
+The cluster facts come from the pack's config (keys named like the stack keys). Each
+rule runs once, through the rulebook's own functions; a finding that depends on a fact
+the config does not give is held back, and that fact is named once, as advice, with the
+rules it holds back: never judged against a guessed cluster, never silently skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuplane.core.chartsource import chart_name_of
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent, DevicePlugin, ToolkitWhere
+from gpuplane.policy.views import StackFindings, View
+
+RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
+CHART_V4 = "kubernetes:helm.sh/v4:Chart"
+CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A pack config key some findings depend on: without it they are held back."""
+
+    key: str
+    rules: str                              # what it decides, for the advice
+    depends: Callable[[Finding], bool]      # does this finding rest on the fact?
+    chart: str = "gpu-operator"             # the install whose rules need it
+
+
+FACTS = (
+    Fact("distro", "FM01/FM05/FM15/FM17 (where the toolkit writes and what containerd "
+         "reads on this distribution)",
+         lambda f: f.id in {"FM01", "FM04", "FM05", "FM15", "FM17"}),
+    Fact("containerdVersion", "FM03/FM16 (the toolkit's config version and CDI against the "
+         "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
+    Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
+         lambda f: f.id == "FM08"),
+    Fact("kubernetesVersion", "FM13 (HAMi's scheduler image against the cluster's "
+         "Kubernetes)", lambda f: "runs Kubernetes" in f.message, chart="hami"),
+)
+
+
+@dataclass(frozen=True)
+class Install:
+    """One installation of a chart: where it is declared, its values and version."""
+
+    chart: str          # gpu-operator | hami
+    values: Mapping[str, Any]
+    version: str | None
+    where: str
+    urn: str
+
+
+def installs(views: list[View]) -> list[Install]:
+    """The GPU Operator and HAMi, however the program installs them."""
+    out = []
+    for v in views:
+        props = v.props
+        if v.type in (RELEASE_V3, CHART_V4):
+            chart = props.get("chart")
+            name = props.get("name")
+            found = chart_name_of(chart, fallback=name if isinstance(name, str) else None) \
+                if isinstance(chart, str) and chart else None
+            if found in ("gpu-operator", "hami"):
+                kind = "Release" if v.type == RELEASE_V3 else "Chart"
+                out.append(Install(found, props.get("values") or {}, props.get("version"),
+                                   f"{kind} {name or v.name}", v.urn))
+        elif (props.get("apiVersion"), props.get("kind")) == CLUSTER_POLICY \
+                or v.type == f"kubernetes:{CLUSTER_POLICY[0]}:{CLUSTER_POLICY[1]}":
+            meta = props.get("metadata") or {}
+            out.append(Install("gpu-operator", props.get("spec") or {}, None,
+                               f"ClusterPolicy {meta.get('name', v.name)}", v.urn))
+    return out
+
+
+def foreign_intent(config: Mapping[str, Any], found: list[Install],
+                   base: ClusterIntent) -> ClusterIntent:
+    """`base` (the config's facts) completed from what the stack installs."""
+    from gpuplane.rules._shared import flag
+
+    operator = [i for i in found if i.chart == "gpu-operator"]
+    plugin: DevicePlugin = config.get("devicePlugin") or (
+        "hami" if any(i.chart == "hami" for i in found) else "gpu-operator")
+    toolkit: ToolkitWhere = "operator" if operator and flag(
+        operator[0].values, "toolkit.enabled", True) else "host"
+    return replace(base, device_plugin=plugin, toolkit=toolkit,
+                   driver_preinstalled=config.get("driver", "preinstalled") != "managed")
+
+
+def foreign_findings(views: list[View], config: Mapping[str, Any], base: ClusterIntent,
+                     out: StackFindings) -> None:
+    """Every rule over the GPU installs of a stack gpuplane did not make."""
+    found = installs(views)
+    if not found:
+        return
+    intent = foreign_intent(config, found, base)
+    judged: list[tuple[Finding, str]] = []
+    for item in found:
+        judged += [(f, item.urn) for f in _judge(item, intent)]
+    judged += _sharing_configs(views, found)
+    seen: set[tuple[str, str]] = set()
+    held: dict[str, list[Finding]] = {}
+    for f, urn in judged:
+        if (f.id, f.message) in seen:     # a Chart and the ClusterPolicy it renders
+            continue
+        seen.add((f.id, f.message))
+        fact = next((x for x in FACTS if x.key not in config and x.depends(f)), None)
+        if fact is not None:
+            held.setdefault(fact.key, []).append(f)
+        else:
+            out.add([f], urn)
+    charts = {i.chart for i in found}
+    for fact in FACTS:
+        if fact.key in config or fact.chart not in charts:
+            continue
+        ids = sorted({f.id for f in held.get(fact.key, [])})
+        out.add([Finding(
+            ids[0] if ids else _first_rule(fact), Severity.WARNING,
+            f"not judged: {fact.rules} needs the cluster's `{fact.key}`, which the policy "
+            "config does not give"
+            + (f"; {len(held[fact.key])} finding(s) of {', '.join(ids)} held back"
+               if ids else ""),
+            "policy config", f"Set `{fact.key}` in the pack's config (--policy-pack-config; "
+            "keys named like the stack keys: distro, containerdVersion, platform, "
+            "kubernetesVersion, driver).")], found[0].urn)
+
+
+def _first_rule(fact: Fact) -> str:
+    return fact.rules.split(" ", 1)[0].split("/", 1)[0]
+
+
+def _judge(item: Install, intent: ClusterIntent) -> list[Finding]:
+    values = dict(item.values) if isinstance(item.values, Mapping) else {}
+    if item.chart == "hami":
+        from gpuplane.rules.hami import check_hami_values
+
+        return check_hami_values(values, intent, chart_version=item.version, where=item.where)
+    from gpuplane.rules.operator import check_operator_values
+
+    found = check_operator_values(values, intent, chart_version=item.version,
+                                  where=item.where)
+    if item.where.startswith("ClusterPolicy"):   # no chart: its version is not a fact here
+        found = [f for f in found if not (f.id == "FM18" and "chart version" in f.message)]
+    return found
+
+
+def _sharing_configs(views: list[View], found: list[Install]) -> list[tuple[Finding, str]]:
+    """The time-slicing ConfigMaps the operator's device plugin reads
+    (`devicePlugin.config.name`): each profile judged as the rulebook reads one."""
+    from gpuplane.rules._shared import lookup
+    from gpuplane.rules.timeslicing import check_profile
+
+    names = {str(lookup(i.values, "devicePlugin.config.name") or "")
+             for i in found if i.chart == "gpu-operator"} - {""}
+    out: list[tuple[Finding, str]] = []
+    for v in views:
+        meta = v.props.get("metadata") or {}
+        if v.type == CONFIGMAP and meta.get("name") in names:
+            where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
+            data = v.props.get("data") or {}
+            for key in sorted(data, key=str):
+                out += [(f, v.urn) for f in check_profile(str(key), data[key], where=where)]
+    return out
+
+
+__all__ = ["CHART_V4", "FACTS", "RELEASE_V3", "Install", "foreign_findings", "foreign_intent",
+           "installs"]
