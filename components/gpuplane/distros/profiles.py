@@ -76,6 +76,10 @@ class DistroProfile:
     # The platform that writes this node's containerd config (its title), "" for
     # self-managed nodes: findings about its own runtimes are told as its, not as fixes.
     owned_by: str = ""
+    # The file the operator's toolkit is told is containerd's config (CONTAINERD_CONFIG),
+    # where it is not the file gpuplane edits: k0s's docs give a drop-in of k0s's own, so
+    # that the toolkit never rewrites the top-level file k0s marks as its own.
+    toolkit_config: str | None = None
 
     @property
     def containerd_binary(self) -> str:
@@ -298,6 +302,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         restart_units=_K0S_UNITS,
         dropin_dir="/etc/k0s/containerd.d",
         generates_from_dropins=True,
+        toolkit_config="/etc/k0s/containerd.d/nvidia.toml",
     ),
 }
 
