@@ -426,7 +426,8 @@ def rendered_layout(layout: dict[str, str], profile: DistroProfile,
     their built-in template renders, alone or as a user template's base
     (gpuplane.distros.rancher_render)."""
     if profile.edit_mode is EditMode.TEMPLATE:
-        template = profile.edit_path(version)
+        # RKE2/K3s on 2.x fall back to config.toml.tmpl when config-v3.toml.tmpl is absent.
+        template = profile.read_template(version, layout) or profile.edit_path(version)
         top = profile.config_path
         own = layout.get(template)
         if profile.detects_nvidia_runtime and (own is None or rancher_render.extends_base(own)):
