@@ -106,7 +106,9 @@ def plan_node(
     plan = _plan_containerd(profile, version, options, containerd_files)
     if docker is not None:
         plan.docker = plan_docker((current or {}).get(DAEMON_JSON), docker)
-        plan.findings += check_docker_daemons(profile)
+        env = {e["name"]: e["value"] for e in plan.toolkit_env} \
+            if options.toolkit is ToolkitMode.OPERATOR else None
+        plan.findings += check_docker_daemons(profile, env)
     return plan
 
 
