@@ -160,8 +160,13 @@ def test_fm17_config_source_alone_is_a_warning() -> None:
     assert f.severity is Severity.WARNING and "RUNTIME_CONFIG_SOURCE is not set" in f.message
     values = with_env(good_values(i), RUNTIME_CONFIG_SOURCE="file=/etc/containerd/config.toml")
     assert only(op(values, i), "FM17").severity is Severity.WARNING
+    # Bare `file` reads CONTAINERD_CONFIG: on k0s the drop-in k0s's docs name
+    # (/etc/k0s/containerd.d/nvidia.toml), not the CRI file k0s generates (issue #39) ...
     values = with_env(good_values(i), RUNTIME_CONFIG_SOURCE="file")
-    assert op(values, i) == []  # bare `file` reads CONTAINERD_CONFIG, which is right
+    assert only(op(values, i), "FM17").severity is Severity.WARNING
+    # ... on kubeadm the top-level config, which is right.
+    k = intent(distro="kubeadm")
+    assert op(with_env(good_values(k), RUNTIME_CONFIG_SOURCE="file"), k) == []
 
 
 def test_fm17_drop_in_only_checked_where_the_toolkit_writes_one() -> None:

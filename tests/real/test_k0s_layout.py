@@ -67,16 +67,46 @@ def test_the_plan_writes_a_drop_in_never_the_files_k0s_generates() -> None:
     assert eff.runtimes["nvidia"].options["BinaryName"] == "/usr/bin/nvidia-container-runtime"
 
 
-def test_the_toolkit_unmanaging_k0s_config_is_reported() -> None:
-    """The operator's toolkit rewrites /etc/k0s/containerd.toml (comments lost): without
-    its first line k0s stops generating containerd's config."""
+@pytest.mark.parametrize("toolkit", ["1.17.8", "1.18.1", "1.20.0"])
+def test_the_operators_toolkit_writes_into_k0s_drop_in_dir_and_plans_clean(
+        toolkit: str) -> None:
+    """k0s's docs (docs/runtime.md@v1.35.1+k0s.0, "Using nvidia-container-runtime") point
+    the toolkit's CONTAINERD_CONFIG at /etc/k0s/containerd.d/nvidia.toml: the toolkit
+    never touches the top-level file k0s marks as its own, and k0s merges what it writes.
+    Before, gpuplane rendered CONTAINERD_CONFIG=/etc/k0s/containerd.toml and refused its
+    own plan (FM05, the marker lost)."""
     plan = plan_node(K0S, LINE, PlanOptions(
-        toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1",
-        operator_chart=toolkit_oracle.chart_of("1.18.1")), current=_node())
-    assert K0S.config_path not in plan.files
-    assert K0S.config_path in plan.toolkit_files
-    fm05 = [f for f in plan.findings if f.id == "FM05" and "k0s_managed" in f.message]
-    assert fm05 and fm05[0].severity is Severity.ERROR, plan.findings
+        toolkit=ToolkitMode.OPERATOR, toolkit_version=toolkit,
+        operator_chart=toolkit_oracle.chart_of(toolkit)), current=_node())
+    env = {e["name"]: e["value"] for e in plan.toolkit_env}
+    assert env["CONTAINERD_CONFIG"] == "/etc/k0s/containerd.d/nvidia.toml"
+    assert K0S.config_path not in plan.toolkit_files
+    assert all(p.startswith("/etc/k0s/containerd.d/") for p in plan.toolkit_files)
+    errors = [f.id for f in plan.findings if f.severity is Severity.ERROR]
+    eff = plan.effective
+    assert eff.runtimes["runc"].options == {"SystemdCgroup": True}
+    assert eff.runtimes["nvidia"].options["BinaryName"] == \
+        "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+    if toolkit.startswith("1.17"):
+        # 1.17 edits the (new, empty) nvidia.toml in place: no runc there to copy, so
+        # its runtimes lack the SystemdCgroup this node's 20-runc.toml gives runc.
+        assert errors == ["FM07"], plan.findings
+        assert "SystemdCgroup" not in eff.runtimes["nvidia"].options
+    else:
+        assert errors == [], plan.findings
+        assert eff.runtimes["nvidia"].options["SystemdCgroup"] is True
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("toolkit", ["1.17.8", "1.18.1", "1.20.0"])
+def test_the_real_toolkit_on_k0s_writes_what_the_plan_says(toolkit: str,
+                                                            tmp_path: Path) -> None:
+    from test_toolkit_differential import assert_toolkit_agrees
+
+    plan = plan_node(K0S, LINE, PlanOptions(
+        toolkit=ToolkitMode.OPERATOR, toolkit_version=toolkit,
+        operator_chart=toolkit_oracle.chart_of(toolkit)), current=_node())
+    assert_toolkit_agrees(plan, toolkit, tmp_path)
 
 
 @pytest.mark.real

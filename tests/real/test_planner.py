@@ -46,13 +46,6 @@ def make_plan(name: str, line: str, mode: ToolkitMode, opts: str):
 def test_plan_is_clean_and_keeps_runc(name: str, line: str, mode: ToolkitMode, opts: str) -> None:
     plan = make_plan(name, line, mode, opts)
     errors = [f for f in plan.findings if f.severity is Severity.ERROR]
-    if name == "k0s" and mode is ToolkitMode.OPERATOR:
-        # The operator's toolkit rewrites k0s's managed top-level file without its marker
-        # line (and 1.17 writes its runtimes into it, where the generated CRI file's table
-        # replaces them): the plan refuses operator mode on k0s (issue #26).
-        assert any(f.id == "FM05" and "k0s_managed" in f.message for f in errors), errors
-        assert "after toolkit" in {f.state for f in errors}, errors
-        return
     if opts == "cdi" and line == "1.6" and mode is not ToolkitMode.NONE:
         assert [f.id for f in errors] == ["FM16"], errors
         return

@@ -78,9 +78,8 @@ IMAGE_NAME = "docker.io/gpuplane/python3:chain"
 FAKE_ENV = "GPUPLANE_FAKE_CDI"
 CDI_KIND = "nvidia.com/gpu"
 
-# k0s is left out: with the operator's toolkit gpuplane refuses it (FM05: the toolkit
-# rewrites k0s's managed config without k0s's marker, issue #26), and the chain runs the
-# operator's installer. A k0s chain with the host toolkit is open work.
+# k0s is left out: the chain does not run k0s's render step (gpuplane.distros.k0s_render),
+# which merges the toolkit's drop-ins at k0s's restart. A k0s chain is open work.
 PROFILES: dict[str, DistroProfile] = {
     **{d.value: profile(d) for d in Distro if d is not Distro.K0S},
     "k8s-snap-custom-base": profile(Distro.K8S_SNAP, containerd_base_dir="/data/ctr"),

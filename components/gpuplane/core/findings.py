@@ -27,12 +27,21 @@ class Finding:
     # The state of the rollout the finding appears in (STATES); "" when it is not about one
     # node state (Helm values, the rollout order). Left out of to_dict() when empty.
     state: str = ""
+    # The fix as stack changes, where it is one: (key, value) pairs, a key being a stack key
+    # and a dotted path in it (`gpuplane:gpuOperator.values.toolkit.env`), a value None
+    # removing it. Applied, the plan is clean or names the next step
+    # (tests/test_fix_convergence.py). Left out of to_dict() when empty.
+    changes: tuple[tuple[str, object], ...] = ()
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["severity"] = str(self.severity)
         if not self.state:
             del data["state"]
+        if self.changes:
+            data["changes"] = [[k, v] for k, v in self.changes]
+        else:
+            del data["changes"]
         return data
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Container
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -76,6 +77,10 @@ class DistroProfile:
     # The platform that writes this node's containerd config (its title), "" for
     # self-managed nodes: findings about its own runtimes are told as its, not as fixes.
     owned_by: str = ""
+    # The file the operator's toolkit is told is containerd's config (CONTAINERD_CONFIG),
+    # where it is not the file gpuplane edits: k0s's docs give a drop-in of k0s's own, so
+    # that the toolkit never rewrites the top-level file k0s marks as its own.
+    toolkit_config: str | None = None
 
     @property
     def containerd_binary(self) -> str:
@@ -152,6 +157,32 @@ class DistroProfile:
             assert self.template_path
             return self.template_path
         return self.config_path
+
+    def read_template(self, version: ContainerdVersion,
+                      present: Container[str] = ()) -> str | None:
+        """The template the distribution renders on a node running containerd `version`
+        whose files include `present`; None when none (MicroK8s always has one).
+
+        RKE2/K3s on containerd 2.x try `config-v3.toml.tmpl` first, then `config.toml.tmpl`,
+        which they render as version 2 in place of their built-in template when the v3 one
+        is absent (`templateGenerations` and `writeContainerdConfig` in k3s-io/k3s
+        pkg/agent/containerd/config.go, read at commit 06ea261c; RKE2 runs that agent code).
+        On containerd 1.x they read `config.toml.tmpl` only."""
+        if self.edit_mode is not EditMode.TEMPLATE:
+            return None
+        order = [self.template_v3_path] if version.major >= 2 else []
+        order.append(self.template_path)
+        for path in order:
+            if path and path in present:
+                return path
+        return None
+
+    def template_fallback(self, version: ContainerdVersion) -> str | None:
+        """The version-2 template RKE2/K3s on containerd 2.x render in place of their
+        built-in template when no version-3 template exists (`read_template`), else None."""
+        if self.template_v3_path and version.major >= 2:
+            return self.template_path
+        return None
 
     def baseline(self, version: ContainerdVersion) -> dict[str, str]:
         """The files this distribution writes on a fresh node running containerd `version`,
@@ -298,6 +329,7 @@ PROFILES: dict[Distro, DistroProfile] = {
         restart_units=_K0S_UNITS,
         dropin_dir="/etc/k0s/containerd.d",
         generates_from_dropins=True,
+        toolkit_config="/etc/k0s/containerd.d/nvidia.toml",
     ),
 }
 

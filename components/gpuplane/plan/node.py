@@ -106,7 +106,9 @@ def plan_node(
     plan = _plan_containerd(profile, version, options, containerd_files)
     if docker is not None:
         plan.docker = plan_docker((current or {}).get(DAEMON_JSON), docker)
-        plan.findings += check_docker_daemons(profile)
+        env = {e["name"]: e["value"] for e in plan.toolkit_env} \
+            if options.toolkit is ToolkitMode.OPERATOR else None
+        plan.findings += check_docker_daemons(profile, env)
     return plan
 
 
@@ -426,7 +428,8 @@ def rendered_layout(layout: dict[str, str], profile: DistroProfile,
     their built-in template renders, alone or as a user template's base
     (gpuplane.distros.rancher_render)."""
     if profile.edit_mode is EditMode.TEMPLATE:
-        template = profile.edit_path(version)
+        # RKE2/K3s on 2.x fall back to config.toml.tmpl when config-v3.toml.tmpl is absent.
+        template = profile.read_template(version, layout) or profile.edit_path(version)
         top = profile.config_path
         own = layout.get(template)
         if profile.detects_nvidia_runtime and (own is None or rancher_render.extends_base(own)):

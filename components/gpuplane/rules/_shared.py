@@ -18,9 +18,12 @@ from gpuplane.rules.catalogue import RULES
 
 
 def finding(rule_id: str, message: str, where: str, fix: str,
-            severity: Severity | None = None) -> Finding:
-    """A finding with the catalogue's default severity unless one is given."""
-    return Finding(rule_id, severity or RULES[rule_id].severity, message, where, fix)
+            severity: Severity | None = None,
+            changes: tuple[tuple[str, object], ...] = ()) -> Finding:
+    """A finding with the catalogue's default severity unless one is given; `changes`: the
+    fix as stack changes (Finding.changes), where it is one."""
+    return Finding(rule_id, severity or RULES[rule_id].severity, message, where, fix,
+                   changes=changes)
 
 
 def lookup(values: Any, path: str, default: Any = None) -> Any:

@@ -20,6 +20,8 @@ Pure: the distribution profile in, findings out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.distros.profiles import DistroProfile
 from gpuplane.rules._shared import finding
@@ -30,10 +32,32 @@ DOCKERD_OWN_SOCKET = "/var/run/docker/containerd/containerd.sock"
 WHERE = "gpuplane:docker.nvidiaRuntime"
 
 
-def check_docker_daemons(profile: DistroProfile) -> list[Finding]:
+def check_docker_daemons(profile: DistroProfile,
+                         toolkit_env: Mapping[str, str] | None = None) -> list[Finding]:
     """One FM17 finding naming Kubernetes' containerd and Docker's, for a plan that
-    configures Docker's nvidia runtime on nodes of `profile`."""
+    configures Docker's nvidia runtime on nodes of `profile`; with `toolkit_env` (the
+    operator's toolkit runs), an error where that env leaves the toolkit's config or
+    config source on Docker's containerd (`_toolkit_on_docker`)."""
     kube = f"{profile.socket} (config {profile.config_path})"
+    if profile.socket != DOCKER_CONTAINERD_SOCKET and toolkit_env is not None:
+        wrong = _toolkit_on_docker(toolkit_env)
+        if wrong:
+            return [finding(
+                "FM17",
+                f"two containerd daemons on each node, Kubernetes' ({profile.title}, {kube}) "
+                f"and Docker's ({DOCKER_CONTAINERD_SOCKET}, config {DOCKER_CONTAINERD_CONFIG})"
+                f", and the operator's toolkit is left on Docker's: {'; '.join(wrong)}. The "
+                "toolkit rewrites Docker's containerd config (its `imports`, and a drop-in "
+                "in /etc/containerd/conf.d copied from Docker's daemon), which Docker's "
+                "containerd reads at its next restart, and undoes it on uninstall.",
+                WHERE,
+                f"Set `gpuplane:gpuOperator.runtimeSetup: template` (with node access): "
+                f"gpuplane then points the toolkit's CONTAINERD_CONFIG, config source and "
+                f"drop-in at {profile.title}'s own files. Raw Helm: toolkit.env "
+                "CONTAINERD_CONFIG, RUNTIME_CONFIG_SOURCE=file=<the config> and "
+                f"RUNTIME_DROP_IN_CONFIG under {profile.title}'s own dirs.",
+                severity=Severity.ERROR,
+                changes=(("gpuplane:gpuOperator.runtimeSetup", "template"),))]
     docker = (f"{DOCKER_CONTAINERD_SOCKET} (config {DOCKER_CONTAINERD_CONFIG}) of the "
               f"containerd.io / docker.io service, or {DOCKERD_OWN_SOCKET} where dockerd "
               "runs its own")
@@ -60,6 +84,22 @@ def check_docker_daemons(profile: DistroProfile) -> list[Finding]:
         "Nothing to do; when debugging a GPU pod, ask the kubelet's containerd "
         f"(`crictl --runtime-endpoint unix://{profile.socket} info`), not Docker's.",
         severity=Severity.INFO)]
+
+
+def _toolkit_on_docker(env: Mapping[str, str]) -> list[str]:
+    """What in the toolkit's env belongs to Docker's containerd: its default config path
+    (CONTAINERD_CONFIG unset is /etc/containerd/config.toml) and its default config source
+    (`command` dumps the containerd on the host's PATH: Docker's)."""
+    wrong = []
+    config = env.get("CONTAINERD_CONFIG") or DOCKER_CONTAINERD_CONFIG
+    if config == DOCKER_CONTAINERD_CONFIG:
+        shown = "is" if env.get("CONTAINERD_CONFIG") else "is not set, so it is"
+        wrong.append(f"CONTAINERD_CONFIG {shown} {DOCKER_CONTAINERD_CONFIG}")
+    source = env.get("RUNTIME_CONFIG_SOURCE") or "command,file"
+    if source.split(",")[0].strip() == "command":
+        wrong.append(f"RUNTIME_CONFIG_SOURCE {source} runs `containerd config dump` of "
+                     "Docker's containerd")
+    return wrong
 
 
 __all__ = ["check_docker_daemons"]

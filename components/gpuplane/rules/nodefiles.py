@@ -9,7 +9,7 @@ line (RKE2/K3s read config-v3.toml.tmpl with containerd 2.x, config.toml.tmpl wi
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import Finding, Severity
@@ -17,21 +17,36 @@ from gpuplane.distros.profiles import DistroProfile, EditMode
 from gpuplane.rules._shared import at, finding
 
 _STACK_KEYS = "gpuplane:cluster.distro, gpuplane:cluster.containerdVersion"
+# The stack key of a user's toolkit.env (a Helm list: it replaces gpuplane's whole env).
+USER_ENV = "gpuplane:gpuOperator.values.toolkit.env"
 
 
 def check_node_files(profile: DistroProfile, written: Iterable[str], *, where: str,
-                     version: ContainerdVersion) -> list[Finding]:
-    """FM04 for each path in `written` (node paths something means to change)."""
+                     version: ContainerdVersion, present: Container[str] = (),
+                     env_name: str = "") -> list[Finding]:
+    """FM04 for each path in `written` (node paths something means to change); `present`:
+    the files the node has (a version-3 template there makes RKE2/K3s on 2.x ignore the
+    version-2 one); `env_name`: the toolkit env name that points there, if one does (the
+    fix then removes it, so that gpuplane's own env applies)."""
     if profile.edit_mode is not EditMode.TEMPLATE:
         return []
     target = profile.edit_path(version)
     templates = {p for p in (profile.template_path, profile.template_v3_path) if p}
+    fallback = profile.template_fallback(version)
     out = []
     for path in dict.fromkeys(written):
         norm = posixpath.normpath(path)
         if norm == profile.config_path:
             problem = (f"{path} is the config {profile.title} generates from {target} at "
                        "every start: the change is lost at the next restart")
+        elif norm == fallback and profile.template_v3_path not in present:
+            # k3s-io/k3s pkg/agent/containerd/config.go `templateGenerations`: v3, then v2.
+            problem = (f"{path} is read by {profile.title} with containerd {version} while "
+                       f"{target} is absent: it is rendered, as version 2, in place of "
+                       f"{profile.title}'s built-in template, so every setting that template "
+                       "renders and the file does not hold (sandbox image, CNI paths, "
+                       f"registries, the runtimes {profile.title} detects) is gone; a "
+                       f"template created by the toolkit holds only `version` and `imports`")
         elif norm in templates and norm != target:
             problem = (f"{path} is not the template {profile.title} renders with containerd "
                        f"{version} (that is {target}): the change never reaches containerd")
@@ -40,13 +55,32 @@ def check_node_files(profile: DistroProfile, written: Iterable[str], *, where: s
         out.append(finding(
             "FM04", f"{problem}.",
             at(where, path, _STACK_KEYS),
-            f"Change {target} instead: gpuplane picks it from `gpuplane:cluster.distro: "
-            f"{profile.name}` and `gpuplane:cluster.containerdVersion: \"{version}\"` (set "
-            "them to what the nodes run); without gpuplane point the toolkit there with "
-            f"toolkit.env CONTAINERD_CONFIG={target} and "
-            f"RUNTIME_CONFIG_SOURCE=file={profile.config_path}.",
+            _fix(profile, version, target, env_name),
+            changes=((USER_ENV, None),) if env_name else (),
         ))
     return out
+
+
+def _fix(profile: DistroProfile, version: ContainerdVersion, target: str,
+         env_name: str) -> str:
+    """FM04's fix: let gpuplane choose the file. Pointing the toolkit at the template by
+    hand (CONTAINERD_CONFIG=<template>, RUNTIME_CONFIG_SOURCE=file=<config>) is no fix: the
+    toolkit then writes a template of its own holding only `version` and `imports`, which
+    replaces the built-in one (FM05; gpu-operator#992)."""
+    keys = (f"`gpuplane:cluster.distro: {profile.name}` and "
+            f"`gpuplane:cluster.containerdVersion: \"{version}\"` (set them to what the nodes "
+            "run)")
+    if env_name:
+        return (f"Remove toolkit.env (its {env_name}) from `gpuplane:gpuOperator.values`, "
+                "where a list replaces the whole env gpuplane renders: gpuplane renders the "
+                f"toolkit's env from {keys}. For a runtime in "
+                f"{target} gpuplane writes the whole template first "
+                "(`gpuplane:gpuOperator.runtimeSetup: template`, with node access); "
+                f"otherwise {profile.title} detects the toolkit's runtime itself "
+                "(`runtimeSetup: detected`, toolkit.env CONTAINERD_SOCKET only). Do not "
+                "point the toolkit at the template by hand: it creates one holding only "
+                "`version` and `imports`, which replaces the built-in template.")
+    return (f"Change {target} instead: gpuplane picks it from {keys}.")
 
 
 def check_frozen_template(profile: DistroProfile, files: dict[str, str],

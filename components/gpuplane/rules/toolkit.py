@@ -25,7 +25,7 @@ from gpuplane.distros.profiles import DistroProfile, EditMode, profile
 from gpuplane.platforms.profiles import platform_profile
 from gpuplane.rules._shared import finding, lookup, present
 from gpuplane.rules.glibc import flavour_of, flavours_for, fmt, glibc_of
-from gpuplane.rules.nodefiles import check_node_files
+from gpuplane.rules.nodefiles import USER_ENV, check_node_files
 from gpuplane.rules.opvalues import OperatorValues, containerd_version
 from gpuplane.rules.pinning import split_ref
 from gpuplane.rules.toolkit_version import toolkit_version
@@ -236,7 +236,7 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
             config = effective
             if prof.edit_mode is EditMode.TEMPLATE and value:
                 fm04 = check_node_files(prof, [effective], where=ctx.at(
-                    f"toolkit.env {name}", None), version=version)
+                    f"toolkit.env {name}", None), version=version, env_name=name)
                 if fm04:
                     out += fm04
                     continue
@@ -288,10 +288,11 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
         f"Set `gpuplane:cluster.distro: {prof.name}`"
         + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
            if intent.containerd_base_dir else "")
-        + " to what the nodes run and remove these names from toolkit.env in "
-        "`gpuplane:gpuOperator.values` (gpuplane renders them); raw Helm toolkit.env:\n"
-        + "\n".join(fixes),
-        severity=Severity.WARNING if source_only else None))
+        + " to what the nodes run and remove toolkit.env from "
+        "`gpuplane:gpuOperator.values`, where a list replaces the whole env gpuplane "
+        "renders; raw Helm toolkit.env:\n" + "\n".join(fixes),
+        severity=Severity.WARNING if source_only else None,
+        changes=((USER_ENV, None),) if env else ()))
     return out
 
 
@@ -306,24 +307,32 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
     if not value:
         return []
     own = {_norm(prof.config_path), _norm(prof.edit_path(version))}
+    # On containerd 2.x RKE2/K3s render config.toml.tmpl (as version 2) where no
+    # config-v3.toml.tmpl exists, as on a node in detected mode (DistroProfile.read_template).
+    fallback = prof.template_fallback(version)
     where = ctx.at(f"toolkit.env {name}", "gpuplane:gpuOperator.runtimeSetup")
-    fix = (f"Remove {name} from toolkit.env in `gpuplane:gpuOperator.values` (in detected "
-           f"mode toolkit.env sets only CONTAINERD_SOCKET={prof.socket}), or set "
-           "`gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the whole "
-           "template and point the toolkit at it.")
-    if _norm(value) in own:
+    fix = (f"Remove toolkit.env (its {name}) from `gpuplane:gpuOperator.values` (in "
+           f"detected mode gpuplane's toolkit.env sets only CONTAINERD_SOCKET={prof.socket}), "
+           "or set `gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the "
+           "whole template and point the toolkit at it.")
+    changes = ((USER_ENV, None),)
+    if _norm(value) in own or _norm(value) == fallback:
+        read = (f" ({prof.title} on containerd {version} renders {fallback} as version 2 "
+                f"when {prof.edit_path(version)} is absent, in place of its built-in "
+                "template)") if _norm(value) == fallback else ""
         return [finding(
             "FM17",
             f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: the "
-            f"toolkit writes a {prof.title} template of its own there, which replaces the "
-            "built-in template, so the distribution no longer renders its own settings or "
-            "the runtimes it detects.", where, fix)]
+            f"toolkit writes a {prof.title} template of its own there{read}, which replaces "
+            "the built-in template, so the distribution no longer renders its own settings "
+            "or the runtimes it detects.", where, fix, changes=changes)]
     return [finding(
         "FM17",
         f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: "
         f"{prof.title}'s containerd never reads that file (it reads {prof.config_path}, "
         "rendered at every start), so the toolkit's edit there does nothing; the runtimes "
-        "come from the distribution's detection.", where, fix, severity=Severity.WARNING)]
+        "come from the distribution's detection.", where, fix, severity=Severity.WARNING,
+        changes=changes)]
 
 
 def _sets_default(env: Mapping[str, str | None], cdi_on: bool,

@@ -38,7 +38,7 @@ def toolkit_env_for(profile: DistroProfile, version: ContainerdVersion,
             detected |= DETECTED_V25_3_ENV
         return [{"name": k, "value": v} for k, v in detected.items()]
     env = {
-        "CONTAINERD_CONFIG": profile.edit_path(version),
+        "CONTAINERD_CONFIG": profile.toolkit_config or profile.edit_path(version),
         "CONTAINERD_SOCKET": profile.socket,
         # k0s: the CRI table lives in the file k0s generates from its drop-ins.
         "RUNTIME_CONFIG_SOURCE": "file=" + profile.toolkit_source,
