@@ -30,7 +30,7 @@ class Finding:
     # The fix as stack changes, where it is one: (key, value) pairs, a key being a stack key
     # and a dotted path in it (`gpuplane:gpuOperator.values.toolkit.env`), a value None
     # removing it. Applied, the plan is clean or names the next step
-    # (tests/test_fix_convergence.py). Left out of to_dict() when empty.
+    # (tests/pure/test_fix_convergence.py). Left out of to_dict() when empty.
     changes: tuple[tuple[str, object], ...] = ()
 
     def to_dict(self) -> dict[str, object]:

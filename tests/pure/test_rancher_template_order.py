@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from stack_cases import write_stack
+from support.stack_cases import write_stack
 
 from gpuplane.cli.plan.run import plan_stack
 from gpuplane.containerd import ContainerdVersion
@@ -19,7 +19,7 @@ from gpuplane.distros.profiles import Distro, profile
 from gpuplane.plan.node import rendered_layout
 from gpuplane.rules.nodefiles import check_node_files
 
-STACKS = Path(__file__).resolve().parents[1] / "stacks"
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
 V2, V17 = ContainerdVersion.parse("2.0"), ContainerdVersion.parse("1.7")
 # What toolkit 1.18+ creates where CONTAINERD_CONFIG names a missing file
 # (gpuplane.toolkit.output; held against the real installers there).

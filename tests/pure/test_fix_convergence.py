@@ -1,5 +1,5 @@
 """Issue #39 item 5: fixes that converge. For every bundled stack and every broken stack of
-tests/stack_cases.py (plus the toolkit.env traps below), each error whose fix is a stack
+tests/support/stack_cases.py (plus the toolkit.env traps below), each error whose fix is a stack
 change (`Finding.changes`) is applied and the stack planned again, until the plan is clean
 or its errors name no stack change (their prose fix is the next step). Never a loop: no
 set of errors comes back after a fix was applied.
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stack_cases import BROKEN, CLEAN, as_pod, broken_config, config_of, write_stack
+from support.stack_cases import BROKEN, CLEAN, as_pod, broken_config, config_of, write_stack
 
 from gpuplane.cli.plan.run import plan_stack
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stack_cases import write_stack
+from support.stack_cases import write_stack
 
 from gpuplane.cli.plan.run import plan_stack
 from gpuplane.distros.profiles import Distro

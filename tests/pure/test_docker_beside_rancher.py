@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from stack_cases import config_of, write_stack
+from support.stack_cases import config_of, write_stack
 from test_fix_convergence import converge
 
 from gpuplane.containerd import ContainerdVersion
