@@ -58,7 +58,10 @@ def pr(tmp_path: Path) -> Callable[..., JobResult]:
     origin = tmp_path / "origin"
     for name in files:
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():   # policies/ -> the packaged pack: a link, as git keeps it
+            (origin / name).parent.mkdir(parents=True, exist_ok=True)
+            (origin / name).symlink_to(os.readlink(source))
+        elif source.is_file():
             (origin / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, origin / name)
     shims = tmp_path / "shims"
