@@ -43,8 +43,9 @@ FACTS = (
          "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
     Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
          lambda f: f.id == "FM08"),
+    # Not judged at all without it (check_hami_values(cluster_version_known=False)).
     Fact("kubernetesVersion", "FM13 (HAMi's scheduler image against the cluster's "
-         "Kubernetes)", lambda f: "runs Kubernetes" in f.message, chart="hami"),
+         "Kubernetes)", lambda f: False, chart="hami"),
 )
 
 
@@ -57,6 +58,7 @@ class Install:
     version: str | None
     where: str
     urn: str
+    from_chart: bool = True   # False: a ClusterPolicy declared on its own
 
 
 def installs(views: list[View]) -> list[Install]:
@@ -77,7 +79,8 @@ def installs(views: list[View]) -> list[Install]:
                 or v.type == f"kubernetes:{CLUSTER_POLICY[0]}:{CLUSTER_POLICY[1]}":
             meta = props.get("metadata") or {}
             out.append(Install("gpu-operator", props.get("spec") or {}, None,
-                               f"ClusterPolicy {meta.get('name', v.name)}", v.urn))
+                               f"ClusterPolicy {meta.get('name', v.name)}", v.urn,
+                               from_chart=False))
     return out
 
 
@@ -104,7 +107,7 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
     intent = foreign_intent(config, found, base)
     judged: list[tuple[Finding, str]] = []
     for item in found:
-        judged += [(f, item.urn) for f in _judge(item, intent)]
+        judged += [(f, item.urn) for f in _judge(item, intent, config)]
     judged += _sharing_configs(views, found)
     seen: set[tuple[str, str]] = set()
     held: dict[str, list[Finding]] = {}
@@ -137,19 +140,19 @@ def _first_rule(fact: Fact) -> str:
     return fact.rules.split(" ", 1)[0].split("/", 1)[0]
 
 
-def _judge(item: Install, intent: ClusterIntent) -> list[Finding]:
+def _judge(item: Install, intent: ClusterIntent,
+           config: Mapping[str, Any]) -> list[Finding]:
     values = dict(item.values) if isinstance(item.values, Mapping) else {}
     if item.chart == "hami":
         from gpuplane.rules.hami import check_hami_values
 
-        return check_hami_values(values, intent, chart_version=item.version, where=item.where)
+        return check_hami_values(values, intent, chart_version=item.version, where=item.where,
+                                 cluster_version_known="kubernetesVersion" in config)
     from gpuplane.rules.operator import check_operator_values
 
-    found = check_operator_values(values, intent, chart_version=item.version,
-                                  where=item.where)
-    if item.where.startswith("ClusterPolicy"):   # no chart: its version is not a fact here
-        found = [f for f in found if not (f.id == "FM18" and "chart version" in f.message)]
-    return found
+    # A ClusterPolicy on its own has no chart: its version is not a fact here.
+    return check_operator_values(values, intent, chart_version=item.version,
+                                 where=item.where, from_chart=item.from_chart)
 
 
 def _sharing_configs(views: list[View], found: list[Install]) -> list[tuple[Finding, str]]:

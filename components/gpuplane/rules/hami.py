@@ -56,13 +56,16 @@ _OLD_KUBE_TAG = "scheduler.kubeScheduler.imageTag"
 
 
 def check_hami_values(values: dict[str, Any], intent: ClusterIntent, *, chart_version: str | None,
-                      where: str) -> list[Finding]:
-    """Every rule over the HAMi release's values; `where` names the release."""
+                      where: str, cluster_version_known: bool = True) -> list[Finding]:
+    """Every rule over the HAMi release's values; `where` names the release.
+    `cluster_version_known`: False where the intent's Kubernetes version is a default, not
+    the cluster's (a stack gpuplane did not make, without `kubernetesVersion`): the
+    scheduler tag is then not held against it."""
     values = values if isinstance(values, Mapping) else {}
     if intent.device_plugin != "hami":
         return _unwanted(values, where, intent.device_plugin)
     chart = version_tuple(chart_version)
-    out = _scheduler_tag(values, intent, chart, where)
+    out = _scheduler_tag(values, intent, chart, where) if cluster_version_known else []
     out += _runtime_class(values, intent, where)
     out += _node_selector(values, where)
     out += _webhook(values, where, intent)

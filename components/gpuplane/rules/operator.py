@@ -38,8 +38,11 @@ IMAGE_SECTIONS = frozenset(f"values.{s}" for s in (
 
 
 def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
-                          chart_version: str | None, where: str) -> list[Finding]:
-    """Every rule over the GPU Operator release's values; `where` names the release."""
+                          chart_version: str | None, where: str,
+                          from_chart: bool = True) -> list[Finding]:
+    """Every rule over the GPU Operator release's values; `where` names the release.
+    `from_chart`: False for a `ClusterPolicy` declared on its own, which has no chart
+    version to pin."""
     values = values if isinstance(values, Mapping) else {}
     ctx = OperatorValues(values, intent, vt(chart_version), where)
     out: list[Finding] = []
@@ -49,9 +52,10 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
     out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
     # FM18 blocks for the chart and the toolkit/driver images: they decide what every
     # node's containerd config and driver become (the policy config can lower it).
-    out += check_chart_version(chart_version, chart="gpu-operator", where=where,
-                               stack_key="gpuplane:gpuOperator.chartVersion", example="v25.10.1",
-                               severity=Severity.ERROR)
+    if from_chart:
+        out += check_chart_version(chart_version, chart="gpu-operator", where=where,
+                                   stack_key="gpuplane:gpuOperator.chartVersion",
+                                   example="v25.10.1", severity=Severity.ERROR)
     out += check_image_tags(values, where=where, stack_key=_image_key, skip=_app_version,
                             sections=IMAGE_SECTIONS, blocking=_node_image)
     return out
