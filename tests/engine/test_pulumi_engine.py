@@ -206,7 +206,10 @@ def test_preview_with_the_policy_pack_gives_the_plans_verdict(
         assert "Traceback" not in text, text[-3000:]
         assert rule_ids(res.advisory()) | res.program_warnings() == advice, res.stdout
     else:
-        assert rule_ids(res.advisory()) == advice, res.stdout
+        # Advice on what the pack cannot see (a node plan without node access) is logged
+        # by the program on GpuCluster.
+        assert rule_ids(res.advisory()) | res.program_warnings() == advice, res.stdout
+        assert res.program_errors() == set(), res.stdout
         planned = {f"{r['type']}::{r['name']}" for r in plan["resources"]}
         assert set(program_steps(res)) == planned
         assert set(program_steps(res).values()) == {"create"}

@@ -34,7 +34,7 @@ from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpuplane.stack.hami import Hami, HamiArgs
 from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
-from gpuplane.stack.refusal import refuse
+from gpuplane.stack.refusal import log_findings, refuse
 from gpuplane.stack.runtime_class import NvidiaRuntimeClass, NvidiaRuntimeClassArgs
 from gpuplane.stack.time_slicing import TimeSlicing, TimeSlicingArgs
 
@@ -140,6 +140,8 @@ class GpuCluster(pulumi.ComponentResource):
             node_plans=self.node_plans, batches=self.batches if writes else [])
         if refuse(self, self.plan_findings):
             writes = False   # held by the offline plan: the files show as withheld
+        else:
+            log_findings(self, self.plan_findings)   # the advice, shown by the CLI too
         if writes and cfg.cluster.node_access != "pod" and private_key is None:
             raise pulumi.RunError(
                 f"GpuCluster {name}: gpuplane:cluster.nodeAccess is ssh but no SSH key was "

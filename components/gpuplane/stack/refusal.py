@@ -42,20 +42,27 @@ def held_refusals() -> Iterator[None]:
         _HOLD_REFUSALS.reset(token)
 
 
-def refuse(component: pulumi.Resource, findings: list[Finding]) -> bool:
-    """Log every finding on the component (the CLI shows each under it), then stop the
-    program with one error naming the rules, when any finding is an error. `log.error`
-    alone would not stop anything (gpuplane.policy.verdict). Returns whether the plan is
-    rejected (only within `held_refusals`: elsewhere a rejection raises)."""
-    errors = [f for f in findings if f.severity is Severity.ERROR]
-    if not errors or _HOLD_REFUSALS.get():
-        return bool(errors)
+def log_findings(component: pulumi.Resource, findings: list[Finding]) -> None:
+    """Every finding on the component, where the CLI shows it: errors as errors, the
+    rest as warnings (findings the policy pack cannot see, e.g. on the node plan of a
+    stack without node access, reach the preview this way)."""
     for f in findings:
         text = f"{f.id} {f.where}: {f.message} Fix: {f.fix}"
         if f.severity is Severity.ERROR:
             pulumi.log.error(text, resource=component)
         else:
             pulumi.log.warn(text, resource=component)
+
+
+def refuse(component: pulumi.Resource, findings: list[Finding]) -> bool:
+    """Stop the program with one error naming the rules when any finding is an error,
+    after logging every finding (`log_findings`). `log.error` alone would not stop
+    anything. Returns whether the plan is rejected (only within `held_refusals`:
+    elsewhere a rejection raises)."""
+    errors = [f for f in findings if f.severity is Severity.ERROR]
+    if not errors or _HOLD_REFUSALS.get():
+        return bool(errors)
+    log_findings(component, findings)
     ids = ", ".join(dict.fromkeys(f.id for f in errors))
     raise PlanRejected(
         f"gpuplane refused this plan: the rulebook rejects it ({ids}; {len(errors)} "
@@ -64,4 +71,4 @@ def refuse(component: pulumi.Resource, findings: list[Finding]) -> bool:
         "`gpuplane plan` shows the same verdict offline.", findings, component)
 
 
-__all__ = ["PlanRejected", "held_refusals", "refuse"]
+__all__ = ["PlanRejected", "held_refusals", "log_findings", "refuse"]

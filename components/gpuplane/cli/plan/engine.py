@@ -9,6 +9,7 @@ dependencies, and which inputs are secret.
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,6 +46,13 @@ class Registered:
     delete_before_replace: bool | None = None
     additional_secret_outputs: list[str] = field(default_factory=list)
     provider: str = ""    # "<provider URN>::<id>" when the resource names its provider
+
+
+# What the program logs (`pulumi.log`: every finding on GpuCluster) is in the report
+# already; under mocks it would go to the root logger, i.e. stderr, a second time.
+_QUIET = logging.getLogger("gpuplane.plan.program")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 class _EchoMocks(mocks.Mocks):
@@ -180,7 +188,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.ROOT.set(None)
     pulumi.runtime.set_all_config({}, [])
     mocks.set_mocks(monitor.mocks, project=project, stack=stack, preview=False,
-                    monitor=monitor)
+                    monitor=monitor, logger=_QUIET)
     pulumi.runtime.set_all_config(config, secret_keys)
     # What `pulumi.get_root_directory()` answers: the project root (Pulumi.yaml's dir).
     settings.SETTINGS.root_directory = str(root_directory or Path.cwd())
