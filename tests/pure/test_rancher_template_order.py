@@ -16,7 +16,7 @@ from gpuplane.cli.plan.run import plan_stack
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.core.findings import Severity
 from gpuplane.distros.profiles import Distro, profile
-from gpuplane.plan.node import rendered_layout
+from gpuplane.plan.layout import rendered_layout
 from gpuplane.rules.nodefiles import check_node_files
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"

@@ -15,7 +15,8 @@ from support.layouts import host_path, write_layout
 from gpuplane.containerd import ContainerdVersion, MemoryFiles
 from gpuplane.core.findings import Severity
 from gpuplane.distros.profiles import Distro, profile
-from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.plan.layout import rendered_layout
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 from gpuplane.rules.nodecheck import check_node_config
 
 MK = profile(Distro.MICROK8S)

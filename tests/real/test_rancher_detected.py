@@ -25,7 +25,8 @@ from gpuplane.core.findings import Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.distros import rancher_mode, rancher_render
 from gpuplane.distros.profiles import PROFILES, Distro, DistroProfile
-from gpuplane.plan.node import plan_node, rendered_layout
+from gpuplane.plan.layout import rendered_layout
+from gpuplane.plan.node import plan_node
 from gpuplane.rules.operator import check_operator_values
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 

@@ -19,7 +19,8 @@ from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import Severity
 from gpuplane.distros import rancher_render
 from gpuplane.distros.profiles import PROFILES, Distro
-from gpuplane.plan.node import GPUPLANE_DROPIN, plan_node
+from gpuplane.plan.edits import GPUPLANE_DROPIN
+from gpuplane.plan.node import plan_node
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
 K3S = PROFILES[Distro.K3S]

@@ -20,7 +20,8 @@ from support.layouts import host_path, write_layout
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.core.findings import AFTER_GPUPLANE, AFTER_TOOLKIT, Finding, Severity
 from gpuplane.distros.profiles import Distro, profile
-from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node, rendered_layout
+from gpuplane.plan.layout import rendered_layout
+from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
 
 PROFILE = profile(Distro.KUBEADM)
 CRI = "io.containerd.grpc.v1.cri"

@@ -187,7 +187,7 @@ def run_on_plan(plan: Any, toolkit: str, tmp: Path) -> tuple[dict[str, str], Too
     """Run toolkit `toolkit` the way the GPU Operator would on a gpuplane node plan: on the
     node's files after gpuplane wrote them (rendered, for template distributions), with the
     operator's env for the plan's `toolkit.env`. Returns that node layout and the run."""
-    from gpuplane.plan.node import rendered_layout
+    from gpuplane.plan.layout import rendered_layout
 
     node = {**plan.baseline, **plan.files}
     env = operator_env(plan.options.operator_chart or chart_of(toolkit), plan.toolkit_env,

@@ -31,7 +31,8 @@ from gpuplane.core.findings import Severity
 from gpuplane.distros import rancher_render
 from gpuplane.distros.docker_daemon import RUNTIME_NAME
 from gpuplane.distros.profiles import EditMode
-from gpuplane.plan.node import NodeContainerdPlan, ToolkitMode, renders_dropins
+from gpuplane.plan.layout import renders_dropins
+from gpuplane.plan.node import NodeContainerdPlan, ToolkitMode
 
 AGENT_PATH = "/var/lib/gpuplane/agent.sh"
 """Where the agent installs a copy of itself, so that restore runs without stdin."""

@@ -92,7 +92,7 @@ class StackViews:
             return self.cluster.kubelet_cgroup_driver
         from gpuplane.containerd import MemoryFiles, effective_config
         from gpuplane.containerd.options import decoded
-        from gpuplane.plan.node import rendered_layout
+        from gpuplane.plan.layout import rendered_layout
 
         prof, version = self.profile, self.containerd
         eff = effective_config(prof.config_path, MemoryFiles(

@@ -9,7 +9,6 @@ rulebook. A plan with error findings is never rolled out.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import posixpath
 import tomllib
@@ -17,15 +16,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import tomlkit
-
 from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
-from gpuplane.containerd.merge import deep_merge, merge
-from gpuplane.containerd.options import key_for, set_option
-from gpuplane.containerd.versions import CRI_V2, CRI_V3_RUNTIME, RUNC_V2, ContainerdVersion
+from gpuplane.containerd.merge import merge
+from gpuplane.containerd.options import set_option
+from gpuplane.containerd.versions import RUNC_V2, ContainerdVersion
 from gpuplane.core.findings import (
     AFTER_GPUPLANE,
     AFTER_TOOLKIT,
@@ -36,6 +33,24 @@ from gpuplane.core.findings import (
 from gpuplane.distros import k0s_render, rancher_render
 from gpuplane.distros.docker_daemon import DAEMON_JSON, DockerPlan, DockerSettings, plan_docker
 from gpuplane.distros.profiles import DistroProfile, EditMode
+from gpuplane.plan.edits import (
+    GPUPLANE_DROPIN,
+    add_import,
+    apply_patch,
+    as_version_3,
+    cri_key,
+    dropin,
+    ensure_import,
+    one_binary_spelling,
+    v3_names_in_v2,
+)
+from gpuplane.plan.layout import (
+    dropin_path,
+    is_template,
+    read_directly,
+    rendered_layout,
+    renders_dropins,
+)
 from gpuplane.rules import ContainerdFacts
 from gpuplane.rules.docker import check_docker_daemons
 from gpuplane.rules.nodefiles import check_frozen_template
@@ -47,7 +62,6 @@ from gpuplane.toolkit.operator import installer_env
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 from gpuplane.toolkit.output import Node, config_sources, toolkit_blocker, toolkit_writes
 
-GPUPLANE_DROPIN = "50-gpuplane.toml"
 HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
 
 
@@ -138,7 +152,7 @@ def _plan_containerd(
         # config it renders now.
         source = baseline[target] if target in baseline else baseline.get(top, "")
         patch = _patch(profile, version, options, baseline)
-        text = _apply_patch(source, patch, version)
+        text = apply_patch(source, patch, version)
         # The operator's toolkit edits the template, or creates one holding only its own
         # part (1.18: `version` + `imports`; 1.17: the nvidia runtimes), which the
         # distribution then renders into a config without any of its own settings.
@@ -147,7 +161,7 @@ def _plan_containerd(
         toolkit_runs = options.toolkit is ToolkitMode.OPERATOR
         toolkit_dir = _toolkit_dropin_dir(profile, options)
         if toolkit_dir:
-            text = _add_import(text, posixpath.join(toolkit_dir, "*.toml"))
+            text = add_import(text, posixpath.join(toolkit_dir, "*.toml"))
         if (patch or toolkit_runs) and text != baseline.get(target):
             files[target] = text
     else:
@@ -156,27 +170,27 @@ def _plan_containerd(
             # k0s merges its drop-ins itself and rewrites the top-level file: the change
             # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
             if patch and options.writes_files:
-                files[_dropin_path(profile)] = _dropin(
+                files[dropin_path(profile)] = dropin(
                     rendered_layout(baseline, profile, version), top, version, patch,
                     whole=False)
             return assess(profile, version, options, files, baseline)
         operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
         top_text = baseline[top]
         if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
-            top_text = _ensure_import(top_text, profile, version, baseline)
+            top_text = ensure_import(top_text, profile, version, baseline)
         if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
-            top_text = _as_version_3(top_text)
+            top_text = as_version_3(top_text)
         if options.toolkit is ToolkitMode.OPERATOR:
-            top_text = _one_binary_spelling(top_text, version)
+            top_text = one_binary_spelling(top_text, version)
         if patch and options.toolkit is ToolkitMode.OPERATOR:
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
-            top_text = _apply_patch(top_text, patch, version)
+            top_text = apply_patch(top_text, patch, version)
         if top_text != baseline[top]:
             files[top] = top_text
         if patch and options.toolkit is not ToolkitMode.OPERATOR:
             state = {**baseline, **files}
-            files[_dropin_path(profile)] = _dropin(state, top, version, patch)
+            files[dropin_path(profile)] = dropin(state, top, version, patch)
     if not options.writes_files:
         files = {}
     return assess(profile, version, options, files, baseline)
@@ -235,11 +249,11 @@ def _rancher_files(profile: DistroProfile, version: ContainerdVersion, options: 
         return {}
     dropins = rancher_render.imported_dropin_dir(rendered[top], target)
     if dropins:
-        return {posixpath.join(dropins, GPUPLANE_DROPIN): _dropin(rendered, top, version,
+        return {posixpath.join(dropins, GPUPLANE_DROPIN): dropin(rendered, top, version,
                                                                    patch)}
     own = baseline.get(target)
     config_version = int(tomllib.loads(rendered[top]).get("version", 2))
-    key = _cri_key(config_version, version, set(tomllib.loads(rendered[top]).get("plugins", {})))
+    key = cri_key(config_version, version, set(tomllib.loads(rendered[top]).get("plugins", {})))
     text = own if own is not None else rancher_render.BASE + "\n"
     if patch:
         text = text.rstrip("\n") + "\n\n" + rancher_render.appended(
@@ -251,14 +265,14 @@ def _rancher_files(profile: DistroProfile, version: ContainerdVersion, options: 
     # The whole config as the template (it renders no detected runtime): everything the
     # plan adds goes in, and a template of the node's own is kept as it renders now.
     source = rendered[top] if own is not None else baseline.get(top, "")
-    return {target: _apply_patch(source, _patch(profile, version, options, baseline), version)}
+    return {target: apply_patch(source, _patch(profile, version, options, baseline), version)}
 
 
 def _unmet(patch: dict[str, Any], layout: dict[str, str], top: str,
            version: ContainerdVersion) -> dict[str, Any]:
     """`patch` without what the merged CRI table of `layout` already holds."""
     loaded = load_config(top, MemoryFiles(layout), version)
-    key = _cri_key(loaded.files[0].version or 2, version,
+    key = cri_key(loaded.files[0].version or 2, version,
                    {k for f in loaded.files for k in f.plugins})
     return _difference(patch, merge(loaded).plugins.get(key, {}))
 
@@ -319,8 +333,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         # In RKE2's/K3s's detected mode the toolkit's own edit lands in /etc/containerd,
         # which their containerd never reads, by design: only gpuplane's files must be read.
         expected_files=tuple(p for p in {**files, **({} if options.detected else toolkit_files)}
-                             if p != top and not _is_template(profile, p)
-                             and _read_directly(profile, p)),
+                             if p != top and not is_template(profile, p)
+                             and read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
         owner=profile.owned_by or None,
@@ -356,8 +370,8 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
     mine = ContainerdFacts(
         effective=written, expected_runtimes=frozenset({own_default(before)}),
-        expected_files=tuple(p for p in files if p != top and not _is_template(profile, p)
-                             and _read_directly(profile, p)),
+        expected_files=tuple(p for p in files if p != top and not is_template(profile, p)
+                             and read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver, owner=profile.owned_by or None)
     return [(AS_FOUND, as_found), (AFTER_GPUPLANE, mine), (AFTER_TOOLKIT, final),
             (AFTER_UNINSTALL, mine)]
@@ -395,56 +409,6 @@ def _where(profile: DistroProfile) -> str:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def renders_dropins(profile: DistroProfile, baseline: Mapping[str, str]) -> bool:
-    """Whether the distribution merges gpuplane's drop-in into the config containerd reads
-    itself, at its restart (k0s while it manages its top-level file)."""
-    return profile.generates_from_dropins and k0s_render.is_managed(
-        baseline.get(profile.config_path))
-
-
-def _read_directly(profile: DistroProfile, path: str) -> bool:
-    """Whether containerd itself must read `path`; k0s folds its drop-ins into the file it
-    generates instead (what they set is checked through the runtimes)."""
-    return not (profile.generates_from_dropins and profile.dropin_dir is not None
-                and posixpath.dirname(path) == profile.dropin_dir)
-
-
-def _is_template(profile: DistroProfile, path: str) -> bool:
-    return path in (profile.template_path, profile.template_v3_path)
-
-
-def _dropin_path(profile: DistroProfile) -> str:
-    assert profile.dropin_dir
-    return posixpath.join(profile.dropin_dir, GPUPLANE_DROPIN)
-
-
-def rendered_layout(layout: dict[str, str], profile: DistroProfile,
-                    version: ContainerdVersion,
-                    detected: tuple[str, ...] = ()) -> dict[str, str]:
-    """Template distributions regenerate config.toml from the template at start; RKE2 and
-    K3s also add the runtimes they detect among `detected` (binaries on the node) wherever
-    their built-in template renders, alone or as a user template's base
-    (gpuplane.distros.rancher_render)."""
-    if profile.edit_mode is EditMode.TEMPLATE:
-        # RKE2/K3s on 2.x fall back to config.toml.tmpl when config-v3.toml.tmpl is absent.
-        template = profile.read_template(version, layout) or profile.edit_path(version)
-        top = profile.config_path
-        own = layout.get(template)
-        if profile.detects_nvidia_runtime and (own is None or rancher_render.extends_base(own)):
-            base = layout.get(top)
-            if base is None:
-                return layout
-            if own is not None:
-                base = rancher_render.base_of(base, own)
-            base = rancher_render.detect(base, detected)
-            return {**layout, top: base if own is None else rancher_render.render(own, base)}
-        if own is not None:
-            return {**layout, top: profile.render(own)}
-    if profile.generates_from_dropins:
-        return k0s_render.render(layout, profile.config_path)
-    return layout
 
 
 def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
@@ -497,136 +461,12 @@ def _configured(eff: EffectiveConfig, name: str) -> bool:
     return isinstance(table, dict) and name in table
 
 
-def _cri_key(config_version: int, version: ContainerdVersion | None = None,
-             plugin_keys: Any = ()) -> str:
-    """The CRI runtime table gpuplane writes to. On 2.x a version-2 file may already use
-    the version-3 name (AKS's AgentBaker `containerdV2ConfigTemplate`): a version-2 CRI
-    table beside it would be migrated only for keys the v3 one lacks, so the write goes
-    where the node's runtimes are."""
-    if config_version >= 3:
-        return CRI_V3_RUNTIME
-    if version is not None and version.deep_merges and CRI_V3_RUNTIME in plugin_keys:
-        return CRI_V3_RUNTIME
-    return CRI_V2
-
-
-def v3_names_in_v2(text: str, version: ContainerdVersion) -> bool:
-    """A version-2 file that names only the version-3 CRI plugins, on containerd 2.x: the
-    toolkit would copy its (absent) version-2 CRI table and write a version-2 drop-in
-    whose runtimes 2.x never migrates; as version 3 the file means the same to 2.x."""
-    if not version.deep_merges:
-        return False
-    data = tomllib.loads(text)
-    plugins = data.get("plugins", {})
-    return (data.get("version") == 2 and isinstance(plugins, dict)
-            and CRI_V3_RUNTIME in plugins and CRI_V2 not in plugins)
-
-
-def _dropin(layout: dict[str, str], top: str, version: ContainerdVersion,
-            patch: dict[str, Any], whole: bool | None = None) -> str:
-    """gpuplane's drop-in. On 1.x it carries the whole merged CRI table, because a file's
-    CRI table replaces every earlier one; on 2.x only the change, which deep-merges (and
-    with `whole=False` wherever something else merges it, as k0s does)."""
-    loaded = load_config(top, MemoryFiles(layout), version)
-    top_version = loaded.files[0].version or 2
-    key = _cri_key(top_version, version, {k for f in loaded.files for k in f.plugins})
-    copy_whole = not version.deep_merges if whole is None else whole
-    if not copy_whole:
-        table = copy.deepcopy(patch)
-    else:
-        merged = merge(loaded)
-        table = deep_merge(copy.deepcopy(merged.plugins.get(key, {})), copy.deepcopy(patch))
-    doc = tomlkit.document()
-    doc.add(tomlkit.comment("Written by gpuplane: the nvidia runtime beside runc. Do not edit;"))
-    doc.add(tomlkit.comment("change the stack config and run `pulumi up` instead."))
-    doc["version"] = top_version
-    doc["plugins"] = {key: table}
-    return tomlkit.dumps(doc)
-
-
-def _apply_patch(text: str, patch: dict[str, Any], version: ContainerdVersion) -> str:
-    """Merge `patch` into a full config's CRI table, keeping comments and layout."""
-    if not patch:
-        return text
-    doc = tomlkit.parse(text)
-    key = _cri_key(int(doc.get("version", 2)), version, set(doc.get("plugins", {})))
-    plugins = doc.setdefault("plugins", tomlkit.table(is_super_table=True))
-    table = plugins.setdefault(key, tomlkit.table())
-    _merge_into_toml(table, patch)
-    return tomlkit.dumps(doc)
-
-
-def _one_binary_spelling(text: str, version: ContainerdVersion) -> str:
-    """`text` with every runtime's `BinaryName` spelled once, as `BinaryName`, holding the
-    value this containerd line reads now. The operator's toolkit copies runc's options
-    into its nvidia runtime and sets `BinaryName` there; a copied `binaryName` (Kubespray
-    <= 2.27) would win on containerd 2.x and run runc for GPU pods (FM01). Renaming keeps
-    what every line runs for runc."""
-    doc = tomlkit.parse(text)
-    changed = False
-    for cri in doc.get("plugins", {}).values():
-        runtimes = cri.get("containerd", {}).get("runtimes", {}) if isinstance(cri, dict) else {}
-        for runtime in runtimes.values():
-            options = runtime.get("options") if isinstance(runtime, dict) else None
-            if not isinstance(options, dict):
-                continue
-            spellings = [k for k in options if k.lower() == "binaryname"]
-            if spellings in ([], ["BinaryName"]):
-                continue
-            value = options[key_for(dict(options), "BinaryName", version) or spellings[-1]]
-            for key in spellings:
-                del options[key]
-            options["BinaryName"] = value
-            changed = True
-    return tomlkit.dumps(doc) if changed else text
-
-
-def _as_version_3(text: str) -> str:
-    """`text` with `version = 3`, comments and layout kept."""
-    doc = tomlkit.parse(text)
-    doc["version"] = 3
-    return tomlkit.dumps(doc)
-
-
-def _merge_into_toml(table: Any, patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if isinstance(value, dict):
-            if key not in table or not isinstance(table[key], dict):
-                table[key] = tomlkit.table()
-            _merge_into_toml(table[key], value)
-        else:
-            table[key] = value
-
-
 def _toolkit_dropin_dir(profile: DistroProfile, options: PlanOptions) -> str | None:
     """The template distribution's own dir for the toolkit's drop-in, when the operator's
     toolkit writes one."""
     if options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin:
         return profile.toolkit_dir
     return None
-
-
-def _add_import(text: str, wanted: str) -> str:
-    """`text` with `wanted` in its `imports` (kept as the last entry when added)."""
-    doc = tomlkit.parse(text)
-    imports = doc.get("imports")
-    if imports is None:
-        doc["imports"] = [wanted]  # tomlkit keeps root keys above the first table
-    elif wanted not in imports:
-        imports.append(wanted)
-    return tomlkit.dumps(doc)
-
-
-def _ensure_import(text: str, profile: DistroProfile, version: ContainerdVersion,
-                   layout: dict[str, str]) -> str:
-    """Add the drop-in glob to the top-level `imports` unless an import already covers it."""
-    wanted = profile.imports_glob
-    assert wanted
-    probe = posixpath.join(profile.dropin_dir or "", GPUPLANE_DROPIN)
-    loaded = load_config(profile.config_path, MemoryFiles({**layout, probe: ""}), version)
-    if any(f.path == probe for f in loaded.files):
-        return text
-    return _add_import(text, wanted)
 
 
 __all__ = ["NodeContainerdPlan", "PlanOptions", "ToolkitMode", "assess", "plan_node",
