@@ -72,7 +72,6 @@ class EffectiveConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "cri_served": not self.cri_disabled,
             "default_runtime": self.default_runtime,
             "cdi": self.cdi,
             "runtimes": {n: r.to_dict() for n, r in sorted(self.runtimes.items())},
