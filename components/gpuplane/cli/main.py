@@ -115,7 +115,7 @@ def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
     if config.startswith("/") and ((base / config.lstrip("/")).is_file()
-                                   or not (base / config.lstrip("/")).exists()):
+                                   or not Path(config).exists()):
         # A node path; absent: the node has no top-level file (containerd's defaults).
         return LocalFiles(base), os.path.normpath(config)
     local = Path(config).resolve()
