@@ -6,7 +6,8 @@ runtime_type and options) must be identical, and containerd must refuse exactly 
 layouts the model says it refuses. Beyond the runtimes (#39): whether the CRI service
 runs, `disabled_plugins`, and the CRI settings (sandbox image, registry config_path and
 mirrors, CNI dirs) each layout puts in effect; layouts include no top-level file and
-version-3 drop-ins over version-2 roots with or without runtimes. Generated layouts come from hypothesis: at least 300
+version-3 drop-ins over version-2 roots with or without runtimes.
+Generated layouts come from hypothesis: at least 300
 per version (GPUPLANE_DIFF_EXAMPLES raises it).
 """
 
@@ -17,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import oracle_settings
 import pytest
 import tomlkit
 from hypothesis import HealthCheck, given, settings
@@ -28,7 +30,6 @@ from gpuplane.containerd.merge import merge
 from gpuplane.containerd.settings import disabled_plugins
 
 import oracle
-import oracle_settings
 
 EXAMPLES = int(os.environ.get("GPUPLANE_DIFF_EXAMPLES", "300"))
 KEYS = {0: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}

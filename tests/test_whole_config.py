@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import oracle
 import oracle_settings
 import pytest
 
@@ -15,6 +14,8 @@ from gpuplane.containerd import ContainerdVersion
 from gpuplane.containerd.files import LocalFiles, MemoryFiles
 from gpuplane.core.findings import Severity
 from gpuplane.rules.nodecheck import check_node_config
+
+import oracle
 
 TOP = "/etc/containerd/config.toml"
 V2 = '"io.containerd.grpc.v1.cri"'
@@ -65,8 +66,9 @@ def test_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now(line: str,
 
 
 @pytest.mark.parametrize("line", oracle.LINES)
-@pytest.mark.parametrize("text", ['disabled_plugins = ["cri"]\n',
-                                  'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'])
+@pytest.mark.parametrize("text", [
+    'disabled_plugins = ["cri"]\n',
+    'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'])
 def test_disabled_cri_plugin_is_an_error(line: str, text: str, tmp_path: Path) -> None:
     checked = check_node_config(MemoryFiles({TOP: text}), TOP, ContainerdVersion.parse(line))
     assert checked.effective.cri_disabled

@@ -241,7 +241,8 @@ def _mixing_message(eff: EffectiveConfig, src: LoadedFile, losses: list[Loss]) -
     key = losses[0].key
     if key != file_cri(src).key:
         return (f"{src.path} is {own} but names the CRI plugin `plugins.\"{key}\"`, the "
-                f"version-{KEY_VERSION.get(key, 3)} name: containerd {line} reads the merged config "
+                f"version-{KEY_VERSION.get(key, 3)} name: containerd {line} reads the merged "
+                f"config "
                 f"as version {merged or 1} ({_decider(eff)}) and ignores that table, losing "
                 f"{lost}.")
     if not line.deep_merges:
