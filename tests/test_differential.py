@@ -207,7 +207,8 @@ def config_file(draw: st.DrawFn, top: bool) -> dict[str, Any]:
         key_version = version
         if draw(st.integers(0, 9)) == 0:  # a table under another version's plugin key
             key_version = draw(st.sampled_from([0, 2, 3]))
-        data["plugins"] = {f"__KEY{key_version}__": draw(cri_table(v3=version in (3, -1)))}
+        data["plugins"] = {f"__KEY{key_version}__": draw(cri_table(
+            v3=version in (3, -1) or key_version in (3, -1)))}
     if version == 3 and draw(st.integers(0, 3)) == 0:
         data.setdefault("plugins", {})["io.containerd.cri.v1.images"] = draw(v3_settings())
     if draw(st.integers(0, 5)) == 0:

@@ -34,9 +34,19 @@ def v2_setting_losses(eff: EffectiveConfig) -> list[Loss]:
     for f in eff.files:
         for name, (value, key, path) in file_settings(f, line).items():
             intended[name] = (value, f, key, path)
+    own = _defaults_v2(line)
     return [Loss("setting", None, path, value, f, key)
             for name, (value, f, key, path) in intended.items()
-            if not _kept(eff.settings.get(name), value)]
+            if not _kept(eff.settings.get(name), value) and own.get(name) != value]
+
+
+def _defaults_v2(line: Any) -> dict[str, Any]:
+    """containerd 2.x's own values (its `config dump` of an empty file: 2.0.11, 2.1.9,
+    2.2.7): restating one loses nothing. The CNI bin dirs differ between builds and are
+    left out, as on 1.x (gpuplane.rules.containerd.facts.cri_defaults)."""
+    return {"cni.conf_dir": "/etc/cni/net.d",
+            "sandbox_image": "registry.k8s.io/pause:3.10.1" if line.minor >= 2
+            else "registry.k8s.io/pause:3.10"}
 
 
 def cri_disabled(a: Analysis) -> list[Finding]:
