@@ -46,8 +46,8 @@ class LoadResult:
     empty_globs: list[tuple[str, str]] = field(default_factory=list)
     cwd_globs: list[tuple[str, str]] = field(default_factory=list)
     # No top-level file: containerd runs on its built-in defaults and reads no drop-in
-    # (1.x `cmd/containerd/command/main.go`@v1.7.24 ignores a missing config; 2.x the
-    # same, measured: 2.2's dump lists `imports = ['/etc/containerd/conf.d/*.toml']`
+    # (measured on 2.0-2.2, whose `config dump` runs on the defaults; 1.x's `config
+    # dump` refuses a missing file, its daemon is taken to ignore it, not measured here; 2.2's dump lists `imports = ['/etc/containerd/conf.d/*.toml']`
     # from its defaults but reads none of them).
     missing_top: bool = False
 

@@ -16,9 +16,10 @@ tests/test_differential.py):
 - 2.x, merged config version 2: the version-2 CRI table's values move there
   (`cni.bin_dir` becomes `bin_dirs = [bin_dir]` from 2.1).
 
-`disabled_plugins` (containerd `services/server/config/config.go` @v1.7.24 `mergeConfig`,
-`ValidateV2`, `V1DisabledFilter`/`V2DisabledFilter`; `cmd/containerd/server/config/
-config.go` @v2.1.4): the lists of all files are concatenated in read order (2.x keeps
+`disabled_plugins` (measured with the real binaries, tests/test_differential.py; upstream
+`services/server/server.go` `LoadPlugins` picks `V1DisabledFilter` for a version-1 config,
+`V2DisabledFilter` otherwise, read in a search excerpt without a pinned tag):
+the lists of all files are concatenated in read order (2.x keeps
 each name once, measured). 1.x checks
 the names against the merged version: a version-2 config needs plugin URIs (1.7: an
 `io.containerd.` prefix and four dotted parts; 1.6: four dotted parts), and a version-1

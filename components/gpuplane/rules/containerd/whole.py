@@ -3,8 +3,8 @@ today on containerd 2.x, a disabled CRI plugin, and a node without a top-level f
 
 containerd 2.x reads a merged version-3 config from the version-3 plugins only
 (`io.containerd.cri.v1.images`, `io.containerd.cri.v1.runtime`); a version-2 CRI table
-is migrated only while the merged config is below 3 (`cmd/containerd/server/config/
-config.go`@v2.1.4 `LoadConfig`, the version of the last file read). So a version-3
+is migrated only while the merged config is below 3 (the version of the last file
+read; gpuplane.containerd.merge). So a version-3
 drop-in over a version-2 root loses the root's registry mirrors, config_path, sandbox
 image and CNI dirs now (measured on 2.0.11, 2.1.9 and 2.2.7: tests/test_differential.py).
 """
