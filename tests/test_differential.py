@@ -50,8 +50,8 @@ def model_view(top: Path, line: str) -> tuple[dict[str, Any], list[str], Any]:
 
 def real_dump(line: str, top: Path) -> oracle.DumpResult:
     """`config dump` of the layout; with no top-level file, 2.x dumps its defaults while
-    1.x's `config dump` refuses
-    (its daemon is taken to run on its defaults: not measured here), so 1.x dumps an empty file instead."""
+    1.x's `config dump` refuses (its daemon is taken to run on its defaults: not
+    measured here), so 1.x dumps an empty file instead."""
     if top.exists() or line.startswith("2."):
         return oracle.dump(line, top)
     with tempfile.TemporaryDirectory(prefix="gp-empty-") as tmp:

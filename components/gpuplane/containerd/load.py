@@ -46,9 +46,10 @@ class LoadResult:
     empty_globs: list[tuple[str, str]] = field(default_factory=list)
     cwd_globs: list[tuple[str, str]] = field(default_factory=list)
     # No top-level file: containerd runs on its built-in defaults and reads no drop-in
-    # (measured on 2.0-2.2, whose `config dump` runs on the defaults; 1.x's `config
-    # dump` refuses a missing file, its daemon is taken to ignore it, not measured here; 2.2's dump lists `imports = ['/etc/containerd/conf.d/*.toml']`
-    # from its defaults but reads none of them).
+    # (measured on 2.0-2.2, whose `config dump` runs on the defaults: 2.2's lists
+    # `imports = ['/etc/containerd/conf.d/*.toml']` from its defaults but reads none of
+    # them. 1.x's `config dump` refuses a missing file; its daemon is taken to run on
+    # its defaults, not measured here).
     missing_top: bool = False
 
 
