@@ -49,6 +49,8 @@ def node(tmp_path: Path) -> Path:
         CONFIG: TOP,
         "/etc/containerd/conf.d/00-k8s-runc.toml": RUNC,
         "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA,
+        # The runtime's BinaryName exists on the node (#39: a missing one is FM01).
+        "/usr/bin/nvidia-container-runtime": "#!/bin/sh\n",
     })
 
 
@@ -63,7 +65,7 @@ def test_json_contract_and_exit_1_on_errors(node: Path, capsys) -> None:
     data = json.loads(out)
     assert code == 1
     assert set(data) == {"containerd_version", "config_version", "files", "effective",
-                         "findings"}
+                         "findings", "cri_served", "no_file", "disabled_plugins", "settings"}
     assert data["containerd_version"] == "1.7" and data["config_version"] == 2
     assert data["files"] == [CONFIG, "/etc/containerd/conf.d/00-k8s-runc.toml",
                              "/etc/containerd/conf.d/99-nvidia.toml"]
@@ -112,9 +114,14 @@ def test_malformed_toml_names_file_and_line(node: Path, capsys) -> None:
 
 
 def test_missing_config_and_bad_version_exit_2(node: Path, tmp_path: Path, capsys) -> None:
+    # No top-level file (#39): judged as containerd's built-in defaults, not refused; the
+    # nvidia runtime pods use is then nowhere (FM01, an error).
     code = main(["containerd", "check", "--root", str(node), "--config", "/etc/nope.toml",
-                 "--containerd-version", "1.7"])
-    assert code == 2 and "/etc/nope.toml" in capsys.readouterr().err
+                 "--containerd-version", "1.7", "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["no_file"] is True
+    assert any(f["id"] == "FM01" and "nvidia" in f["message"] and f["severity"] == "error"
+               for f in data["findings"])
     code, _, err = run_check(capsys, node, "--containerd-version", "3.0")
     assert code == 2 and "--containerd-version" in err
 
@@ -127,8 +134,9 @@ def test_config_as_a_local_path_under_root_or_without_root(node: Path, capsys) -
     # Without --root paths are the host's own; a relative glob is resolved from the config.
     here = write(node.parent / "host", {"/config.toml": 'version = 2\nimports = ["d/*.toml"]\n',
                                          "/d/00-runc.toml": RUNC, "/d/99-nvidia.toml": NVIDIA})
+    # (--runtime-name '': this host has no nvidia-container-runtime to look for.)
     code = main(["containerd", "check", "--config", str(here / "config.toml"),
-                 "--containerd-version", "2.1", "--format", "json"])
+                 "--containerd-version", "2.1", "--format", "json", "--runtime-name", ""])
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert data["files"] == [str(here / p) for p in ("config.toml", "d/00-runc.toml",

@@ -229,12 +229,13 @@ def test_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
     assert "conf_dir" not in finding.message   # containerd's own default: nothing lost
     assert finding.severity is Severity.ERROR   # the CNI dirs: pod networking
     assert finding.where.startswith(f"{CONF_D}/00-k8s-runc.toml")
-    # Without the CNI dirs the loss is a warning: images still pull from the default.
+    # Without the CNI dirs the loss is still an error (#39): the sandbox image and the
+    # registry config_path are lost now, so pulls leave the node's mirrors.
     layout = _k8s_snap_with_runc_drop_in()
     layout[TOP] = layout[TOP].replace(f'[plugins.{V2}.cni]\nbin_dir = "/opt/cni/bin"\n'
                                       'conf_dir = "/etc/cni/net.d"\n', "")
     (finding,) = by_id(check(layout, line), "FM02")
-    assert finding.severity is Severity.WARNING and "cni" not in finding.message
+    assert finding.severity is Severity.ERROR and "cni" not in finding.message
 
 
 # ---------------------------------------------------------------- FM07

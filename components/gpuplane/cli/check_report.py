@@ -23,6 +23,10 @@ def check_to_json(check: NodeCheck) -> dict[str, Any]:
         "config_version": eff.config_version,
         "files": [f.path for f in eff.files],
         "effective": eff.to_dict(),
+        "cri_served": not eff.cri_disabled,
+        "no_file": eff.no_file,
+        "disabled_plugins": list(eff.disabled_plugins),
+        "settings": dict(eff.settings),
         "findings": [f.to_dict() for f in check.findings],
     }
 
@@ -43,8 +47,13 @@ def render_check(check: NodeCheck, console: Console) -> None:
         options = ", ".join(f"{k} = {_toml(v)}" for k, v in sorted(view.options.items()))
         marker = " (default)" if name == eff.default_runtime else ""
         rows.append((name + marker, view.runtime_type or "(missing)", options))
-    print_table(console, f'Effective CRI (plugins."{eff.cri_key}"): default runtime '
-                         f"{eff.default_runtime}, CDI {cdi}",
+    title = (f'Effective CRI (plugins."{eff.cri_key}"): default runtime '
+             f"{eff.default_runtime}, CDI {cdi}")
+    if eff.cri_disabled:
+        title = "CRI plugin DISABLED (disabled_plugins): containerd serves no pods; " + title
+    if eff.no_file:
+        title = "no top-level file: containerd's built-in defaults; " + title
+    print_table(console, title,
                 ("runtime", "runtime_type", "options"), rows)
 
     if check.findings:

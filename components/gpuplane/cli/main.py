@@ -51,6 +51,10 @@ def root_parser() -> argparse.ArgumentParser:
                        help="release line (default: ask `containerd --version` on PATH)")
     check.add_argument("--root", metavar="DIR",
                        help="directory standing in for / (paths in configs are node paths)")
+    check.add_argument("--runtime-name", default="nvidia", metavar="NAME",
+                       help="the GPU runtime pods use (RuntimeClass handler; default: "
+                            "nvidia, as in the stacks): judged as used, so FM01/FM07 on it "
+                            "are errors; '' judges no runtime as used")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.set_defaults(handler=_containerd_check)
 
@@ -100,7 +104,8 @@ def _containerd_check(ns: argparse.Namespace) -> int:
                             "--containerd-version X.Y (1.6, 1.7 or 2.1)")
     try:
         files, config = _node_files(ns.config, ns.root)
-        result = check_node_config(files, config, version)
+        result = check_node_config(files, config, version,
+                                   runtime_name=ns.runtime_name or None)
     except ConfigError as exc:
         return _input_error(str(exc))
     if ns.format == "json":
@@ -119,7 +124,9 @@ def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
     base = Path(root)
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
-    if config.startswith("/") and (base / config.lstrip("/")).is_file():
+    if config.startswith("/") and ((base / config.lstrip("/")).is_file()
+                                   or not Path(config).exists()):
+        # A node path; absent: the node has no top-level file (containerd's defaults).
         return LocalFiles(base), os.path.normpath(config)
     local = Path(config).resolve()
     if local.is_relative_to(base.resolve()):

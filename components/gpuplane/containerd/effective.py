@@ -14,6 +14,7 @@ from typing import Any
 from gpuplane.containerd.files import FileSource
 from gpuplane.containerd.load import LoadedFile, LoadResult, load_config
 from gpuplane.containerd.merge import deep_merge, merge
+from gpuplane.containerd.settings import cri_settings, disabled_plugins
 from gpuplane.containerd.versions import (
     CRI_V1,
     CRI_V2,
@@ -56,6 +57,13 @@ class EffectiveConfig:
     refusals: list[str] = field(default_factory=list)
     load: LoadResult | None = None
     ambiguities: list[str] = field(default_factory=list)  # containerd picks one at random
+    # Beside the runtimes (gpuplane.containerd.settings): the CRI settings the files put
+    # in effect, the plugins disabled, whether the CRI service is disabled, and whether
+    # there is no top-level file at all (containerd's built-in defaults).
+    settings: dict[str, Any] = field(default_factory=dict)
+    disabled_plugins: list[str] = field(default_factory=list)
+    cri_disabled: bool = False
+    no_file: bool = False
 
     @property
     def starts(self) -> bool:
@@ -106,16 +114,20 @@ def file_cri(f: LoadedFile) -> FileCRI:
 
 
 def effective_config(
-    top: str, files: FileSource, version: ContainerdVersion
+    top: str, files: FileSource, version: ContainerdVersion, *, missing_ok: bool = False
 ) -> EffectiveConfig:
-    """Load, merge and decode a node's containerd config as `version` would."""
-    return decode(load_config(top, files, version))
+    """Load, merge and decode a node's containerd config as `version` would (with
+    `missing_ok`, a missing top-level file is containerd's built-in defaults)."""
+    return decode(load_config(top, files, version, missing_ok=missing_ok))
 
 
 def decode(loaded: LoadResult) -> EffectiveConfig:
     line = loaded.containerd_version
     merged = merge(loaded)
     refusals = [*loaded.refusals, *merged.refusals]
+    disabled, disabled_refusals, cri_disabled = disabled_plugins(
+        loaded.files, line, merged.version)
+    refusals += disabled_refusals
     table = merged.plugins.get(merged.cri_key)
     table = table if isinstance(table, dict) else {}
     ctd = table.get("containerd", {})
@@ -169,4 +181,8 @@ def decode(loaded: LoadResult) -> EffectiveConfig:
         refusals=refusals,
         load=loaded,
         ambiguities=merged.ambiguities,
+        settings=cri_settings(merged.plugins, merged.cri_key, merged.version, line),
+        disabled_plugins=disabled,
+        cri_disabled=cri_disabled,
+        no_file=loaded.missing_top,
     )

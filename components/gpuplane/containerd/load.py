@@ -30,6 +30,11 @@ class LoadedFile:
         plugins = self.data.get("plugins", {})
         return plugins if isinstance(plugins, dict) else {}
 
+    @property
+    def disabled_plugins(self) -> list[str]:
+        names = self.data.get("disabled_plugins", [])
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
 
 @dataclass
 class LoadResult:
@@ -40,13 +45,23 @@ class LoadResult:
     refusals: list[str] = field(default_factory=list)
     empty_globs: list[tuple[str, str]] = field(default_factory=list)
     cwd_globs: list[tuple[str, str]] = field(default_factory=list)
+    # No top-level file: containerd runs on its built-in defaults and reads no drop-in
+    # (measured on 2.0-2.2, whose `config dump` runs on the defaults: 2.2's lists
+    # `imports = ['/etc/containerd/conf.d/*.toml']` from its defaults but reads none of
+    # them. 1.x's `config dump` refuses a missing file; its daemon is taken to run on
+    # its defaults, not measured here).
+    missing_top: bool = False
 
 
-def load_config(top: str, files: FileSource, version: ContainerdVersion) -> LoadResult:
-    """Load `top` and everything it imports. Raises ConfigError for unreadable input."""
+def load_config(top: str, files: FileSource, version: ContainerdVersion,
+                *, missing_ok: bool = False) -> LoadResult:
+    """Load `top` and everything it imports. Raises ConfigError for unreadable input;
+    a missing `top` is containerd's built-in defaults when `missing_ok`."""
     text = files.read(top)
     if text is None:
-        raise ConfigError(top, "file not found")
+        if not missing_ok:
+            raise ConfigError(top, "file not found")
+        return LoadResult(version, [LoadedFile(top, "", {}, 0, ())], missing_top=True)
     result = LoadResult(version, [])
     pending: deque[tuple[str, str, str | None]] = deque([(top, text, None)])
     seen: set[str] = set()
@@ -85,6 +100,10 @@ def _parse_file(path: str, text: str, parent: str | None) -> LoadedFile:
     if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
         raise ConfigError(path, "`imports` must be a list of path strings",
                           toml_io.line_of(text, ("imports",)))
+    disabled = data.get("disabled_plugins", [])
+    if not isinstance(disabled, list) or not all(isinstance(d, str) for d in disabled):
+        raise ConfigError(path, "`disabled_plugins` must be a list of plugin names",
+                          toml_io.line_of(text, ("disabled_plugins",)))
     plugins = data.get("plugins", {})
     if not isinstance(plugins, dict):
         raise ConfigError(path, "`plugins` must be a table", toml_io.line_of(text, ("plugins",)))

@@ -33,6 +33,9 @@ _V1_CORE = {
     "restart": "io.containerd.internal.v1.restart",
     "overlayfs": "io.containerd.snapshotter.v1.overlayfs",
     "native": "io.containerd.snapshotter.v1.native",
+    # measured on 2.0/2.2 with `disabled_plugins` of a version-1 file
+    "zfs": "io.containerd.snapshotter.v1.zfs",
+    "aufs": "io.containerd.snapshotter.v1.aufs",
 }
 # Keys of the v2 CRI table that 2.x does not move into the v3 runtime plugin.
 _NOT_RUNTIME_KEYS = {
@@ -88,6 +91,11 @@ def _is_plugin_uri(key: str, strict: bool) -> bool:
     if strict:
         return key.startswith("io.containerd.") and len(key.split(".", 3)) == 4
     return len(key.split(".")) >= 4
+
+
+def v1_name(key: str) -> str:
+    """A version-1 plugin name as 2.x renames it (`cri` -> io.containerd.grpc.v1.cri)."""
+    return _v1_name(key)
 
 
 def _v1_name(key: str) -> str:

@@ -17,6 +17,7 @@ from gpuplane.containerd import (
     effective_config,
 )
 from gpuplane.containerd.files import has_meta
+from gpuplane.containerd.options import decoded
 from gpuplane.core.findings import Finding, has_errors
 from gpuplane.rules import ContainerdFacts, check_containerd
 
@@ -44,17 +45,40 @@ class NodeCheck:
 
 
 def check_node_config(
-    files: FileSource, config: str, version: ContainerdVersion, facts: dict[str, Any] | None = None
+    files: FileSource, config: str, version: ContainerdVersion, facts: dict[str, Any] | None = None,
+    *, runtime_name: str | None = None,
 ) -> NodeCheck:
     """Run every containerd rule on `config` (a node path) read through `files`.
 
     `facts` are extra ContainerdFacts fields (expected runtimes, kubelet driver, ...).
+    `runtime_name`: the GPU runtime pods use (`gpuplane containerd check` passes
+    `nvidia`): judged as used, like a plan's runtime (FM01, FM07 are errors on it). A
+    missing `config` is containerd's built-in defaults, judged as such.
     Raises gpuplane.containerd.ConfigError for a file that cannot be parsed.
     """
-    effective = effective_config(config, files, version)
+    effective = effective_config(config, files, version, missing_ok=True)
     unread = find_unread_files(files, effective)
-    findings = check_containerd(ContainerdFacts(effective, unread_files=unread, **(facts or {})))
+    extra = dict(facts or {})
+    if runtime_name:
+        extra["expected_runtimes"] = frozenset(extra.get("expected_runtimes", ())) | {runtime_name}
+        # `files` is the node itself (or a copy under --root): binaries can be looked for.
+        extra.setdefault("missing_binaries", missing_binaries(files, effective))
+    findings = check_containerd(ContainerdFacts(effective, unread_files=unread, **extra))
     return NodeCheck(config, effective, findings)
+
+
+def missing_binaries(files: FileSource, effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
+    """(runtime, BinaryName) for each absolute BinaryName that is not a file on the node
+    (a bare name is looked up on containerd's PATH, not judged here)."""
+    out = []
+    for name, view in sorted(effective.runtimes.items()):
+        path = decoded(view.options, "BinaryName", effective.containerd_version)
+        if not isinstance(path, str) or not posixpath.isabs(path):
+            continue
+        directory, base = posixpath.split(posixpath.normpath(path))
+        if base not in files.listdir(directory):
+            out.append((name, path))
+    return tuple(out)
 
 
 def find_unread_files(files: FileSource, effective: EffectiveConfig) -> tuple[str, ...]:

@@ -86,6 +86,8 @@ _DATA = {
             "gpuplane.rules.containerd.reading._missing_planned",
             "gpuplane.rules.containerd.reading.fm01",
             "gpuplane.rules.containerd.runtimes.fm01_shadowed_binary",
+            "gpuplane.rules.containerd.whole.missing_binary",
+            "gpuplane.rules.containerd.whole.no_top_level_file",
             "gpuplane.rules.toolkit._nvidia_default",
             "gpuplane.rules.toolkit._toolkit_switch",
             "gpuplane.checks.causes._event_rule",
@@ -100,6 +102,10 @@ _DATA = {
             "tests/pure/test_checks_verdicts.py::test_real_no_driver_output_is_fm01_with_runtime_class",
             "tests/real/test_doctor_inspect.py::test_toolkit_drop_in_that_nothing_imports_is_fm01",
             "tests/pure/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+            "tests/real/test_whole_config.py::test_missing_binary_name_is_a_finding",
+            "tests/real/test_whole_config.py::test_unread_dropin_with_the_only_nvidia_runtime_is_an_error",
+            "tests/real/test_whole_config.py::test_no_top_level_file_is_judged_as_the_defaults",
+            "tests/pure/test_rules_all_at_once.py::test_detected_mode_still_reports_an_invalid_set_as_default",
         ),
     ),
     "FM02": _entry(
@@ -123,6 +129,7 @@ _DATA = {
             "gpuplane.rules.containerd.merging._newer_than_root",
             "gpuplane.rules.containerd.merging.fm03",
             "gpuplane.rules.containerd.runtimes.unexplained_refusals",
+            "gpuplane.rules.containerd.whole.cri_disabled",
             "gpuplane.rules.toolkit_source.check_toolkit_run",
             "gpuplane.rules.toolkit_source.check_toolkit_source_version",
             "gpuplane.rules.toolkit_version.check_toolkit_containerd",
@@ -133,6 +140,8 @@ _DATA = {
             "tests/pure/test_rules_containerd.py::test_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
             "tests/pure/test_rules_containerd.py::test_runtime_without_runtime_type",
             "tests/pure/test_rules_containerd.py::test_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
+            "tests/real/test_whole_config.py::test_disabled_cri_plugin_is_an_error",
+            "tests/real/test_whole_config.py::test_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now",
         ),
     ),
     "FM04": _entry(
@@ -345,6 +354,7 @@ _DATA = {
             "gpuplane.rules.docker.check_docker_daemons",
             "gpuplane.rules.toolkit._detected_config",
             "gpuplane.rules.toolkit._toolkit_env",
+            "gpuplane.rules.toolkit._toolkit_env_paths",
             "gpuplane.doctor.nodes._wrong_daemon",
         ),
         tests=(
@@ -352,6 +362,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm17_drop_in_only_checked_where_the_toolkit_writes_one",
             "tests/pure/test_rules_cluster.py::test_fm17_malformed_env_and_value_from",
             "tests/pure/test_rules_cluster.py::test_fm17_only_when_the_operator_runs_the_toolkit",
+            "tests/pure/test_rules_all_at_once.py::test_malformed_env_with_a_socket_problem_still_reports_an_invalid_default",
         ),
     ),
     "FM18": _entry(

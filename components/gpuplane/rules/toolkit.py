@@ -147,18 +147,26 @@ def _toolkit_flavour(ctx: OperatorValues) -> list[Finding]:
 
 def _env(values: Any) -> tuple[dict[str, str | None], str | None]:
     """toolkit.env as {name: value}; value None for valueFrom. The second item says why
-    the list is malformed, if it is."""
+    the list is malformed, if it is; the env is then what can still be read of it (the
+    well-formed entries, or a mapping's name: value pairs), so that every other problem
+    in it is reported at the same time as the malformation."""
     raw = lookup(values, "toolkit.env", [])
+    if isinstance(raw, Mapping):
+        readable = {str(k): None if v is None else str(v) for k, v in raw.items()
+                    if not isinstance(v, Mapping | list)}
+        return readable, f"toolkit.env is {type(raw).__name__}, not a list of {{name, value}}"
     if not isinstance(raw, list):
         return {}, f"toolkit.env is {type(raw).__name__}, not a list of {{name, value}}"
     env: dict[str, str | None] = {}
+    malformed: str | None = None
     for i, entry in enumerate(raw):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            return env, f"toolkit.env[{i}] is not a {{name, value}} entry: {entry!r}"
+            malformed = malformed or f"toolkit.env[{i}] is not a {{name, value}} entry: {entry!r}"
+            continue
         value = entry.get("value")
         env[entry["name"]] = None if value is None and "valueFrom" in entry else \
             ("" if value is None else str(value))
-    return env, None
+    return env, malformed
 
 
 def _toolkit(ctx: OperatorValues) -> str:
@@ -205,12 +213,26 @@ def _toolkit_env(ctx: OperatorValues) -> list[Finding]:
         return []
     env, malformed = _env(ctx.values)
     where = ctx.at("toolkit.env", _PATH_KEYS)
-    if malformed:
-        return [finding(
-            "FM17", f"{malformed}: the operator cannot tell the toolkit which containerd to "
-            "configure.", where,
-            "Let gpuplane render toolkit.env from `gpuplane:cluster.distro` (and "
-            "`containerdBaseDir`); by hand write a list of {name: ..., value: ...} entries.")]
+    found = _toolkit_env_paths(ctx, env, where)
+    if not malformed:
+        return found
+    # One FM17: the malformation first, then whatever the readable entries get wrong.
+    fm17 = next((f for f in found if f.id == "FM17" and f.where == where), None)
+    rest = [f for f in found if f is not fm17]
+    message = (f"{malformed}: the operator cannot tell the toolkit which containerd to "
+               "configure (the ClusterPolicy takes a list of {name, value} entries only).")
+    fix = ("Let gpuplane render toolkit.env from `gpuplane:cluster.distro` (and "
+           "`containerdBaseDir`); by hand write a list of {name: ..., value: ...} entries.")
+    if fm17 is not None:
+        message += " Read as meant, it is also wrong: " + fm17.message
+        fix += " " + fm17.fix
+    return [finding("FM17", message, where, fix), *rest]
+
+
+def _toolkit_env_paths(ctx: OperatorValues, env: Mapping[str, str | None],
+                       where: str) -> list[Finding]:
+    """FM17/FM04 over the host paths and config source that `env` gives the toolkit."""
+    intent = ctx.intent
     prof = profile(intent.distro, intent.containerd_base_dir)
     version = containerd_version(intent)
     cdi_on, _ = ctx.cdi
@@ -356,19 +378,16 @@ def _sets_default(env: Mapping[str, str | None], cdi_on: bool,
 def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
     if not ctx.toolkit_on or ctx.intent.toolkit != "operator":
         return []
-    env, malformed = _env(ctx.values)
-    if malformed:
-        return []
+    # A malformed list is FM17 (_toolkit_env); what can be read of it is judged here too.
+    env, _ = _env(ctx.values)
     cdi_on, _ = ctx.cdi
-    if ctx.intent.runtime_setup == "detected" and \
-            profile(ctx.intent.distro, ctx.intent.containerd_base_dir).detects_nvidia_runtime:
-        # The toolkit's default lands in /etc/containerd, which RKE2's/K3s's containerd
-        # never reads; the detected runtimes are never the default.
-        return []
     sets, why = _sets_default(env, cdi_on, ctx.chart)
     want = ctx.intent.nvidia_default
     where = ctx.at("toolkit.env", "gpuplane:runtime.nvidiaDefault")
+    detected = ctx.intent.runtime_setup == "detected" and \
+        profile(ctx.intent.distro, ctx.intent.containerd_base_dir).detects_nvidia_runtime
     if sets is None:
+        # The toolkit parses its flags before anything else: in every mode it exits.
         return [finding(
             "FM01",
             f"toolkit.env: {why}; the toolkit exits at start and no nvidia runtime is "
@@ -376,6 +395,10 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
             where,
             "Let gpuplane render toolkit.env from `gpuplane:runtime.nvidiaDefault`; raw Helm: "
             "use true or false as the value.")]
+    if detected:
+        # The toolkit's default lands in /etc/containerd, which RKE2's/K3s's containerd
+        # never reads; the detected runtimes are never the default.
+        return []
     if want and not sets:
         rule = "FM13" if ctx.hami else "FM11"
         return [finding(

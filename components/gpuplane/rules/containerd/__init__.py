@@ -30,9 +30,11 @@ from gpuplane.rules.containerd.runtimes import (
     fm16,
     unexplained_refusals,
 )
+from gpuplane.rules.containerd.whole import cri_disabled, missing_binary, no_top_level_file
 
 _CHECKS: tuple[Callable[[Analysis], list[Finding]], ...] = (
-    fm01, fm01_shadowed_binary, fm02, fm03, fm07, fm09, fm16, unexplained_refusals,
+    cri_disabled, no_top_level_file, missing_binary, fm01, fm01_shadowed_binary, fm02,
+    fm03, fm07, fm09, fm16, unexplained_refusals,
 )
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 

@@ -42,6 +42,9 @@ class ContainerdFacts:
     # The managed platform that writes these files (gpuplane.platforms.profiles), None when the
     # node's owner may edit them.
     owner: str | None = None
+    # (runtime, path) for each runtime whose BinaryName names an absolute path that is not
+    # on the node (gpuplane.rules.nodecheck looks; the rules stay pure).
+    missing_binaries: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,8 @@ def analyse(facts: ContainerdFacts) -> Analysis:
             and intent.cdi[0] != eff.cdi):
         losses.append(Loss("enable_cdi", None, None, *intent.cdi))
     losses += _setting_losses(eff, cris)
+    from gpuplane.rules.containerd.whole import v2_setting_losses
+    losses += v2_setting_losses(eff)
     default_refusal = next((r for r in eff.refusals if NO_DEFAULT.match(r)), None)
     # 1.x: a `runtimes` table replaces the built-in one, so runc is gone unless defined.
     replaced = (

@@ -58,7 +58,7 @@ def _also(settings: list[Loss]) -> str:
 # builds (measured: Debian's 1.6.20 dumps bin_dir /opt/cni/bin, its 1.7.24 /usr/lib/cni),
 # so pod networking may stop. Others (sandbox image, registry mirrors and auth, ...) fall
 # back to defaults that still work where the default registry is reachable.
-_BREAKS_PODS = ("cni.",)
+_BREAKS_PODS = ("cni.", "sandbox_image", "registry.")
 
 
 def _fm02_settings(a: Analysis, losses: list[Loss]) -> list[Finding]:
@@ -241,7 +241,8 @@ def _mixing_message(eff: EffectiveConfig, src: LoadedFile, losses: list[Loss]) -
     key = losses[0].key
     if key != file_cri(src).key:
         return (f"{src.path} is {own} but names the CRI plugin `plugins.\"{key}\"`, the "
-                f"version-{KEY_VERSION[key]} name: containerd {line} reads the merged config "
+                f"version-{KEY_VERSION.get(key, 3)} name: containerd {line} reads the merged "
+                f"config "
                 f"as version {merged or 1} ({_decider(eff)}) and ignores that table, losing "
                 f"{lost}.")
     if not line.deep_merges:
@@ -269,7 +270,7 @@ def _mixing_message(eff: EffectiveConfig, src: LoadedFile, losses: list[Loss]) -
 def _mixing_fix(eff: EffectiveConfig, src: LoadedFile, key: str) -> str:
     top, path = eff.files[0], src.path
     if key != file_cri(src).key:
-        return (f"Set `version = {KEY_VERSION[key]}` in {path} to match the plugin names it "
+        return (f"Set `version = {KEY_VERSION.get(key, 3)}` in {path} to match the plugin names it "
                 "uses, and write every file containerd reads in one config version.")
     if not eff.containerd_version.deep_merges:
         return (f"Write {path} in the top-level's version (version 2, CRI table "
