@@ -46,7 +46,9 @@ _EKS_V2 = (f"{_NODEADM}/config.template.toml@e48b98ad (version 2, grpc.v1.cri ta
            "default runtime `{{.RuntimeName}}` with SystemdCgroup, sandbox_image, "
            "enable_cdi templated, no imports)",
            f"{_NODEADM}/config.go@ed5cea81 (the containerd 1.x era: that one template, "
-           "EnableCDI from kubelet v1.32, the user's NodeConfig snippet merged over it)")
+           "EnableCDI from kubelet v1.32, the user's NodeConfig snippet merged over it)",
+           f"{_NODEADM}/config.go@v20260724 (81fec2e: config.template.toml on containerd "
+           "1.x, config2.template.toml on 2.x; gpuplane.platforms.native.eks_nodeconfig)")
 _EKS_V3 = (f"{_NODEADM}/config2.template.toml@3477d8f1 (version 3, cri.v1.runtime / "
            "cri.v1.images tables, no imports)",)
 
@@ -69,9 +71,7 @@ def _eks(nvidia: bool) -> tuple[ImageRelease, ...]:
             sources=(*_EKS_V2, *_EKS_SWITCH,
                      f"{_EKS_AMI}#1950 (an AL2023 AMI of v20240828 runs containerd 1.7.20)"),
             unverified="the exact last 1.7 AMI per Kubernetes minor below 1.33 (#2470's "
-                       "table, read as an excerpt); the later config.go that picks "
-                       "config.template.toml unless `containerd --version` starts with 2. "
-                       "was read as an excerpt, commit not pinned",
+                       "table, read as an excerpt)",
         ),
         ImageRelease(
             name=f"AL2023 {kind} AMIs from the containerd 2.1 switch",
