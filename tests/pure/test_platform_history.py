@@ -120,3 +120,12 @@ def test_an_unlisted_containerd_version_is_a_stack_key_error_naming_the_releases
     for release in PLATFORMS[name].releases:
         assert release.name in message
         assert f"containerd {', '.join(release.lines)}" in message
+
+
+def test_the_platform_page_has_every_release_with_its_line_and_sources() -> None:
+    page = (ROOT / "docs" / "platforms.md").read_text()
+    for plat in PLATFORMS.values():
+        for release in plat.releases:
+            row = next(line for line in page.splitlines() if line.startswith(f"| {release.name} |"))
+            assert f"| {', '.join(release.lines)} |" in row and f"`{release.baseline}`" in row
+            assert all(source.split(" (")[0] in row for source in release.sources)
