@@ -239,7 +239,6 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
             "time-slicing.*)",
         ),
         unverified=(
-            "which containerd line each variant ships (the template is version 2 on both)",
             "the exact path of the device plugin settings template in bottlerocket-core-kit "
             "(read as a search excerpt, not at a pinned file)",
             "whether HAMi can run beside the preinstalled device plugin (gpuplane refuses "
