@@ -65,8 +65,11 @@ def test_dropin_version_4_is_the_refusal_once() -> None:
     assert refusal.severity is Severity.ERROR and "`version = 4`" in refusal.message
 
 
-CASES = [(p, line) for p in Platform for line in ("1.7", "2.0", "2.1", "2.2")
-         if int(line[0]) in PLATFORMS[p].containerd_majors]
+# Every containerd line a listed image release ships (gpuplane.platforms.releases), each
+# with that release's config: EKS AL2023's 1.7 AMIs (nodeadm's version-2 template), AKS
+# Ubuntu 22.04 (1.7) and the others; a line the suite has no build of (2.3) is left out.
+CASES = [(p, line) for p in Platform for line in PLATFORMS[p].containerd_lines
+         if line in oracle.LINES]
 
 
 @pytest.mark.real

@@ -233,11 +233,11 @@ def _platform_problem(cluster: ClusterConfig) -> str | None:
                 f"{plat.title} nodes use the kubeadm containerd layout; remove "
                 "cluster.distro (or set it to kubeadm)")
     line = ContainerdVersion.parse(cluster.containerd_version)
-    if line.major not in plat.containerd_majors:
-        ships = " or ".join(f"{m}.x" for m in plat.containerd_majors)
-        return (f"containerdVersion: {cluster.containerd_version} is not what {plat.title} "
-                f"runs ({plat.containerd}); set containerdVersion to the nodes' {ships} "
-                "line (`kubectl get nodes -o wide` shows it)")
+    if plat.release_for(line) is None:
+        ships = ", ".join(plat.containerd_lines)
+        return (f"containerdVersion: {cluster.containerd_version} is not a line any listed "
+                f"{plat.title} release ships: {plat.releases_text()}; set containerdVersion "
+                f"to the nodes' line ({ships}; `kubectl get nodes -o wide` shows it)")
     if plat.dump_rewrites_from_kubernetes is not None:
         minor = tuple(int(x) for x in cluster.kubernetes_version.split(".")[:2])
         want = 2 if minor >= plat.dump_rewrites_from_kubernetes else 1

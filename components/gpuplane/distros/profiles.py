@@ -74,6 +74,9 @@ class DistroProfile:
     # distribution's own: a managed platform's config on the kubeadm layout
     # (gpuplane.platforms.profiles), which the platform writes and gpuplane only plans from.
     baseline_name: str = ""
+    # A managed platform's image releases write different configs per containerd line:
+    # ("major.minor", folder under data/baselines); a line not listed uses baseline_name.
+    baseline_by_line: tuple[tuple[str, str], ...] = ()
     # The platform that writes this node's containerd config (its title), "" for
     # self-managed nodes: findings about its own runtimes are told as its, not as fixes.
     owned_by: str = ""
@@ -193,7 +196,8 @@ class DistroProfile:
         version-3 template (`ContainerdConfigTemplateV3`, k3s-io/k3s pkg/agent/templates)
         for 2.x, with the same values (data/baselines/<name>-containerd2: modelled, since
         the v3 template text was not read; that folder's README says what was)."""
-        name = self.baseline_name or self.name.value
+        name = dict(self.baseline_by_line).get(str(version)) \
+            or self.baseline_name or self.name.value
         if self.baseline_v3 and version.major >= 2:
             name += "-containerd2"
         root = _BASELINES / name

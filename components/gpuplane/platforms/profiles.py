@@ -18,7 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros.profiles import DistroProfile
+from gpuplane.platforms.releases import (
+    AKS,
+    BOTTLEROCKET,
+    EKS_NVIDIA,
+    EKS_STANDARD,
+    GKE_COS,
+    GKE_UBUNTU,
+    ImageRelease,
+)
 
 
 class Platform(StrEnum):
@@ -43,7 +53,10 @@ class PlatformProfile:
 
     name: Platform
     title: str
-    containerd_majors: tuple[int, ...]    # the containerd lines the image ships (1 or 2)
+    # The image releases still in use, oldest first: the containerd line each ships and
+    # the config it writes (gpuplane.platforms.releases). A stack's containerdVersion
+    # selects one; a version none ships is a stack-key error naming them.
+    releases: tuple[ImageRelease, ...]
     containerd: str                       # the version line fact, with its source
     config: str                           # the file it writes: imports, version, default
     writer: str                           # who rewrites it and when; whether it is writable
@@ -65,6 +78,27 @@ class PlatformProfile:
     hami: str = ""                        # what HAMi needs here beyond the self-managed case
     operator_driver_unsupported: str = ""  # why the operator's driver container cannot run
     node_pool_notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def containerd_majors(self) -> tuple[int, ...]:
+        """The containerd majors the listed releases ship (1 and/or 2)."""
+        return tuple(sorted({int(line.split(".")[0]) for r in self.releases
+                             for line in r.lines}))
+
+    @property
+    def containerd_lines(self) -> tuple[str, ...]:
+        """Every containerd "major.minor" line a listed release ships, oldest first."""
+        return tuple(sorted({line for r in self.releases for line in r.lines},
+                            key=lambda s: tuple(int(x) for x in s.split("."))))
+
+    def release_for(self, version: ContainerdVersion) -> ImageRelease | None:
+        """The listed release that ships containerd `version`'s line (the newest one, when
+        several do), or None."""
+        found = [r for r in self.releases if r.ships(version)]
+        return found[-1] if found else None
+
+    def releases_text(self) -> str:
+        return "; ".join(r.summary() for r in self.releases)
 
     @property
     def configures_runtime(self) -> bool:
@@ -127,9 +161,11 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.EKS_AL2023_NVIDIA,
         title="EKS AL2023 NVIDIA AMI",
-        containerd_majors=(2,),
-        containerd="containerd 2.2.x (amazon-eks-ami CHANGELOG.md, release v20260714)",
-        config="/etc/containerd/config.toml, `version = 3`, no `imports`; "
+        releases=EKS_NVIDIA,
+        containerd="containerd 1.7 until the 2.1 switch of 2025 (amazon-eks-ami#2470), 2.1, "
+                   "then 2.2.x (CHANGELOG.md, release v20260714)",
+        config="/etc/containerd/config.toml, `version = 3` (`version = 2` on the 1.7 AMIs), "
+               "no `imports`; "
                "default_runtime_name = \"nvidia\" (BinaryName "
                "/usr/bin/nvidia-container-runtime, SystemdCgroup = true, no runc table); "
                "enable_cdi = true from kubelet 1.32",
@@ -155,9 +191,11 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.EKS_AL2023,
         title="EKS AL2023 standard AMI",
-        containerd_majors=(2,),
-        containerd="containerd 2.x (the same nodeadm template as the NVIDIA AMI)",
-        config="/etc/containerd/config.toml, `version = 3`, no `imports`; "
+        releases=EKS_STANDARD,
+        containerd="containerd 1.7, 2.1, then 2.2 (the same AMI history and nodeadm templates "
+                   "as the NVIDIA AMI)",
+        config="/etc/containerd/config.toml, `version = 3` (`version = 2` on the 1.7 AMIs), "
+               "no `imports`; "
                "default_runtime_name = \"runc\" (BinaryName /usr/sbin/runc)",
         writer="nodeadm renders it at every boot, without `imports`: the operator's "
                "toolkit adds its import again each time its pod starts",
@@ -179,9 +217,9 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.BOTTLEROCKET_NVIDIA,
         title="Bottlerocket aws-k8s-*-nvidia",
-        containerd_majors=(1, 2),
-        containerd="the variant's containerd package (1.7, or 2.x in newer variants; the "
-                   "version-2 config template serves both)",
+        releases=BOTTLEROCKET,
+        containerd="the variant's containerd package (1.7 before the k8s 1.33 variants, "
+                   "then 2.0, 2.1, 2.2; the version-2 config template serves all)",
         config="/etc/containerd/config.toml rendered from containerd-config-toml_k8s_nvidia"
                "_containerd_sock: `version = 2`, no `imports`, default_runtime_name = "
                "\"nvidia\" (BinaryName nvidia-oci, SystemdCgroup = true, no runc table)",
@@ -201,7 +239,6 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
             "time-slicing.*)",
         ),
         unverified=(
-            "which containerd line each variant ships (the template is version 2 on both)",
             "the exact path of the device plugin settings template in bottlerocket-core-kit "
             "(read as a search excerpt, not at a pinned file)",
             "whether HAMi can run beside the preinstalled device plugin (gpuplane refuses "
@@ -213,7 +250,7 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.GKE_COS,
         title="GKE Container-Optimized OS",
-        containerd_majors=(1, 2),
+        releases=GKE_COS,
         containerd="containerd 2.0 from GKE 1.33, 1.7 before",
         config="/etc/containerd/config.toml written by GKE's node set-up (contents not "
                "published; gpuplane's model: version 2, runc default, CNI bin_dir "
@@ -251,7 +288,7 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.GKE_UBUNTU,
         title="GKE Ubuntu (containerd)",
-        containerd_majors=(1, 2),
+        releases=GKE_UBUNTU,
         containerd="containerd 2.0 from GKE 1.33, 1.7 before",
         config="/etc/containerd/config.toml written by GKE's node set-up (contents not "
                "published; gpuplane's model: version 2, runc default)",
@@ -273,9 +310,9 @@ PLATFORMS: dict[Platform, PlatformProfile] = {p.name: p for p in [
     PlatformProfile(
         name=Platform.AKS_UBUNTU,
         title="AKS Ubuntu GPU node image",
-        containerd_majors=(2,),
-        containerd="containerd 2.x on the Ubuntu 24.04 images (2.3.x in the field, "
-                   "NVIDIA/aicr#1688)",
+        releases=AKS,
+        containerd="containerd 1.7 on the Ubuntu 22.04 images, 2.x on the Ubuntu 24.04 "
+                   "images (2.3.x in the field, NVIDIA/aicr#1688)",
         config=_AKS_CONFIG + "; default_runtime_name = \"nvidia-container-runtime\"",
         writer=_AKS_WRITER,
         preinstalled=frozenset({DRIVER, TOOLKIT}),
@@ -298,8 +335,8 @@ def platform_profile(name: Platform | str) -> PlatformProfile:
     return PLATFORMS[Platform(name)]
 
 
-__all__ = ["COS_NVIDIA_DIR", "DEVICE_PLUGIN", "DRIVER", "PLATFORMS", "TOOLKIT", "Platform",
-           "PlatformProfile", "on_platform", "platform_profile"]
+__all__ = ["COS_NVIDIA_DIR", "DEVICE_PLUGIN", "DRIVER", "PLATFORMS", "TOOLKIT", "ImageRelease",
+           "Platform", "PlatformProfile", "on_platform", "platform_profile"]
 
 
 def on_platform(base: DistroProfile, name: Platform | str | None) -> DistroProfile:
@@ -308,4 +345,6 @@ def on_platform(base: DistroProfile, name: Platform | str | None) -> DistroProfi
     if not name:
         return base
     plat = platform_profile(name)
-    return replace(base, title=plat.title, baseline_name=plat.name.value, owned_by=plat.title)
+    by_line = tuple((line, r.baseline) for r in plat.releases for line in r.lines)
+    return replace(base, title=plat.title, baseline_name=plat.name.value, owned_by=plat.title,
+                   baseline_by_line=by_line)
