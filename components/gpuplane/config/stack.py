@@ -57,11 +57,11 @@ class StackConfig(_Section, StackViews):
     Unknown keys are errors (`gpuplane:bogus: unknown key; known keys: ...`), and so are
     combinations that cannot work: the host toolkit without node access, time-slicing
     with HAMi, no `gpuOperator` unless `devicePlugin` is `hami`, `containerdBaseDir` off
-    k8s-snap, `timeSlicing.replicas: 1`, `hami.values`
-    while `devicePlugin` is not `hami`, a `containerdVersion` other than the line RKE2 or
-    K3s bundle with that `kubernetesVersion`, a `chart` that is not a chart source Helm
-    installs from or a local chart that is not that chart at its `chartVersion`, an OCI
-    `chart` tagged with another version. Versions and tags must be YAML strings: an
+    k8s-snap, `timeSlicing.replicas: 1`, `hami.values` while `devicePlugin` is not `hami`,
+    a `containerdVersion` other than the line RKE2 or K3s bundle with that
+    `kubernetesVersion`, a `chart` that is not a chart source Helm installs from or a
+    local chart that is not that chart at its `chartVersion`, an OCI `chart` tagged with
+    another version. Versions and tags must be YAML strings: an
     unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
     key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
     A stack's errors are reported together: every invalid value and every combination
