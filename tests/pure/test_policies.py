@@ -71,8 +71,8 @@ def test_pack_main_only_constructs_the_pack_from_build_policies() -> None:
     assert "pulumi-policy" in (REPO / "policies" / "requirements.txt").read_text()
 
 
-@pytest.mark.parametrize("stack", ["hami-shared", "k8s-snap-dgx", "kind-smoke", "kubeadm-prod",
-                                   "microk8s-edge", "rke2-lab"])
+@pytest.mark.parametrize("stack", ["hami-host", "hami-shared", "k8s-snap-dgx", "kind-smoke",
+                                   "kubeadm-prod", "microk8s-edge", "rke2-lab"])
 def test_bundled_stacks_pass_every_policy(stack: str) -> None:
     assert run_policies(registered(stack)) == []
 

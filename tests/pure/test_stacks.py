@@ -17,7 +17,7 @@ from gpuplane.config.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 BUNDLED = ["aks-ubuntu", "bottlerocket-nvidia", "eks-al2023", "eks-al2023-nvidia", "gke-cos",
-           "gke-ubuntu", "hami-shared", "k0s-operator", "k8s-snap-dgx", "kind-smoke",
+           "gke-ubuntu", "hami-host", "hami-shared", "k0s-operator", "k8s-snap-dgx", "kind-smoke",
            "kubeadm-prod", "microk8s-edge", "rke2-lab", "rke2-operator"]
 # The managed platforms (cluster.platform): gpuplane writes no node files there.
 PLATFORM_STACKS = ["aks-ubuntu", "bottlerocket-nvidia", "eks-al2023", "eks-al2023-nvidia",
@@ -70,7 +70,9 @@ def test_every_bundled_stack_plans_clean(plans: dict[str, dict[str, Any]], name:
     assert [f["id"] for f in plan["findings"] if f["severity"] == "info"] == infos
     assert [f for f in plan["findings"] if f["severity"] != "info"] == [], plan["findings"]
     assert plan["summary"]["errors"] == 0
-    assert "gpu-operator" in plan["helm"]
+    # HAMi alone (no gpuplane:gpuOperator) installs HAMi and no operator.
+    assert list(plan["helm"]) == ["hami"] if name == "hami-host" else \
+        "gpu-operator" in plan["helm"]
     json.dumps(plan)  # the JSON contract: serialisable as is
     if name in PLATFORM_STACKS:   # the platform owns the nodes' files: none are written
         assert plan["summary"]["restarts"] == 0 and plan["cluster"]["platform"]

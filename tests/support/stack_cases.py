@@ -99,6 +99,12 @@ BROKEN: dict[str, Broken] = {
         "hami-shared", _values(devicePlugin={"enabled": True}), frozenset({"FM12"})),
     "hami-shared/FM13-cdi": Broken(
         "hami-shared", _merge("gpuplane:gpuOperator", cdi=True), frozenset({"FM13"})),
+    # HAMi alone with the operator set-up's values copied: the device plugin would wait
+    # for a toolkit validation no operator writes.
+    "hami-host/FM13-operator-toolkit-ready": Broken(
+        "hami-host", _merge("gpuplane:hami", values={
+            "devicePlugin": {"gpuOperatorToolkitReady": {"enabled": True}}}),
+        frozenset({"FM13"})),
     "kubeadm-prod/FM06-all-at-once": Broken(
         "kubeadm-prod", _set("gpuplane:rollout", {"canary": False, "maxUnavailable": 10}),
         frozenset({"FM06"})),

@@ -31,8 +31,11 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict[str, Any]:
     """GPU Operator values: driver/toolkit ownership, the toolkit env that points at the
     kubelet's containerd, CDI, the RuntimeClass, and the device plugin's sharing config;
-    with `imageMirror`, every image's registry moved to the mirror under them."""
+    with `imageMirror`, every image's registry moved to the mirror under them. Only for a
+    stack with `gpuplane:gpuOperator` (ValueError otherwise: HAMi alone has none)."""
     op = cfg.gpu_operator
+    if op is None:
+        raise ValueError("no gpuplane:gpuOperator: this stack installs no GPU Operator")
     toolkit: dict[str, Any] = {"enabled": op.toolkit == "operator"}
     if op.toolkit == "operator":
         toolkit["env"] = toolkit_env
@@ -67,9 +70,11 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
 def hami_values(cfg: StackConfig) -> dict[str, Any]:
     """HAMi values: the scheduler pinned to the cluster's version, a webhook that fails
     closed with more than one scheduler, and the runtime class where nvidia isn't default;
-    with `imageMirror`, every image's registry moved to the mirror under them."""
+    the device plugin waits for the operator's toolkit only where the operator installs
+    it (HAMi alone: the host's toolkit, nothing to wait for); with `imageMirror`, every
+    image's registry moved to the mirror under them."""
     hami = cfg.hami
-    exempt = list(dict.fromkeys(["kube-system", hami.namespace, cfg.gpu_operator.namespace,
+    exempt = list(dict.fromkeys(["kube-system", hami.namespace, cfg.gpuplane_namespace,
                                  *hami.webhook_exempt_namespaces]))
     values = {
         "scheduler": {
@@ -87,7 +92,7 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
             "deviceCoreScaling": hami.device_core_scaling,
             "runtimeClassName": "" if cfg.runtime.nvidia_default else cfg.runtime.name,
             "nvidiaNodeSelector": {"gpu": "on"},
-            "gpuOperatorToolkitReady": {"enabled": cfg.gpu_operator.toolkit == "operator"},
+            "gpuOperatorToolkitReady": {"enabled": cfg.toolkit == "operator"},
         },
     }
     mirror = hami_mirror_values(hami.chart_version, hami.image_mirror)

@@ -79,18 +79,18 @@ def _runtime_intent(cfg: StackConfig, ami: AmiVariant) -> RuntimeIntent:
     if ami is AmiVariant.NVIDIA:
         binary = NVIDIA_BINARY
     else:
-        toolkit = cfg.gpu_operator.values.get("toolkit")
+        toolkit = cfg.gpu_operator.values.get("toolkit") if cfg.gpu_operator else None
         root = toolkit.get("installDir") if isinstance(toolkit, dict) else None
         binary = f"{str(root or OPERATOR_ROOT).rstrip('/')}/toolkit/nvidia-container-runtime"
     return RuntimeIntent(runtime_name=cfg.runtime.name, nvidia_binary=binary,
                          default_runtime=cfg.runtime.name if cfg.runtime.nvidia_default else None,
-                         enable_cdi=True if cfg.gpu_operator.cdi else None)
+                         enable_cdi=True if cfg.gpu_operator and cfg.gpu_operator.cdi else None)
 
 
 def _aks(cfg: StackConfig) -> PlatformInput:
     pool = cfg.node_pool
     driver: Literal["aks", "operator"] = \
-        "operator" if cfg.gpu_operator.driver == "managed" else "aks"
+        "operator" if cfg.gpu_operator and cfg.gpu_operator.driver == "managed" else "aks"
     if pool is None:
         return _pool_missing("aks-nodepool", "AKS", "`az aks nodepool add` command",
                              "cluster, name, resourceGroup, vmSize",

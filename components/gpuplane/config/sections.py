@@ -134,8 +134,8 @@ class ClusterConfig(_Section):
 class NodePodConfig(_Section):
     namespace: str | None = None
     """Namespace of the node agent's pods with `cluster.nodeAccess: pod`; unset: the GPU
-    Operator's namespace, which gpuplane creates with Pod Security `enforce: privileged`.
-    Another namespace must admit privileged, hostPID pods."""
+    Operator's namespace (HAMi alone: `gpuplane`), which gpuplane creates with Pod
+    Security `enforce: privileged`. Another namespace must admit privileged, hostPID pods."""
     namespace_labels: dict[str, str] = Field(default_factory=dict)
     """The labels `nodePod.namespace` has in the cluster, when it is not gpuplane's: a Pod
     Security `enforce` level other than `privileged` is refused at plan time."""
@@ -216,7 +216,8 @@ class RuntimeConfig(_Section):
     nvidia_default: bool = False
     """Make nvidia containerd's default runtime (pods then need no `runtimeClassName`)."""
     create_runtime_class: Literal["auto", True, False] = "auto"
-    """`auto`/`false`: the operator creates the RuntimeClass; `true`: gpuplane does."""
+    """`auto`/`false`: the operator creates the RuntimeClass; `true`: gpuplane does. HAMi
+    alone (no `gpuOperator`): `auto` is gpuplane, and `false` needs `nvidiaDefault: true`."""
     systemd_cgroup: bool | None = None
     """SystemdCgroup for every runc-type runtime; unset keeps the distribution's."""
 

@@ -56,11 +56,12 @@ class StackConfig(_Section, StackViews):
 
     Unknown keys are errors (`gpuplane:bogus: unknown key; known keys: ...`), and so are
     combinations that cannot work: the host toolkit without node access, time-slicing
-    with HAMi, `containerdBaseDir` off k8s-snap, `timeSlicing.replicas: 1`, `hami.values`
-    while `devicePlugin` is not `hami`, a `containerdVersion` other than the line RKE2 or
-    K3s bundle with that `kubernetesVersion`, a `chart` that is not a chart source Helm
-    installs from or a local chart that is not that chart at its `chartVersion`, an OCI
-    `chart` tagged with another version. Versions and tags must be YAML strings: an
+    with HAMi, no `gpuOperator` unless `devicePlugin` is `hami`, `containerdBaseDir` off
+    k8s-snap, `timeSlicing.replicas: 1`, `hami.values` while `devicePlugin` is not `hami`,
+    a `containerdVersion` other than the line RKE2 or K3s bundle with that
+    `kubernetesVersion`, a `chart` that is not a chart source Helm installs from or a
+    local chart that is not that chart at its `chartVersion`, an OCI `chart` tagged with
+    another version. Versions and tags must be YAML strings: an
     unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
     key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
     A stack's errors are reported together: every invalid value and every combination
@@ -84,8 +85,12 @@ class StackConfig(_Section, StackViews):
     (Bottlerocket's NVIDIA variants; the operator runs without its own)."""
     runtime: RuntimeConfig = RuntimeConfig()
     """The nvidia runtime in containerd and its RuntimeClass."""
-    gpu_operator: GpuOperatorConfig
-    """The NVIDIA GPU Operator's Helm release."""
+    gpu_operator: GpuOperatorConfig | None = None
+    """The NVIDIA GPU Operator's Helm release. Required, except with `devicePlugin: hami`:
+    left out there, HAMi runs alone on nodes that carry the NVIDIA driver and
+    nvidia-container-toolkit themselves (driver preinstalled, toolkit `host`: gpuplane
+    writes the nvidia runtime into containerd, so `cluster.nodeAccess` must be `ssh` or
+    `pod`) and no GPU Operator is installed."""
     time_slicing: TimeSlicingConfig = TimeSlicingConfig()
     """The operator's time-slicing (GPU sharing without HAMi)."""
     hami: HamiConfig = HamiConfig()
@@ -292,13 +297,45 @@ def _node_pod_admitted(cfg: StackConfig) -> Iterator[Problem]:
         yield _at("nodePod.namespaceLabels", problem)
 
 
-@_check(STACK_CHECKS, "cluster", "gpu_operator")
+@_check(STACK_CHECKS, "device_plugin", "gpu_operator")
+def _operator_or_hami(cfg: StackConfig) -> Iterator[Problem]:
+    """Without the operator block only HAMi advertises GPUs (on the host's toolkit)."""
+    if cfg.gpu_operator is None and cfg.device_plugin != "hami":
+        yield _at("gpuOperator", f"required with devicePlugin: {cfg.device_plugin} (the GPU "
+                                 "Operator provides the toolkit and the device plugin); add "
+                                 "gpuplane:gpuOperator with its chartVersion (e.g. v25.10.1), "
+                                 "or set devicePlugin: hami to run HAMi alone on nodes with "
+                                 "the host's driver and nvidia-container-toolkit")
+
+
+@_check(STACK_CHECKS, "cluster", "device_plugin", "gpu_operator")
 def _host_toolkit_access(cfg: StackConfig) -> Iterator[Problem]:
-    if cfg.cluster.node_access == "none" and cfg.gpu_operator.toolkit == "host" and not (
+    if cfg.cluster.node_access != "none" or cfg.toolkit != "host" or (
             cfg.platform and cfg.platform.configures_runtime):
+        return
+    if cfg.gpu_operator is not None:
         yield _at("gpuOperator.toolkit", "host needs node access to write containerd "
                                          "config; set cluster.nodeAccess: ssh (or pod) or "
                                          "gpuOperator.toolkit: operator")
+    elif cfg.device_plugin == "hami":
+        yield _at("cluster.nodeAccess", "none, but HAMi without gpuplane:gpuOperator runs on "
+                                        "the host's toolkit and gpuplane writes the nvidia "
+                                        "runtime into containerd; set cluster.nodeAccess: "
+                                        "ssh (or pod), or add gpuplane:gpuOperator (its "
+                                        "toolkit then writes it)")
+
+
+@_check(STACK_CHECKS, "device_plugin", "gpu_operator", "runtime")
+def _hami_alone_runtime_class(cfg: StackConfig) -> Iterator[Problem]:
+    """Without the operator nothing else creates the RuntimeClass HAMi's pods ask for."""
+    if cfg.gpu_operator is None and cfg.device_plugin == "hami" \
+            and cfg.runtime.create_runtime_class is False and not cfg.runtime.nvidia_default:
+        yield _at("runtime.createRuntimeClass",
+                  f"false, but without gpuplane:gpuOperator nothing else creates the "
+                  f"RuntimeClass {cfg.runtime.name!r} that HAMi's device plugin and the GPU "
+                  "pods its webhook admits ask for (nvidia is not the default runtime); "
+                  "remove createRuntimeClass (auto: gpuplane creates it) or set "
+                  "runtime.nvidiaDefault: true")
 
 
 @_check(STACK_CHECKS, "cluster", "device_plugin")
@@ -346,9 +383,10 @@ def _runtime_setup(cfg: StackConfig) -> Iterator[Problem]:
     except DetectionRefused as exc:
         yield Problem(exc.key, str(exc))
         return
-    if cfg.gpu_operator.runtime_setup != "auto" and choice is None:
+    op = cfg.gpu_operator
+    if op is not None and op.runtime_setup != "auto" and choice is None:
         yield _at("gpuOperator.runtimeSetup",
-                  f"{cfg.gpu_operator.runtime_setup} applies to distro rke2 or k3s with "
+                  f"{op.runtime_setup} applies to distro rke2 or k3s with "
                   "gpuOperator.toolkit: operator only; remove it")
 
 

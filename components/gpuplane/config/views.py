@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from gpuplane.config.errors import NAMESPACE
 from gpuplane.containerd.versions import ContainerdVersion
@@ -19,7 +19,11 @@ from gpuplane.distros.docker_daemon import DockerSettings
 from gpuplane.distros.profiles import DistroProfile, profile
 from gpuplane.distros.rancher_mode import Choice, choose
 from gpuplane.platforms.profiles import PlatformProfile, on_platform, platform_profile
-from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
+
+# gpuplane's own privileged namespace (its intent, the checks, the node agent's pods)
+# when there is no GPU Operator, whose namespace it is otherwise: HAMi alone.
+HAMI_ALONE_NAMESPACE = "gpuplane"
 
 if TYPE_CHECKING:
     from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
@@ -45,7 +49,7 @@ class StackViews:
         nodes: list[NodeConfig]
         device_plugin: DevicePlugin
         runtime: RuntimeConfig
-        gpu_operator: GpuOperatorConfig
+        gpu_operator: GpuOperatorConfig | None
         time_slicing: TimeSlicingConfig
         hami: HamiConfig
         rollout: RolloutConfig
@@ -73,9 +77,33 @@ class StackViews:
         return self.cluster.node_access in ("ssh", "pod")
 
     @property
+    def hami_alone(self) -> bool:
+        """HAMi without the GPU Operator block: the host's driver and toolkit."""
+        return self.gpu_operator is None and self.device_plugin == "hami"
+
+    @property
+    def toolkit(self) -> Literal["operator", "host"]:
+        """Who installs the toolkit: `gpuOperator.toolkit`; without the operator, the host."""
+        return self.gpu_operator.toolkit if self.gpu_operator is not None else "host"
+
+    @property
+    def gpuplane_namespace(self) -> str:
+        """The privileged namespace gpuplane creates (its intent ConfigMap, the checks):
+        the operator's, else `gpuplane` (HAMi alone)."""
+        return self.gpu_operator.namespace if self.gpu_operator is not None \
+            else HAMI_ALONE_NAMESPACE
+
+    @property
+    def creates_runtime_class(self) -> bool:
+        """Whether gpuplane creates the RuntimeClass: `runtime.createRuntimeClass: true`,
+        or `auto` without the operator (which creates it otherwise)."""
+        create = self.runtime.create_runtime_class
+        return create is True or (create == "auto" and self.gpu_operator is None)
+
+    @property
     def node_pod_namespace(self) -> str:
-        """Where the node agent's pods run: `nodePod.namespace`, else the operator's."""
-        return self.node_pod.namespace or self.gpu_operator.namespace
+        """Where the node agent's pods run: `nodePod.namespace`, else gpuplane's own."""
+        return self.node_pod.namespace or self.gpuplane_namespace
 
     @property
     def docker_settings(self) -> DockerSettings | None:
@@ -122,6 +150,8 @@ class StackViews:
         """RKE2/K3s with the operator's toolkit: the path `gpuOperator.runtimeSetup` gives
         (gpuplane.distros.rancher_mode); None elsewhere. ValueError for an explicit `detected` the
         distribution's detection cannot serve."""
+        if self.gpu_operator is None:
+            return None
         return choose(self.profile, self._plan_options(), self.cluster.kubernetes_version,
                       self.gpu_operator.runtime_setup)
 
@@ -133,19 +163,21 @@ class StackViews:
         return replace(options, runtime_setup=choice.path, runtime_setup_why=choice.why)
 
     def _plan_options(self) -> PlanOptions:
+        op = self.gpu_operator
         return PlanOptions(
-            toolkit=ToolkitMode(self.gpu_operator.toolkit),
+            toolkit=ToolkitMode(self.toolkit),
             nvidia_default=self.runtime.nvidia_default,
-            cdi=self.gpu_operator.cdi,
+            cdi=op.cdi if op else False,
             systemd_cgroup=self.runtime.systemd_cgroup,
-            toolkit_version=self.gpu_operator.toolkit_release,
+            toolkit_version=op.toolkit_release if op else NEWEST_TOOLKIT,
             runtime_name=self.runtime.name,
-            operator_chart=self.gpu_operator.chart_version,
+            operator_chart=op.chart_version if op else None,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             writes_files=self.node_access,
         )
 
     def intent(self) -> ClusterIntent:
+        op = self.gpu_operator
         return ClusterIntent(
             distro=self.cluster.distro.value,
             platform=self.cluster.platform.value if self.cluster.platform else None,
@@ -154,13 +186,14 @@ class StackViews:
             containerd_base_dir=self.cluster.containerd_base_dir,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             device_plugin=self.device_plugin,
-            toolkit=self.gpu_operator.toolkit,
-            driver_preinstalled=self.gpu_operator.driver == "preinstalled",
-            cdi=self.gpu_operator.cdi,
+            toolkit=self.toolkit,
+            # HAMi alone: the nodes carry the driver (no operator to install it).
+            driver_preinstalled=op is None or op.driver == "preinstalled",
+            cdi=op.cdi if op else False,
             nvidia_default=self.runtime.nvidia_default,
             runtime_class=self.runtime.name,
             runtime_setup=self.plan_options().runtime_setup,
-            operator_namespace=self.gpu_operator.namespace,
+            operator_namespace=self.gpuplane_namespace,
             hami_namespace=self.hami.namespace,
             time_slicing_replicas=self.time_slicing.replicas,
             time_slicing_configmap=self.time_slicing.config_map,

@@ -68,6 +68,7 @@ def check_hami_values(values: dict[str, Any], intent: ClusterIntent, *, chart_ve
     out = _scheduler_tag(values, intent, chart, where) if cluster_version_known else []
     out += _runtime_class(values, intent, where)
     out += _node_selector(values, where)
+    out += _toolkit_ready(values, intent, where)
     out += _webhook(values, where, intent)
     out += _split(values, where)
     out += check_platform_hami(values, intent, where=where)
@@ -205,6 +206,25 @@ def _node_selector(values: Mapping[str, Any], where: str) -> list[Finding]:
                 "else labels the nodes, HAMi's device plugin is scheduled on none.",
                 here, fix, severity=Severity.WARNING))
     return out
+
+
+def _toolkit_ready(values: Mapping[str, Any], intent: ClusterIntent,
+                   where: str) -> list[Finding]:
+    """`devicePlugin.gpuOperatorToolkitReady.enabled` makes the device plugin's init
+    container wait for the GPU Operator's toolkit validation: on the host's toolkit (HAMi
+    alone) no operator ever writes it, and the plugin never starts."""
+    key = "devicePlugin.gpuOperatorToolkitReady.enabled"
+    if intent.toolkit == "operator" or not flag(values, key, HAMI_DEFAULTS[key]):
+        return []
+    return [finding(
+        "FM13",
+        f"{key} is true but the toolkit is the host's (no gpuplane:gpuOperator, or its "
+        "toolkit: host): HAMi's device plugin waits for the "
+        "operator's toolkit-ready validation, which nothing writes, and never starts.",
+        at(where, f"values.{key}", "gpuplane:hami.values"),
+        "Remove devicePlugin.gpuOperatorToolkitReady from `gpuplane:hami.values` (gpuplane "
+        "sets it false on the host's toolkit); raw Helm: --set "
+        f"{key}=false.")]
 
 
 def _webhook(values: Mapping[str, Any], where: str, intent: ClusterIntent) -> list[Finding]:

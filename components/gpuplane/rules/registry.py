@@ -283,6 +283,7 @@ _DATA = {
             "gpuplane.rules.hami._node_selector",
             "gpuplane.rules.hami._runtime_class",
             "gpuplane.rules.hami._scheduler_tag",
+            "gpuplane.rules.hami._toolkit_ready",
             "gpuplane.rules.hami._webhook",
             "gpuplane.rules.hami.check_hami_nodes",
             "gpuplane.rules.operator._cdi",
@@ -299,6 +300,7 @@ _DATA = {
             "gpuplane.doctor.symptoms.classify",
         ),
         tests=(
+            "tests/pure/test_hami_alone.py::test_fm13_the_toolkit_ready_wait_on_the_hosts_toolkit",
             "tests/pure/test_rules_cluster.py::test_fm13_hami_runtime_class",
             "tests/pure/test_rules_cluster.py::test_fm13_hami_webhook",
             "tests/pure/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",

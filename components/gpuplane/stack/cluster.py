@@ -3,7 +3,8 @@
 Order matters and is encoded as dependencies: node containerd changes first (canary,
 then batches), then the GPU Operator (its toolkit must find the imports gpuplane added),
 the time-slicing config before the operator that points at it and a plugin restart after,
-HAMi after the operator, and the post-deploy checks after everything else.
+HAMi after the operator, and the post-deploy checks after everything else. HAMi alone (no
+`gpuplane:gpuOperator`): no operator release; HAMi follows the node changes directly.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class GpuCluster(pulumi.ComponentResource):
     node_plans: dict[str, NodeContainerdPlan]  # per node: from its captured files, if any
     batches: list[list[str]]
     rollout: ContainerdRollout | ContainerdPodRollout | None
-    operator: GpuOperator
+    operator: GpuOperator | None               # None: HAMi alone, no operator block
     hami: Hami | None
     platform_input: PlatformInput | None       # what to feed a managed platform's nodes
     stack_findings: list[Finding]              # beyond the node plans' own: platform, values
@@ -119,19 +120,22 @@ class GpuCluster(pulumi.ComponentResource):
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
-        namespace = cfg.gpu_operator.namespace
+        namespace = cfg.gpuplane_namespace
+        op = cfg.gpu_operator
         writes = bool(cfg.node_access) and bool(self.batches) and any(
             p.files or p.docker for p in self.node_plans.values())
         sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
-        values = operator_values(cfg, self.plan.toolkit_env)
+        values = operator_values(cfg, self.plan.toolkit_env) if op is not None else None
         hami = hami_values(cfg) if cfg.device_plugin == "hami" else None
         sharing_data = time_slicing_data(cfg) if sharing else None
         self.rollout = None
         self.stack_findings += planned_findings(
             cfg.intent(),
-            releases=[release_view(f"{name}-gpu-operator", chart=OPERATOR_CHART,
-                                   version=cfg.gpu_operator.chart_version,
-                                   namespace=namespace, values=values)]
+            # Only the releases it will create: HAMi alone has no operator to judge.
+            releases=([release_view(f"{name}-gpu-operator", chart=OPERATOR_CHART,
+                                    version=op.chart_version, namespace=namespace,
+                                    values=values)] if op is not None and values is not None
+                      else [])
             + ([release_view(f"{name}-hami", chart=HAMI_CHART,
                              version=cfg.hami.chart_version, namespace=cfg.hami.namespace,
                              values=hami)] if hami is not None else []),
@@ -149,7 +153,7 @@ class GpuCluster(pulumi.ComponentResource):
                 "nothing was changed")
 
         ns = k8s.core.v1.Namespace(
-            f"{name}-operator-namespace",
+            f"{name}-operator-namespace" if op is not None else f"{name}-namespace",
             metadata={"name": namespace,
                       "labels": {"pod-security.kubernetes.io/enforce": "privileged"}},
             opts=child)
@@ -190,25 +194,36 @@ class GpuCluster(pulumi.ComponentResource):
                 data=sharing_data), opts=in_ns)
             before_operator.append(time_slicing.config_map)
 
-        self.operator = GpuOperator(f"{name}-gpu-operator", GpuOperatorArgs(
-            namespace=namespace, chart_version=cfg.gpu_operator.chart_version, values=values,
-            source=cfg.gpu_operator.chart_source, skip_await=cfg.gpu_operator.skip_await),
-            opts=child_options(self, opts, depends_on=before_operator))
-        if time_slicing is not None:
-            time_slicing.add_restart(self.operator.release, args.kube_context, args.kubeconfig)
+        self.operator = None
+        deployed: list[pulumi.Resource] = []
+        if op is not None and values is not None:
+            self.operator = GpuOperator(f"{name}-gpu-operator", GpuOperatorArgs(
+                namespace=namespace, chart_version=op.chart_version, values=values,
+                source=op.chart_source, skip_await=op.skip_await),
+                opts=child_options(self, opts, depends_on=before_operator))
+            deployed.append(self.operator)
+            if time_slicing is not None:
+                time_slicing.add_restart(self.operator.release, args.kube_context,
+                                         args.kubeconfig)
 
-        deployed: list[pulumi.Resource] = [self.operator]
-        if cfg.runtime.create_runtime_class is True:
-            deployed.append(NvidiaRuntimeClass(f"{name}-runtime-class", NvidiaRuntimeClassArgs(
-                runtime_name=cfg.runtime.name), opts=child))
+        runtime_class = None
+        if cfg.creates_runtime_class:
+            runtime_class = NvidiaRuntimeClass(f"{name}-runtime-class", NvidiaRuntimeClassArgs(
+                runtime_name=cfg.runtime.name), opts=child)
+            deployed.append(runtime_class)
         self.hami = None
         if hami is not None:
+            # After the operator (its toolkit) when there is one; HAMi alone: after the
+            # node changes (the host toolkit's runtime) and its RuntimeClass.
+            after: list[pulumi.Input[pulumi.Resource]] = (
+                [self.operator] if self.operator is not None
+                else [*before_operator, *([runtime_class] if runtime_class else [])])
             self.hami = Hami(f"{name}-hami", HamiArgs(
                 namespace=cfg.hami.namespace, chart_version=cfg.hami.chart_version,
                 values=hami, source=cfg.hami.chart_source, skip_await=cfg.hami.skip_await,
                 gpu_nodes=[n.name for n in cfg.nodes if n.gpus > 0],
                 kubeconfig=args.kubeconfig),
-                opts=child_options(self, opts, depends_on=[self.operator]))
+                opts=child_options(self, opts, depends_on=after))
             deployed.append(self.hami)
         if time_slicing is not None and time_slicing.restart is not None:
             deployed.append(time_slicing.restart)

@@ -75,7 +75,8 @@ def run() -> GpuCluster:
         kube_context=pulumi.Config("kubernetes").get("context")))
     pulumi.export("rolloutBatches", cluster.batches)
     pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
-    pulumi.export("gpuOperatorRelease", cluster.operator.release.name)
+    if cluster.operator is not None:   # HAMi alone installs no operator
+        pulumi.export("gpuOperatorRelease", cluster.operator.release.name)
     # The managed platform's own node input (docs/platform-inputs.md); None elsewhere.
     pulumi.export("platformInput",
                   cluster.platform_input.to_output() if cluster.platform_input else None)
@@ -88,7 +89,8 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
     """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
     the program there) must be that chart at `chartVersion`; StackConfigError naming the
     key and the fix otherwise."""
-    releases: list[tuple[str, ChartRelease]] = [("gpuOperator", cfg.gpu_operator)]
+    releases: list[tuple[str, ChartRelease]] = (
+        [("gpuOperator", cfg.gpu_operator)] if cfg.gpu_operator is not None else [])
     if cfg.device_plugin == "hami":
         releases.append(("hami", cfg.hami))
     problems = []

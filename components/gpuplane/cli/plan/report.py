@@ -96,8 +96,9 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "effectiveRuntimes": node_runtimes(mine, cfg.baseline_files_of(index)),
         })
     helm = {}
-    sections: dict[str, GpuOperatorConfig | HamiConfig] = {
-        OPERATOR_CHART: cfg.gpu_operator, HAMI_CHART: cfg.hami}
+    sections: dict[str, GpuOperatorConfig | HamiConfig] = {HAMI_CHART: cfg.hami}
+    if cfg.gpu_operator is not None:
+        sections[OPERATOR_CHART] = cfg.gpu_operator
     for r in [*resources, *withheld]:
         if r.type == HELM_RELEASE:
             release = r.inputs.get("name", r.name)
@@ -211,7 +212,7 @@ def node_pod_view(cfg: StackConfig) -> dict[str, Any] | None:
                       timeout_s=cfg.node_pod.timeout_seconds)["spec"]
     return {
         "namespace": namespace,
-        "namespaceCreatedByGpuplane": namespace == cfg.gpu_operator.namespace,
+        "namespaceCreatedByGpuplane": namespace == cfg.gpuplane_namespace,
         "image": cfg.node_pod.image,
         "timeoutSeconds": cfg.node_pod.timeout_seconds,
         # One pod per node and run: its name from the node's (a plan of 10,000 nodes
