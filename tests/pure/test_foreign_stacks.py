@@ -107,3 +107,26 @@ def test_a_stack_without_gpu_installs_gets_no_advice(tmp_path: Path,
                                                      facts: dict[str, Any] | None) -> None:
     report = plan(tmp_path, 'k8s.core.v1.Namespace("apps")\n', facts)
     assert report["findings"] == []
+
+
+PLUGIN_DS = """
+k8s.apps.v1.DaemonSet("nvidia-device-plugin", metadata={{"name": "nvidia-device-plugin-daemonset",
+    "namespace": "kube-system"}},
+    spec={{"selector": {{"matchLabels": {{"app": "dp"}}}}, "template": {{
+        "metadata": {{"labels": {{"app": "dp"}}}},
+        "spec": {{"containers": [{{"name": "dp",
+            "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}}]}}}}}})
+"""
+
+
+def test_a_device_plugin_daemonset_beside_the_operators_plugin(tmp_path: Path) -> None:
+    """NVIDIA's static device plugin manifest beside the operator's own plugin is FM12; with
+    the operator's plugin off, or alone, it is not."""
+    body = release() + PLUGIN_DS.format()
+    report = plan(tmp_path, body, FACTS)
+    fm12 = [f for f in report["findings"] if f["id"] == "FM12"]
+    assert fm12 and fm12[0]["where"] == "DaemonSet kube-system/nvidia-device-plugin-daemonset"
+    assert "devicePlugin.enabled=false" in fm12[0]["fix"]
+    off = release('{"driver": {"enabled": False}, "devicePlugin": {"enabled": False}}')
+    assert "FM12" not in ids(plan(tmp_path, off + PLUGIN_DS.format(), FACTS))
+    assert "FM12" not in ids(plan(tmp_path, PLUGIN_DS.format(), FACTS))

@@ -23,6 +23,7 @@ RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"
 CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
                      out: StackFindings) -> None:
     """Every rule over the GPU installs of a stack gpuplane did not make."""
     found = installs(views)
+    for f, urn in _device_plugin_daemonsets(views, found):
+        out.add([f], urn)   # needs no cluster fact
     if not found:
         return
     intent = foreign_intent(config, found, base)
@@ -153,6 +156,28 @@ def _judge(item: Install, intent: ClusterIntent,
     # A ClusterPolicy on its own has no chart: its version is not a fact here.
     return check_operator_values(values, intent, chart_version=item.version,
                                  where=item.where, from_chart=item.from_chart)
+
+
+def _device_plugin_daemonsets(views: list[View],
+                              found: list[Install]) -> list[tuple[Finding, str]]:
+    """Device-plugin DaemonSets the stack declares, beside the plugins its installs run."""
+    from gpuplane.rules._shared import flag
+    from gpuplane.rules.device_plugins import check_device_plugin_daemonsets
+
+    installed = [("the GPU Operator's device plugin" if i.chart == "gpu-operator"
+                  else "HAMi's device plugin") + f" ({i.where})"
+                 for i in found if flag(i.values, "devicePlugin.enabled", True)]
+    daemonsets = [v for v in views if v.type == DAEMONSET]
+    by_where = {_daemonset_where(v): v.urn for v in daemonsets}
+    found_ = check_device_plugin_daemonsets(
+        [(_daemonset_where(v), {**v.props, "kind": "DaemonSet"}) for v in daemonsets],
+        installed=installed)
+    return [(f, by_where[f.where]) for f in found_]
+
+
+def _daemonset_where(v: View) -> str:
+    meta = v.props.get("metadata") or {}
+    return f"DaemonSet {meta.get('namespace', 'default')}/{meta.get('name', v.name)}"
 
 
 def _sharing_configs(views: list[View], found: list[Install]) -> list[tuple[Finding, str]]:

@@ -266,6 +266,7 @@ _DATA = {
             "gpuplane.rules.operator._device_plugin",
             "gpuplane.rules.platform._device_plugin",
             "gpuplane.rules.platform.check_platform_hami",
+            "gpuplane.rules.device_plugins.check_device_plugin_daemonsets",
             "gpuplane.checks.allocatable.allocatable_findings",
             "gpuplane.checks.causes._event_rule",
             "gpuplane.doctor.health.allocatable",
@@ -275,6 +276,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm12_operator_device_plugin_default_with_hami",
             "tests/pure/test_checks_verdicts.py::test_hami_flip_back_to_physical_is_fm12",
             "tests/pure/test_doctor_api_cases.py::test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept",
+            "tests/pure/test_foreign_stacks.py::test_a_device_plugin_daemonset_beside_the_operators_plugin",
         ),
     ),
     "FM13": _entry(
