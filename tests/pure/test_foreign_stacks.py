@@ -130,3 +130,16 @@ def test_a_device_plugin_daemonset_beside_the_operators_plugin(tmp_path: Path) -
     off = release('{"driver": {"enabled": False}, "devicePlugin": {"enabled": False}}')
     assert "FM12" not in ids(plan(tmp_path, off + PLUGIN_DS.format(), FACTS))
     assert "FM12" not in ids(plan(tmp_path, PLUGIN_DS.format(), FACTS))
+
+
+def test_a_runtime_class_whose_handler_the_operators_toolkit_never_creates(
+        tmp_path: Path) -> None:
+    """The operator's toolkit names its runtime after operator.runtimeClass (nvidia): a
+    RuntimeClass pointing at `nvidia-container-runtime` fails every pod that names it."""
+    rc = ('k8s.node.v1.RuntimeClass("gpu", metadata={"name": "gpu"}, '
+          'handler="{handler}")\n')
+    bad = plan(tmp_path, release() + rc.replace("{handler}", "nvidia-container-runtime"), FACTS)
+    fm11 = [f for f in bad["findings"] if f["id"] == "FM11"]
+    assert fm11 and fm11[0]["where"] == "RuntimeClass gpu handler", bad["findings"]
+    assert "FM11" not in ids(plan(tmp_path, release() + rc.replace("{handler}", "nvidia"),
+                                  FACTS))

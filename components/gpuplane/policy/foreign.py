@@ -24,6 +24,7 @@ CHART_V4 = "kubernetes:helm.sh/v4:Chart"
 CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+RUNTIMECLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
                      out: StackFindings) -> None:
     """Every rule over the GPU installs of a stack gpuplane did not make."""
     found = installs(views)
-    for f, urn in _device_plugin_daemonsets(views, found):
+    for f, urn in [*_device_plugin_daemonsets(views, found), *_runtime_classes(views, found)]:
         out.add([f], urn)   # needs no cluster fact
     if not found:
         return
@@ -173,6 +174,32 @@ def _device_plugin_daemonsets(views: list[View],
         [(_daemonset_where(v), {**v.props, "kind": "DaemonSet"}) for v in daemonsets],
         installed=installed)
     return [(f, by_where[f.where]) for f in found_]
+
+
+def _runtime_classes(views: list[View], found: list[Install]) -> list[tuple[Finding, str]]:
+    """RuntimeClasses the stack declares, against the runtimes the operator's toolkit
+    gives the nodes (forced: CONTAINERD_RUNTIME_CLASS = operator.runtimeClass, see
+    gpuplane.toolkit.operator). Without the operator's toolkit the nodes' runtimes are
+    not known from the stack, and nothing is judged."""
+    from gpuplane.rules._shared import flag, lookup
+    from gpuplane.rules.device_plugins import check_runtime_class_handlers
+
+    toolkit = [i for i in found if i.chart == "gpu-operator"
+               and flag(i.values, "toolkit.enabled", True)]
+    if not toolkit:
+        return []
+    name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
+    classes = [v for v in views if v.type == RUNTIMECLASS]
+    by_where = {_runtime_class_where(v): v.urn for v in classes}
+    judged = check_runtime_class_handlers(
+        [(_runtime_class_where(v), v.props) for v in classes],
+        [name, "nvidia-cdi", "nvidia-legacy", "runc"],
+        source=f"the GPU Operator's toolkit, {toolkit[0].where}")
+    return [(f, by_where[f.where.removesuffix(" handler")]) for f in judged]
+
+
+def _runtime_class_where(v: View) -> str:
+    return f"RuntimeClass {(v.props.get('metadata') or {}).get('name', v.name)}"
 
 
 def _daemonset_where(v: View) -> str:

@@ -1,6 +1,7 @@
-"""FM12 over device-plugin DaemonSets a stack declares itself, beside the GPU Operator's
-and HAMi's own plugins: every NVIDIA device plugin registers `nvidia.com/gpu` with the
-kubelet, and with two on a node each overwrites the other's count.
+"""The GPU objects a stack declares itself, beside the charts that run the GPU stack:
+device-plugin DaemonSets (FM12: every NVIDIA device plugin registers `nvidia.com/gpu` with
+the kubelet, and with two on a node each overwrites the other's count) and RuntimeClasses
+(FM11: a handler no containerd runtime on the nodes has fails every pod that names it).
 
 What counts as a device plugin: a DaemonSet running NVIDIA's `k8s-device-plugin` image or
 HAMi's device plugin, or named `*device-plugin*` (the names both charts give theirs, and
@@ -49,4 +50,27 @@ def check_device_plugin_daemonsets(daemonsets: Sequence[tuple[str, Mapping[str, 
     return out
 
 
-__all__ = ["check_device_plugin_daemonsets", "is_device_plugin"]
+def check_runtime_class_handlers(runtime_classes: Sequence[tuple[str, Mapping[str, Any]]],
+                                 handlers: Sequence[str], *, source: str) -> list[Finding]:
+    """FM11 for each RuntimeClass (`(where, object)`) whose handler is none of `handlers`,
+    the containerd runtimes the nodes get (from `source`, e.g. the GPU Operator's toolkit:
+    `operator.runtimeClass`, `nvidia-cdi`, `nvidia-legacy`, and runc)."""
+    out = []
+    for where, obj in runtime_classes:
+        handler = str(mapping(obj).get("handler") or "")
+        if handler in handlers:
+            continue
+        out.append(finding(
+            "FM11",
+            f"{where} has handler {handler!r}, but the nodes' containerd gets the runtimes "
+            f"{', '.join(handlers)} ({source}): every pod naming this RuntimeClass fails "
+            f"with `no runtime for \"{handler}\" is configured`.",
+            f"{where} handler",
+            f"Set the handler to one of {', '.join(handlers)} (the operator's own "
+            "RuntimeClass uses operator.runtimeClass), or configure that runtime on the "
+            "nodes."))
+    return out
+
+
+__all__ = ["check_device_plugin_daemonsets", "check_runtime_class_handlers",
+           "is_device_plugin"]

@@ -252,12 +252,14 @@ _DATA = {
             "gpuplane.checks.causes.gpu_path_id",
             "gpuplane.doctor.health.runtimeclass",
             "gpuplane.doctor.symptoms._runtimeclass_symptom",
+            "gpuplane.rules.device_plugins.check_runtime_class_handlers",
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm11_operator_runtime_class_differs_from_stack",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_counts_mig_and_init_containers_but_not_cpu_pods",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
+            "tests/pure/test_foreign_stacks.py::test_a_runtime_class_whose_handler_the_operators_toolkit_never_creates",
         ),
     ),
     "FM12": _entry(
