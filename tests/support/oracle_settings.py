@@ -40,12 +40,30 @@ def settings_from_dump(line: str, config: dict[str, Any]) -> dict[str, Any]:
         cri = plugins.get(CRI_GRPC, {})
         cni, sandbox, registry = cri.get("cni") or {}, cri.get("sandbox_image"), \
             cri.get("registry") or {}
-    bin_dirs = ([cni["bin_dir"]] if cni.get("bin_dir") else []) + list(cni.get("bin_dirs") or [])
+    bin_dirs = list(cni.get("bin_dirs") or [])
+    if cni.get("bin_dir"):
+        # 2.1+ keeps a version-3 file's deprecated `bin_dir` beside `bin_dirs`, which then
+        # holds the build's own defaults (Debian's 2.1 adds /usr/lib/cni): what the files
+        # set is the `bin_dir`, as gpuplane.containerd.settings records it.
+        own = _raw_bin_dirs(line) if line.startswith("2.") else []
+        bin_dirs = [cni["bin_dir"]] + ([] if bin_dirs == own else bin_dirs)
     return {"sandbox_image": sandbox or None,
             "registry.config_path": registry.get("config_path") or None,
             "registry.mirrors": registry.get("mirrors") or None,
             "cni.conf_dir": cni.get("conf_dir") or None,
             "cni.bin_dirs": bin_dirs or None}
+
+
+@functools.cache
+def _raw_bin_dirs(line: str) -> list[str]:
+    """The line's own `cni.bin_dirs` as dumped for an empty config (none before 2.1)."""
+    with tempfile.TemporaryDirectory(prefix="gp-def-") as tmp:
+        top = Path(tmp) / "config.toml"
+        top.write_text("version = 2\n")
+        real = oracle.dump(line, top)
+        assert real.ok and real.config is not None, real.error
+        runtime = (real.config.get("plugins") or {}).get("io.containerd.cri.v1.runtime") or {}
+        return list((runtime.get("cni") or {}).get("bin_dirs") or [])
 
 
 @functools.cache

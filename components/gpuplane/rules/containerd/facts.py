@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from gpuplane.containerd.effective import EffectiveConfig, FileCRI, file_cri, normalise_options
 from gpuplane.containerd.load import LoadedFile
+from gpuplane.containerd.settings import file_settings
 from gpuplane.containerd.toml_io import line_of
 from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, ContainerdVersion
 from gpuplane.core.intent import CgroupDriver
@@ -201,7 +202,6 @@ def analyse(facts: ContainerdFacts) -> Analysis:
             and intent.cdi[0] != eff.cdi):
         losses.append(Loss("enable_cdi", None, None, *intent.cdi))
     losses += _setting_losses(eff, cris)
-    from gpuplane.rules.containerd.whole import v2_setting_losses
     losses += v2_setting_losses(eff)
     default_refusal = next((r for r in eff.refusals if NO_DEFAULT.match(r)), None)
     # 1.x: a `runtimes` table replaces the built-in one, so runc is gone unless defined.
@@ -310,6 +310,38 @@ def refusal_note(a: Analysis, rule: str) -> str:
 
 def file_named(eff: EffectiveConfig, path: str) -> LoadedFile | None:
     return next((f for f in eff.files if f.path == path), None)
+
+
+# 2.x CRI settings beyond the runtimes (#39: the whole config; findings in .whole).
+
+def _kept(effective: Any, intended: Any) -> bool:
+    if isinstance(intended, dict) and isinstance(effective, dict):
+        return all(effective.get(k) == v for k, v in intended.items())
+    return bool(effective == intended)
+
+
+def v2_setting_losses(eff: EffectiveConfig) -> list[Loss]:
+    """2.x: settings a file made (read by its own version) that are not in effect."""
+    line = eff.containerd_version
+    if not line.deep_merges or eff.no_file:
+        return []
+    intended: dict[str, tuple[Any, Any, str, str]] = {}
+    for f in eff.files:
+        for name, (value, key, path) in file_settings(f, line).items():
+            intended[name] = (value, f, key, path)
+    own = _defaults_v2(line)
+    return [Loss("setting", None, path, value, f, key)
+            for name, (value, f, key, path) in intended.items()
+            if not _kept(eff.settings.get(name), value) and own.get(name) != value]
+
+
+def _defaults_v2(line: Any) -> dict[str, Any]:
+    """containerd 2.x's own values (its `config dump` of an empty file: 2.0.11, 2.1.9,
+    2.2.7): restating one loses nothing. The CNI bin dirs differ between builds and are
+    left out, as on 1.x (gpuplane.rules.containerd.facts.cri_defaults)."""
+    return {"cni.conf_dir": "/etc/cni/net.d",
+            "sandbox_image": "registry.k8s.io/pause:3.10.1" if line.minor >= 2
+            else "registry.k8s.io/pause:3.10"}
 
 
 def at(f: LoadedFile, dotted: tuple[str, ...]) -> str:

@@ -11,42 +11,8 @@ image and CNI dirs now (measured on 2.0.11, 2.1.9 and 2.2.7: tests/real/test_dif
 
 from __future__ import annotations
 
-from typing import Any
-
-from gpuplane.containerd.effective import EffectiveConfig
-from gpuplane.containerd.settings import file_settings
 from gpuplane.core.findings import Finding, Severity
-from gpuplane.rules.containerd.facts import Analysis, Loss, at, runtime_at
-
-
-def _kept(effective: Any, intended: Any) -> bool:
-    if isinstance(intended, dict) and isinstance(effective, dict):
-        return all(effective.get(k) == v for k, v in intended.items())
-    return bool(effective == intended)
-
-
-def v2_setting_losses(eff: EffectiveConfig) -> list[Loss]:
-    """2.x: settings a file made (read by its own version) that are not in effect."""
-    line = eff.containerd_version
-    if not line.deep_merges or eff.no_file:
-        return []
-    intended: dict[str, tuple[Any, Any, str, str]] = {}
-    for f in eff.files:
-        for name, (value, key, path) in file_settings(f, line).items():
-            intended[name] = (value, f, key, path)
-    own = _defaults_v2(line)
-    return [Loss("setting", None, path, value, f, key)
-            for name, (value, f, key, path) in intended.items()
-            if not _kept(eff.settings.get(name), value) and own.get(name) != value]
-
-
-def _defaults_v2(line: Any) -> dict[str, Any]:
-    """containerd 2.x's own values (its `config dump` of an empty file: 2.0.11, 2.1.9,
-    2.2.7): restating one loses nothing. The CNI bin dirs differ between builds and are
-    left out, as on 1.x (gpuplane.rules.containerd.facts.cri_defaults)."""
-    return {"cni.conf_dir": "/etc/cni/net.d",
-            "sandbox_image": "registry.k8s.io/pause:3.10.1" if line.minor >= 2
-            else "registry.k8s.io/pause:3.10"}
+from gpuplane.rules.containerd.facts import Analysis, at, runtime_at
 
 
 def cri_disabled(a: Analysis) -> list[Finding]:
