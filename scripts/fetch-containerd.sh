@@ -63,6 +63,14 @@ if ! [ -x /usr/lib/cni/bridge ]; then
         containernetworking-plugins >/dev/null
 fi
 
+# GNU awk, beside mawk and busybox awk, for the node agent's TOML reader
+# (tests/real/test_agent_awk.py): nodes run any of the three.
+if ! command -v gawk >/dev/null 2>&1; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gawk >/dev/null
+fi
+
 if ! command -v sudo >/dev/null 2>&1; then
     need_root
     apt-get update -qq
