@@ -175,6 +175,11 @@ def test_the_python_image_is_plain_and_runs_the_probe_standalone(tmp_path: Path)
                     layer.extractall(root, filter="fully_trusted")
     python = os.path.realpath(gpu_chain.HOST_PYTHON)
     assert (root / python.lstrip("/")).is_file()
+    # What the NVIDIA driver's libcuda.so.1 names beside libc (an H100 run failed with
+    # "dlopen: libdl.so.2: cannot open shared object file" when the image lacked them).
+    libdirs = [Path(d) for d in gpu_chain._LIB_DIRS if Path(d).is_dir()]
+    for name in ("libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6"):
+        assert any((root / d.relative_to("/") / name).exists() for d in libdirs), name
     assert not list(root.rglob("gpuplane")) and not list(root.rglob("site-packages/*"))
     # Run it in a chroot: only what the image carries is visible.
     probe = root / "probe" / "cuda_probe.py"

@@ -142,6 +142,12 @@ _SKIP_STDLIB = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to
                 "pydoc_data", "__pycache__", "site-packages", "dist-packages"}
 _LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
              "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+GLIBC_COMPAT = ("libdl.so.2", "libpthread.so.0", "librt.so.1", "libm.so.6", "libresolv.so.2",
+                "libutil.so.1", "libanl.so.1")
+"""glibc's libraries that every Debian image carries (package libc6) although python3 itself
+no longer links them (glibc >= 2.34 folded them into libc.so.6 and keeps stubs). The NVIDIA
+driver's ``libcuda.so.1`` still names ``libdl.so.2``, ``libpthread.so.0``, ``librt.so.1`` and
+``libm.so.6``: without them ``dlopen`` fails in the pod (seen on an H100, driver 580.159.04)."""
 
 
 def _ldd(paths: list[Path]) -> set[str]:
@@ -183,7 +189,9 @@ def python_rootfs(root: Path, python: Path = HOST_PYTHON) -> Path:
                     ignore=lambda _d, names: [n for n in names if n in _SKIP_STDLIB
                                               or n.startswith("config-")])
     elves = [exe, *sorted((stdlib / "lib-dynload").glob("*.so"))]
-    for lib in sorted(_ldd(elves)):
+    compat = {str(d / name) for name in GLIBC_COMPAT for d in map(Path, _LIB_DIRS)
+              if (d / name).exists()}
+    for lib in sorted(_ldd(elves) | compat):
         target = root / lib.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(os.path.realpath(lib), target)
@@ -577,10 +585,13 @@ def run_layout_cases(layout: ChainLayout, mode: str, workdir: Path, spec_dir: Pa
                 if cdi != fake:
                     problems.append(f"{FAKE_ENV} in the container is {cdi!r}, "
                                     f"expected {fake!r} (the CDI edit)")
-            probe_status = ""
-            with contextlib.suppress(json.JSONDecodeError, IndexError):
-                probe_status = json.loads(run.stdout[0]).get("status", "")
-            detail = "; ".join(problems) or f"probe status {probe_status or '?'}"
+            probe: dict[str, Any] = {}
+            with contextlib.suppress(json.JSONDecodeError, IndexError, AttributeError):
+                probe = dict(json.loads(run.stdout[0]))
+            said = f"probe status {probe.get('status') or '?'}"
+            if problems and probe.get("error"):  # the probe's own words say why
+                said += f": {str(probe['error'])[-400:]}"
+            detail = "; ".join([*problems, said]) if problems else said
             if run.error:
                 detail = f"{run.error}; {detail}"
             results.append(CaseResult(case, layout.line, layout.distro, handler_name,
