@@ -6,6 +6,7 @@ shipping a script nobody reviewed."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from gpuplane.agent import parts as agent_parts
 from gpuplane.agent.parts import PARTS_DIR, SCRIPT, PartsError, join
 from gpuplane.agent.script import agent_digest, agent_script_path, agent_source
+from gpuplane.core.parts import AGENT
 
 MAX_LINES = 500
 """No file of the agent's source may grow past this: the reason it is in parts."""
@@ -23,7 +25,7 @@ def test_the_shipped_script_is_the_join_of_the_parts() -> None:
     shipped = SCRIPT.read_text(encoding="utf-8")
     assert joined == shipped, (
         f"{SCRIPT} is not the join of {PARTS_DIR}/: a part changed without regenerating "
-        "it; run `python -m gpuplane.agent.parts` and review the diff of node-agent.sh")
+        "it; run `python -m gpuplane.core.parts` and review the diff of node-agent.sh")
     assert agent_parts.main(["--check"]) == 0
 
 
@@ -86,13 +88,12 @@ def test_join_refuses_what_would_break_the_script(
 
 
 def test_regenerate_writes_the_join_and_check_reports_a_stale_script(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     script = tmp_path / "node-agent.sh"
-    monkeypatch.setattr(agent_parts, "SCRIPT", script)
-    assert agent_parts.main(["--check"]) == 1
-    assert "python -m gpuplane.agent.parts" in capsys.readouterr().err
-    assert agent_parts.main([]) == 0
+    programs = (replace(AGENT, output=script),)
+    assert agent_parts.main(["--check"], programs) == 1
+    assert "python -m gpuplane.core.parts" in capsys.readouterr().err
+    assert agent_parts.main([], programs) == 0
     assert script.read_text(encoding="utf-8") == join()
-    assert agent_parts.main(["--check"]) == 0
-    assert agent_parts.main(["--bogus"]) == 2
+    assert agent_parts.main(["--check"], programs) == 0
+    assert agent_parts.main(["--bogus"], programs) == 2
