@@ -35,6 +35,11 @@ no generated code), else runs the host's `crictl` through --exec; without either
 `not-probed` and why.
 """
 
+# This file is generated from the parts in components/gpuplane/data/doctor/inspect/ (joined
+# by `python -m gpuplane.core.parts`): edit those, then regenerate it. This part, the head
+# (10-head.py), holds the docstring above, the imports and the paths and limits the other
+# parts read.
+
 from __future__ import annotations
 
 import argparse
