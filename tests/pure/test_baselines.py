@@ -120,7 +120,7 @@ def test_a_node_override_and_the_model_give_their_own_plans(
     assert "max_concurrent_downloads = 8" in a1["files"][CONFIG]
 
 
-def test_the_models_findings_do_not_block_nodes_planned_from_their_own_files(
+def test_fm07_the_models_findings_do_not_block_nodes_planned_from_their_own_files(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Every node captured, kubelets on cgroupfs and no `systemdCgroup` set: the nodes'
     files keep SystemdCgroup = false and their plans pass. The distribution's stock files

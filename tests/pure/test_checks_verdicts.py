@@ -106,7 +106,7 @@ def test_no_device_without_runtime_class_is_fm11() -> None:
     ("device 0: cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX (218)", "FM08",
      "gpuplane:gpuOperator.driver"),
 ])
-def test_cuda_failures_name_the_error(error: str, rule: str, key: str) -> None:
+def test_fm08_cuda_failures_name_the_error(error: str, rule: str, key: str) -> None:
     log = cd.probe_log(devices=[cd.device(ok=False)], failures=[("cuda", error)])
     run = pod_run(cd.pod("p", phase="Failed", exit_code=1), log)
     f = only(job_findings(NODE_JOB, [run], OPERATOR))
@@ -151,7 +151,7 @@ def test_image_without_python() -> None:
     (["nvidia-container-cli: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.27' "
       "not found"], OPERATOR, "FM15", "gpuplane:nodes[].os"),
 ])
-def test_symptoms_map_to_rules(texts: list[str], intent: ClusterIntent, rule: str,
+def test_fm16_symptoms_map_to_rules(texts: list[str], intent: ClusterIntent, rule: str,
                                key: str) -> None:
     found = classify(texts, intent, "gpu-a1")
     assert found is not None
@@ -371,7 +371,7 @@ def test_allocatable_missing_resource_or_node() -> None:
     assert f.id == "FM13" and "gpuplane:nodes[].name" in f.fix
 
 
-def test_allocatable_wrong_physical_count() -> None:
+def test_fm08_allocatable_wrong_physical_count() -> None:
     f = only(allocatable_findings(series(8, 7), OPERATOR))
     assert f.id == "FM08" and "gpuplane:nodes[].gpus" in f.fix
 

@@ -119,7 +119,7 @@ k8s.apps.v1.DaemonSet("nvidia-device-plugin", metadata={{"name": "nvidia-device-
 """
 
 
-def test_a_device_plugin_daemonset_beside_the_operators_plugin(tmp_path: Path) -> None:
+def test_fm12_a_device_plugin_daemonset_beside_the_operators_plugin(tmp_path: Path) -> None:
     """NVIDIA's static device plugin manifest beside the operator's own plugin is FM12; with
     the operator's plugin off, or alone, it is not."""
     body = release() + PLUGIN_DS.format()
@@ -132,7 +132,7 @@ def test_a_device_plugin_daemonset_beside_the_operators_plugin(tmp_path: Path) -
     assert "FM12" not in ids(plan(tmp_path, PLUGIN_DS.format(), FACTS))
 
 
-def test_a_runtime_class_whose_handler_the_operators_toolkit_never_creates(
+def test_fm11_a_runtime_class_whose_handler_the_operators_toolkit_never_creates(
         tmp_path: Path) -> None:
     """The operator's toolkit names its runtime after operator.runtimeClass (nvidia): a
     RuntimeClass pointing at `nvidia-container-runtime` fails every pod that names it."""

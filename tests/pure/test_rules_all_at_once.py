@@ -18,7 +18,7 @@ def _dict_env(values: dict[str, Any], **env: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("distro", ["kubeadm", "k0s", "rke2"])
-def test_malformed_env_with_a_socket_problem_still_reports_an_invalid_default(
+def test_fm17_malformed_env_with_a_socket_problem_still_reports_an_invalid_default(
         distro: str) -> None:
     i = intent(distro=distro, containerd_version="2.1")
     values = _dict_env(good_values(i), CONTAINERD_SOCKET="/run/x.sock",
@@ -42,7 +42,7 @@ def test_malformed_entry_does_not_hide_the_default_runtime_change() -> None:
 
 
 @pytest.mark.parametrize("distro", ["rke2", "k3s"])
-def test_detected_mode_still_reports_an_invalid_set_as_default(distro: str) -> None:
+def test_fm01_detected_mode_still_reports_an_invalid_set_as_default(distro: str) -> None:
     # The toolkit parses its flags first: an invalid boolean stops it in every mode.
     i = intent(distro=distro, containerd_version="2.1", runtime_setup="detected")
     values = with_env(good_values(i), CONTAINERD_SET_AS_DEFAULT="maybe")

@@ -32,7 +32,7 @@ def _check(values: dict, chart: str, **intent: object) -> list[Finding]:
 
 @pytest.mark.parametrize(("chart", "fm09"), [
     ("v24.9.2", True), ("v25.3.4", True), ("v25.10.0", False), ("v26.7.0", False)])
-def test_cdi_makes_nvidia_not_default_only_from_v25_10(chart: str, fm09: bool) -> None:
+def test_fm09_cdi_makes_nvidia_not_default_only_from_v25_10(chart: str, fm09: bool) -> None:
     """Up to v25.3 the operator's CDI settings leave NVIDIA_RUNTIME_SET_AS_DEFAULT alone
     (object_controls.go@v25.3.4 TransformToolkit), so the toolkit's default (true) makes
     nvidia the default runtime; from v25.10 `transformToolkitCtrForCDI` sets it false."""
@@ -67,7 +67,7 @@ def test_which_charts_write_a_drop_in(chart: str | None, dropin: bool) -> None:
     assert FIRST_DROPIN_CHART == "v25.10.0" and toolkit_for_chart(FIRST_DROPIN_CHART) == "1.18.0"
 
 
-def test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable() -> None:
+def test_fm03_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable() -> None:
     """`gpuplane doctor` may find v23.9.2 running: its pin (1.14.6, ubuntu20.04) is known
     for FM03/FM15, while the stack config refuses it."""
     assert known_toolkit_tag("v23.9.2") == "v1.14.6-ubuntu20.04"

@@ -404,7 +404,7 @@ def test_nvidia_default_wanted_but_cdi_mode_forbids_it() -> None:
     assert "FM11" not in ids(op(values, i))
 
 
-def test_nvidia_default_not_wanted_but_toolkit_default_sets_it() -> None:
+def test_fm01_fm09_nvidia_default_not_wanted_but_toolkit_default_sets_it() -> None:
     i = intent(nvidia_default=False, cdi=False)
     values = with_env(good_values(i), CONTAINERD_SET_AS_DEFAULT=None)
     f = only(op(values, i), "FM09")
@@ -510,7 +510,7 @@ def test_fm13_scheduler_tag(tag: str, severity: Severity | None) -> None:
     assert [f.severity for f in found] == ([severity] if severity else [])
 
 
-def test_fm13_scheduler_tag_key_follows_chart_version() -> None:
+def test_fm13_fm18_scheduler_tag_key_follows_chart_version() -> None:
     i = hami_intent()
     old = hami_good(i)
     old["scheduler"]["kubeScheduler"] = {"imageTag": "v1.31.4"}

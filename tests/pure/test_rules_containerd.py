@@ -75,7 +75,7 @@ NVIDIA = frozenset({"nvidia"})
 # ---------------------------------------------------------------- FM02
 
 @pytest.mark.parametrize("line", ["1.6", "1.7"])
-def test_incident_drop_ins_lose_runc_before_2_1(line: str) -> None:
+def test_fm02_incident_drop_ins_lose_runc_before_2_1(line: str) -> None:
     findings = check(incident(), line, expected_runtimes=NVIDIA)
     assert [f.id for f in findings] == ["FM02"]  # the default-runtime refusal is inside it
     (finding,) = findings
@@ -157,7 +157,7 @@ def test_v3_top_with_v2_drop_in_on_2_1_drops_nvidia_in_migration() -> None:
 
 
 @pytest.mark.parametrize("line", ["1.6", "1.7"])
-def test_v1_drop_in_in_a_v2_config_is_refused_on_1_x(line: str) -> None:
+def test_fm03_v1_drop_in_in_a_v2_config_is_refused_on_1_x(line: str) -> None:
     layout = {TOP: top(body=default("runc") + runtime("runc")),
               f"{CONF_D}/99-nvidia.toml": drop_in(0, runtime("nvidia", version=0))}
     (finding,) = check(layout, line, expected_runtimes=NVIDIA)
@@ -188,7 +188,7 @@ def test_version_2_tables_without_a_version_key_are_ignored(line: str) -> None:
 
 
 @pytest.mark.parametrize("line", ["1.7", "2.1"])
-def test_runtime_without_runtime_type(line: str) -> None:
+def test_fm03_runtime_without_runtime_type(line: str) -> None:
     layout = {TOP: top(imports="[]", body=default("runc") + runtime("runc")
                        + runtime("nvidia", runtime_type=False))}
     (finding,) = check(layout, line)
@@ -216,7 +216,7 @@ def _k8s_snap_with_runc_drop_in() -> dict[str, str]:
 
 
 @pytest.mark.parametrize("line", ["1.6", "1.7", "2.1"])
-def test_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
+def test_fm02_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
     findings = by_id(check(_k8s_snap_with_runc_drop_in(), line), "FM02")
     if line == "2.1":
         assert findings == []   # deep merge: nothing dropped
@@ -240,7 +240,7 @@ def test_every_cri_setting_a_later_table_drops_is_reported(line: str) -> None:
 
 # ---------------------------------------------------------------- FM07
 
-def test_systemd_cgroup_disagreement_between_runtimes() -> None:
+def test_fm07_systemd_cgroup_disagreement_between_runtimes() -> None:
     layout = {TOP: top(imports="[]", body=default("runc") + runtime("runc")
                        + runtime("nvidia", systemd=None))}
     (finding,) = check(layout, "2.1")
@@ -248,7 +248,7 @@ def test_systemd_cgroup_disagreement_between_runtimes() -> None:
     assert finding.where == f"{TOP}:9"  # the nvidia runtime, the odd one out
 
 
-def test_systemd_cgroup_against_the_kubelet() -> None:
+def test_fm07_systemd_cgroup_against_the_kubelet() -> None:
     layout = {TOP: top(imports="[]", body=default("runc") + runtime("runc")
                        + runtime("nvidia"))}
     assert check(layout, "1.7", kubelet_cgroup_driver="systemd") == []
@@ -271,7 +271,7 @@ def _kubespray(line_version: int, runc_key: str, nvidia_key: str) -> dict[str, s
 
 
 @pytest.mark.parametrize("line", ["1.6", "1.7", "2.0", "2.2"])
-def test_systemd_cgroup_read_with_containerds_own_key_matching(line: str) -> None:
+def test_fm07_systemd_cgroup_read_with_containerds_own_key_matching(line: str) -> None:
     version = 3 if line.startswith("2") else 2
     # systemdCgroup and SystemdCgroup are one setting to every line: no disagreement.
     assert check(_kubespray(version, "systemdCgroup", "SystemdCgroup"), line) == []
@@ -289,7 +289,7 @@ def test_systemd_cgroup_read_with_containerds_own_key_matching(line: str) -> Non
 
 # ---------------------------------------------------------------- FM16
 
-def test_cdi_on_1_6() -> None:
+def test_fm16_cdi_on_1_6() -> None:
     clean = {TOP: top(imports="[]", body=default("runc") + runtime("runc"))}
     (finding,) = check(clean, "1.6", cdi_requested=True)
     assert finding.id == "FM16" and finding.where == "gpuOperator.cdi"
@@ -470,7 +470,7 @@ def test_every_refusal_is_an_error_and_told_once(layout: dict[str, str], line: s
 
 
 @pytest.mark.parametrize("line", ["1.7", "2.0", "2.2"])
-def test_a_doubly_named_v1_plugin_is_unpredictable_on_2x(line: str) -> None:
+def test_fm03_a_doubly_named_v1_plugin_is_unpredictable_on_2x(line: str) -> None:
     """The toolkit's version-1 engine writes `plugins.cri` into a version-less file that
     already names `plugins."io.containerd.grpc.v1.cri"`. containerd 2.x keeps either table
     (a Go map walk: both outcomes measured with the real 2.0 and 2.2); 1.x reads only the

@@ -119,6 +119,9 @@ def problems(index: RuleIndex) -> list[str]:
             out.append(f"{index.id}: test {test} does not exist")
         elif index.id.lower() not in source.lower():
             out.append(f"{index.id}: test {test} never mentions {index.id}")
+        elif index.id.lower() not in name.lower():
+            out.append(f"{index.id}: test {test} is not named by its rule "
+                       f"(test_{index.id.lower()}_...)")
     return out
 
 
@@ -161,6 +164,9 @@ def test_no_rule_id_outside_the_catalogue_is_emitted() -> None:
                ("tests/pure/test_rules_registry.py::test_registry_import_is_pure",)),
      "never mentions FM01"),
     (RuleIndex("FM99", ("gpuplane.rules.containerd.reading.fm01",), ()), "not in the catalogue"),
+    (RuleIndex("FM11", ("gpuplane.rules.workloads._runtime_class",),
+               ("tests/pure/test_rules_registry.py::test_find_and_describe",)),
+     "not named by its rule"),
 ])
 def test_a_broken_entry_is_caught(bad: RuleIndex, says: str) -> None:
     """The checks above would fail on each of these."""

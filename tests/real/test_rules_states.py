@@ -67,7 +67,7 @@ def test_same_drop_ins_on_containerd_2_1_pass_and_a_clean_node_has_no_findings()
     assert _plan(None).findings == []
 
 
-def test_final_state_findings_name_the_toolkit_state() -> None:
+def test_fm16_final_state_findings_name_the_toolkit_state() -> None:
     """A CDI request on 1.6 is wrong once the toolkit has run (FM16), not before."""
     plan = plan_node(PROFILE, ContainerdVersion.parse("1.6"),
                      PlanOptions(toolkit=ToolkitMode.OPERATOR, toolkit_version="1.18.1", cdi=True,

@@ -118,13 +118,13 @@ def test_the_fix_settings_in_the_top_level_config_survive(line: str, tmp_path: P
 
 @pytest.mark.real
 @pytest.mark.parametrize("line", ["2.0", "2.1", "2.2"])
-def test_containerd_2_keeps_them_and_the_plan_says_nothing(line: str, tmp_path: Path) -> None:
+def test_fm05_containerd_2_keeps_them_and_the_plan_says_nothing(line: str, tmp_path: Path) -> None:
     assert not [f for f in _plan(line).findings if f.id == "FM05"]
     before, after = _real_dumps(line, tmp_path)
     assert _site_settings(before, line) == _site_settings(after, line) == ([MIRROR], RUNC)
 
 
-def test_a_stack_planned_from_captured_drop_ins_reports_the_loss(
+def test_fm05_a_stack_planned_from_captured_drop_ins_reports_the_loss(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Through the stack: `baselineFiles` naming the top-level config and the drop-in."""
     from gpuplane.cli.main import main

@@ -45,7 +45,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 @pytest.mark.parametrize("line", ["2.0", "2.1", "2.2"])
-def test_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now(line: str,
+def test_fm03_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now(line: str,
                                                                   tmp_path: Path) -> None:
     layout = {TOP: ROOT_V2, "/etc/containerd/conf.d/99-empty.toml": "version = 3\n"}
     checked = check_node_config(MemoryFiles(layout), TOP, ContainerdVersion.parse(line))
@@ -67,7 +67,7 @@ def test_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now(line: str,
 @pytest.mark.parametrize("text", [
     'disabled_plugins = ["cri"]\n',
     'version = 2\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n'])
-def test_disabled_cri_plugin_is_an_error(line: str, text: str, tmp_path: Path) -> None:
+def test_fm03_disabled_cri_plugin_is_an_error(line: str, text: str, tmp_path: Path) -> None:
     checked = check_node_config(MemoryFiles({TOP: text}), TOP, ContainerdVersion.parse(line))
     assert checked.effective.cri_disabled
     assert any(f.id == "FM03" and f.severity is Severity.ERROR and "CRI" in f.message
@@ -79,7 +79,7 @@ def test_disabled_cri_plugin_is_an_error(line: str, text: str, tmp_path: Path) -
 
 
 @pytest.mark.parametrize("line", ["1.7", "2.1", "2.2"])
-def test_no_top_level_file_is_judged_as_the_defaults(line: str) -> None:
+def test_fm01_no_top_level_file_is_judged_as_the_defaults(line: str) -> None:
     checked = check_node_config(MemoryFiles({}), TOP, ContainerdVersion.parse(line),
                                 runtime_name="nvidia")
     assert checked.effective.no_file and set(checked.effective.runtimes) == {"runc"}
@@ -87,7 +87,7 @@ def test_no_top_level_file_is_judged_as_the_defaults(line: str) -> None:
                for f in checked.findings), checked.findings
 
 
-def test_unread_dropin_with_the_only_nvidia_runtime_is_an_error() -> None:
+def test_fm01_unread_dropin_with_the_only_nvidia_runtime_is_an_error() -> None:
     layout = {TOP: "version = 2\n", "/etc/containerd/conf.d/99-nvidia.toml": NVIDIA_V2}
     checked = check_node_config(MemoryFiles(layout), TOP, ContainerdVersion.parse("2.1"),
                                 runtime_name="nvidia")
@@ -109,7 +109,7 @@ SystemdCgroup = true
     assert fm07.severity is Severity.ERROR
 
 
-def test_missing_binary_name_is_a_finding(tmp_path: Path) -> None:
+def test_fm01_missing_binary_name_is_a_finding(tmp_path: Path) -> None:
     top = f"version = 2\n{NVIDIA_V2.replace('version = 2', '')}"
     root = tmp_path / "node"
     _write(root, {TOP: top})

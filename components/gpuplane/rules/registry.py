@@ -101,11 +101,11 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm01_operator_toolkit_disabled_while_stack_relies_on_it",
             "tests/pure/test_checks_verdicts.py::test_real_no_driver_output_is_fm01_with_runtime_class",
             "tests/real/test_doctor_inspect.py::test_toolkit_drop_in_that_nothing_imports_is_fm01",
-            "tests/pure/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
-            "tests/real/test_whole_config.py::test_missing_binary_name_is_a_finding",
-            "tests/real/test_whole_config.py::test_unread_dropin_with_the_only_nvidia_runtime_is_an_error",
-            "tests/real/test_whole_config.py::test_no_top_level_file_is_judged_as_the_defaults",
-            "tests/pure/test_rules_all_at_once.py::test_detected_mode_still_reports_an_invalid_set_as_default",
+            "tests/pure/test_rules_cluster.py::test_fm01_fm09_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+            "tests/real/test_whole_config.py::test_fm01_missing_binary_name_is_a_finding",
+            "tests/real/test_whole_config.py::test_fm01_unread_dropin_with_the_only_nvidia_runtime_is_an_error",
+            "tests/real/test_whole_config.py::test_fm01_no_top_level_file_is_judged_as_the_defaults",
+            "tests/pure/test_rules_all_at_once.py::test_fm01_detected_mode_still_reports_an_invalid_set_as_default",
         ),
     ),
     "FM02": _entry(
@@ -119,8 +119,8 @@ _DATA = {
         tests=(
             "tests/pure/test_rules_containerd.py::test_never_fm02_on_2_1",
             "tests/gpu/test_gpu_chain.py::test_rehearsal_the_fm02_layout_fails_as_the_rule_predicts",
-            "tests/pure/test_rules_containerd.py::test_every_cri_setting_a_later_table_drops_is_reported",
-            "tests/pure/test_rules_containerd.py::test_incident_drop_ins_lose_runc_before_2_1",
+            "tests/pure/test_rules_containerd.py::test_fm02_every_cri_setting_a_later_table_drops_is_reported",
+            "tests/pure/test_rules_containerd.py::test_fm02_incident_drop_ins_lose_runc_before_2_1",
         ),
     ),
     "FM03": _entry(
@@ -136,12 +136,12 @@ _DATA = {
             "gpuplane.policy.nodes.unreadable",
         ),
         tests=(
-            "tests/pure/test_rules_chart_facts.py::test_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
-            "tests/pure/test_rules_containerd.py::test_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
-            "tests/pure/test_rules_containerd.py::test_runtime_without_runtime_type",
-            "tests/pure/test_rules_containerd.py::test_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
-            "tests/real/test_whole_config.py::test_disabled_cri_plugin_is_an_error",
-            "tests/real/test_whole_config.py::test_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now",
+            "tests/pure/test_rules_chart_facts.py::test_fm03_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
+            "tests/pure/test_rules_containerd.py::test_fm03_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
+            "tests/pure/test_rules_containerd.py::test_fm03_runtime_without_runtime_type",
+            "tests/pure/test_rules_containerd.py::test_fm03_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
+            "tests/real/test_whole_config.py::test_fm03_disabled_cri_plugin_is_an_error",
+            "tests/real/test_whole_config.py::test_fm03_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now",
         ),
     ),
     "FM04": _entry(
@@ -166,8 +166,8 @@ _DATA = {
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm05_operator_toolkit_beside_host_toolkit",
             "tests/pure/test_policies.py::test_every_failure_mode_but_fm05_has_a_mandatory_and_an_advisory_policy",
-            "tests/real/test_rules_toolkit_losses.py::test_a_stack_planned_from_captured_drop_ins_reports_the_loss",
-            "tests/real/test_rules_toolkit_losses.py::test_containerd_2_keeps_them_and_the_plan_says_nothing",
+            "tests/real/test_rules_toolkit_losses.py::test_fm05_a_stack_planned_from_captured_drop_ins_reports_the_loss",
+            "tests/real/test_rules_toolkit_losses.py::test_fm05_containerd_2_keeps_them_and_the_plan_says_nothing",
         ),
     ),
     "FM06": _entry(
@@ -189,10 +189,10 @@ _DATA = {
             "gpuplane.rules.containerd.runtimes.fm07",
         ),
         tests=(
-            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_against_the_kubelet",
-            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_disagreement_between_runtimes",
-            "tests/pure/test_rules_containerd.py::test_systemd_cgroup_read_with_containerds_own_key_matching",
-            "tests/pure/test_baselines.py::test_the_models_findings_do_not_block_nodes_planned_from_their_own_files",
+            "tests/pure/test_rules_containerd.py::test_fm07_systemd_cgroup_against_the_kubelet",
+            "tests/pure/test_rules_containerd.py::test_fm07_systemd_cgroup_disagreement_between_runtimes",
+            "tests/pure/test_rules_containerd.py::test_fm07_systemd_cgroup_read_with_containerds_own_key_matching",
+            "tests/pure/test_baselines.py::test_fm07_the_models_findings_do_not_block_nodes_planned_from_their_own_files",
         ),
     ),
     "FM08": _entry(
@@ -207,8 +207,8 @@ _DATA = {
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm08_driver_default_enabled_while_preinstalled",
             "tests/pure/test_rules_cluster.py::test_fm08_managed_driver_disabled",
-            "tests/pure/test_checks_verdicts.py::test_allocatable_wrong_physical_count",
-            "tests/pure/test_checks_verdicts.py::test_cuda_failures_name_the_error",
+            "tests/pure/test_checks_verdicts.py::test_fm08_allocatable_wrong_physical_count",
+            "tests/pure/test_checks_verdicts.py::test_fm08_cuda_failures_name_the_error",
         ),
     ),
     "FM09": _entry(
@@ -221,8 +221,8 @@ _DATA = {
         tests=(
             "tests/real/test_rules_cluster_workloads.py::test_fm09_delete_without_restore",
             "tests/pure/test_policies.py::test_delete_that_does_not_restore_violates_fm09",
-            "tests/pure/test_rules_chart_facts.py::test_cdi_makes_nvidia_not_default_only_from_v25_10",
-            "tests/pure/test_rules_cluster.py::test_nvidia_default_not_wanted_but_toolkit_default_sets_it",
+            "tests/pure/test_rules_chart_facts.py::test_fm09_cdi_makes_nvidia_not_default_only_from_v25_10",
+            "tests/pure/test_rules_cluster.py::test_fm01_fm09_nvidia_default_not_wanted_but_toolkit_default_sets_it",
         ),
     ),
     "FM10": _entry(
@@ -259,7 +259,7 @@ _DATA = {
             "tests/real/test_rules_cluster_workloads.py::test_fm11_counts_mig_and_init_containers_but_not_cpu_pods",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
-            "tests/pure/test_foreign_stacks.py::test_a_runtime_class_whose_handler_the_operators_toolkit_never_creates",
+            "tests/pure/test_foreign_stacks.py::test_fm11_a_runtime_class_whose_handler_the_operators_toolkit_never_creates",
         ),
     ),
     "FM12": _entry(
@@ -278,7 +278,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm12_operator_device_plugin_default_with_hami",
             "tests/pure/test_checks_verdicts.py::test_hami_flip_back_to_physical_is_fm12",
             "tests/pure/test_doctor_api_cases.py::test_fm12_from_the_operator_daemonset_when_its_pods_were_not_kept",
-            "tests/pure/test_foreign_stacks.py::test_a_device_plugin_daemonset_beside_the_operators_plugin",
+            "tests/pure/test_foreign_stacks.py::test_fm12_a_device_plugin_daemonset_beside_the_operators_plugin",
         ),
     ),
     "FM13": _entry(
@@ -308,7 +308,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm13_hami_runtime_class",
             "tests/pure/test_rules_cluster.py::test_fm13_hami_webhook",
             "tests/pure/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",
-            "tests/pure/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+            "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),
     "FM14": _entry(
@@ -350,9 +350,9 @@ _DATA = {
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm16_cdi_on_containerd_1_6",
-            "tests/pure/test_rules_containerd.py::test_cdi_on_1_6",
-            "tests/real/test_rules_states.py::test_final_state_findings_name_the_toolkit_state",
-            "tests/pure/test_checks_verdicts.py::test_symptoms_map_to_rules",
+            "tests/pure/test_rules_containerd.py::test_fm16_cdi_on_1_6",
+            "tests/real/test_rules_states.py::test_fm16_final_state_findings_name_the_toolkit_state",
+            "tests/pure/test_checks_verdicts.py::test_fm16_symptoms_map_to_rules",
         ),
     ),
     "FM17": _entry(
@@ -368,7 +368,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm17_drop_in_only_checked_where_the_toolkit_writes_one",
             "tests/pure/test_rules_cluster.py::test_fm17_malformed_env_and_value_from",
             "tests/pure/test_rules_cluster.py::test_fm17_only_when_the_operator_runs_the_toolkit",
-            "tests/pure/test_rules_all_at_once.py::test_malformed_env_with_a_socket_problem_still_reports_an_invalid_default",
+            "tests/pure/test_rules_all_at_once.py::test_fm17_malformed_env_with_a_socket_problem_still_reports_an_invalid_default",
         ),
     ),
     "FM18": _entry(
@@ -380,7 +380,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm18_hami_chart_and_images",
             "tests/pure/test_rules_cluster.py::test_fm18_image_tags",
             "tests/pure/test_rules_cluster.py::test_fm18_operator_chart_version",
-            "tests/pure/test_rules_cluster.py::test_fm13_scheduler_tag_key_follows_chart_version",
+            "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),
 }
