@@ -57,8 +57,8 @@ def root_parser() -> argparse.ArgumentParser:
                             "are errors; '' judges no runtime as used")
     check.add_argument("--runtime-class-handler", action="append", default=[],
                        metavar="NAME", dest="handlers",
-                       help="a RuntimeClass handler pods use (repeatable; offline "
-                            "stand-in for --runtime-classes-from-cluster): judged as used "
+                       help="a RuntimeClass handler pods use, named by hand (offline, "
+                            "instead of --runtime-classes-from-cluster): judged as used "
                             "like --runtime-name")
     check.add_argument("--runtime-classes-from-cluster", action="store_true",
                        help="list the cluster's node.k8s.io/v1 RuntimeClasses and judge "
