@@ -65,7 +65,9 @@ def test_json_contract_and_exit_1_on_errors(node: Path, capsys) -> None:
     data = json.loads(out)
     assert code == 1
     assert set(data) == {"containerd_version", "config_version", "files", "effective",
-                         "findings", "cri_served", "no_file", "disabled_plugins", "settings"}
+                         "findings", "cri_served", "no_file", "disabled_plugins", "settings",
+                         "runtime_classes"}
+    assert data["runtime_classes"] == []
     assert data["containerd_version"] == "1.7" and data["config_version"] == 2
     assert data["files"] == [CONFIG, "/etc/containerd/conf.d/00-k8s-runc.toml",
                              "/etc/containerd/conf.d/99-nvidia.toml"]

@@ -27,6 +27,9 @@ def check_to_json(check: NodeCheck) -> dict[str, Any]:
         "no_file": eff.no_file,
         "disabled_plugins": list(eff.disabled_plugins),
         "settings": dict(eff.settings),
+        # The RuntimeClass handlers judged as used (name null: --runtime-class-handler).
+        "runtime_classes": [{"name": name, "handler": handler}
+                            for name, handler in check.runtime_classes],
         "findings": [f.to_dict() for f in check.findings],
     }
 
@@ -38,6 +41,11 @@ def render_check(check: NodeCheck, console: Console) -> None:
         ("containerd ", "bold"), (str(eff.containerd_version), "bold"),
         f"  config version {eff.config_version}  {check.config}"),
         soft_wrap=not console.is_terminal)
+    if check.runtime_classes:
+        console.print(Text(
+            "RuntimeClass handlers judged as used: " + ", ".join(
+                f"{handler} (RuntimeClass {name})" if name else handler
+                for name, handler in check.runtime_classes)), soft_wrap=True)
     print_table(console, "Merge order", ("#", "file", "version", "imported by"), [
         (str(index), f.path, str(f.version or "1 (none)"), f.imported_by or "")
         for index, f in enumerate(eff.files, start=1)])

@@ -55,6 +55,21 @@ def root_parser() -> argparse.ArgumentParser:
                        help="the GPU runtime pods use (RuntimeClass handler; default: "
                             "nvidia, as in the stacks): judged as used, so FM01/FM07 on it "
                             "are errors; '' judges no runtime as used")
+    check.add_argument("--runtime-class-handler", action="append", default=[],
+                       metavar="NAME", dest="handlers",
+                       help="a RuntimeClass handler pods use, named by hand (offline, "
+                            "instead of --runtime-classes-from-cluster): judged as used "
+                            "like --runtime-name")
+    check.add_argument("--runtime-classes-from-cluster", action="store_true",
+                       help="list the cluster's node.k8s.io/v1 RuntimeClasses and judge "
+                            "every handler they name as used: one that the config does not "
+                            "define, or defines with FM01/FM07 problems, is an error naming "
+                            "the RuntimeClass")
+    check.add_argument("--kubeconfig", metavar="PATH",
+                       help="with --runtime-classes-from-cluster: kubeconfig (default: "
+                            "KUBECONFIG or ~/.kube/config; in a pod, its service account)")
+    check.add_argument("--context", metavar="NAME",
+                       help="with --runtime-classes-from-cluster: kubeconfig context")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.set_defaults(handler=_containerd_check)
 
@@ -86,12 +101,19 @@ def root_parser() -> argparse.ArgumentParser:
 def _containerd_check(ns: argparse.Namespace) -> int:
     from gpuplane.cli.check_report import check_to_json, render_check
     from gpuplane.containerd import ConfigError, ContainerdVersion
+    from gpuplane.kube.runtimeclasses import handler_error
     from gpuplane.rules.nodecheck import (
         VersionUnknown,
         check_node_config,
         detect_containerd_version,
     )
 
+    for handler in ns.handlers:
+        if (why := handler_error(handler)) is not None:
+            return _input_error(f"--runtime-class-handler: {why}")
+    for flag, value in (("--kubeconfig", ns.kubeconfig), ("--context", ns.context)):
+        if value is not None and not ns.runtime_classes_from_cluster:
+            return _input_error(f"{flag} applies only with --runtime-classes-from-cluster")
     try:
         if ns.containerd_version:
             version = ContainerdVersion.parse(ns.containerd_version)
@@ -102,10 +124,19 @@ def _containerd_check(ns: argparse.Namespace) -> int:
     except VersionUnknown as exc:
         return _input_error(f"cannot tell which containerd reads this config ({exc}); pass "
                             "--containerd-version X.Y (1.6, 1.7 or 2.1)")
+    classes: list[tuple[str | None, str]] = [(None, h) for h in dict.fromkeys(ns.handlers)]
+    if ns.runtime_classes_from_cluster:
+        from gpuplane.kube.client import CollectError
+        try:
+            classes += _cluster_runtime_classes(ns.kubeconfig, ns.context)
+        except CollectError as exc:
+            return _input_error(f"--runtime-classes-from-cluster: cannot list the cluster's "
+                                f"RuntimeClasses: {exc}")
     try:
         files, config = _node_files(ns.config, ns.root)
         result = check_node_config(files, config, version,
-                                   runtime_name=ns.runtime_name or None)
+                                   runtime_name=ns.runtime_name or None,
+                                   runtime_classes=classes)
     except ConfigError as exc:
         return _input_error(str(exc))
     if ns.format == "json":
@@ -113,6 +144,20 @@ def _containerd_check(ns: argparse.Namespace) -> int:
     else:
         render_check(result, _console())
     return EXIT_FINDINGS if result.failed else EXIT_OK
+
+
+def _cluster_runtime_classes(kubeconfig: str | None,
+                             context: str | None) -> list[tuple[str | None, str]]:
+    """(RuntimeClass, handler) of every RuntimeClass of the cluster, through the doctor's
+    client. Raises gpuplane.kube.client.CollectError."""
+    from gpuplane.kube.client import KubeClient
+    from gpuplane.kube.runtimeclasses import runtime_classes
+
+    found = runtime_classes(KubeClient(kubeconfig, context))
+    if not found:
+        print("gpuplane: the cluster has no RuntimeClass: no handler of one is judged as "
+              "used", file=sys.stderr)
+    return [(rc.name, rc.handler) for rc in found]
 
 
 def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:

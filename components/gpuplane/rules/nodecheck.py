@@ -7,6 +7,7 @@ import posixpath
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ class NodeCheck:
     config: str
     effective: EffectiveConfig
     findings: list[Finding]
+    # (RuntimeClass, handler) judged as used; RuntimeClass None: a handler named by hand.
+    runtime_classes: tuple[tuple[str | None, str], ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -47,6 +50,7 @@ class NodeCheck:
 def check_node_config(
     files: FileSource, config: str, version: ContainerdVersion, facts: dict[str, Any] | None = None,
     *, runtime_name: str | None = None,
+    runtime_classes: Sequence[tuple[str | None, str]] = (),
 ) -> NodeCheck:
     """Run every containerd rule on `config` (a node path) read through `files`.
 
@@ -54,17 +58,25 @@ def check_node_config(
     `runtime_name`: the GPU runtime pods use (`gpuplane containerd check` passes
     `nvidia`): judged as used, like a plan's runtime (FM01, FM07 are errors on it). A
     missing `config` is containerd's built-in defaults, judged as such.
+    `runtime_classes`: (RuntimeClass, handler) of the node's cluster (RuntimeClass None:
+    a handler named by hand); every handler is judged as used too, and the findings on it
+    name its RuntimeClasses.
     Raises gpuplane.containerd.ConfigError for a file that cannot be parsed.
     """
     effective = effective_config(config, files, version, missing_ok=True)
     unread = find_unread_files(files, effective)
     extra = dict(facts or {})
-    if runtime_name:
-        extra["expected_runtimes"] = frozenset(extra.get("expected_runtimes", ())) | {runtime_name}
+    classes = tuple((name, handler) for name, handler in runtime_classes)
+    used = {handler for _, handler in classes} | ({runtime_name} if runtime_name else set())
+    if used:
+        extra["expected_runtimes"] = frozenset(extra.get("expected_runtimes", ())) | used
         # `files` is the node itself (or a copy under --root): binaries can be looked for.
         extra.setdefault("missing_binaries", missing_binaries(files, effective))
+    named = tuple((name, handler) for name, handler in classes if name is not None)
+    if named:
+        extra["runtime_classes"] = tuple(extra.get("runtime_classes", ())) + named
     findings = check_containerd(ContainerdFacts(effective, unread_files=unread, **extra))
-    return NodeCheck(config, effective, findings)
+    return NodeCheck(config, effective, findings, classes)
 
 
 def missing_binaries(files: FileSource, effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:

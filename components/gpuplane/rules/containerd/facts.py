@@ -46,6 +46,9 @@ class ContainerdFacts:
     # (runtime, path) for each runtime whose BinaryName names an absolute path that is not
     # on the node (gpuplane.rules.nodecheck looks; the rules stay pure).
     missing_binaries: tuple[tuple[str, str], ...] = ()
+    # (RuntimeClass, handler) for each RuntimeClass of the node's cluster: its handler is a
+    # runtime pods use (also in `expected_runtimes`); findings name the RuntimeClass.
+    runtime_classes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,24 @@ class Analysis:
         if default in self.facts.expected_runtimes:
             return "FM01"
         return "FM09"
+
+    def classes_of(self, runtime: str) -> list[str]:
+        """The cluster's RuntimeClasses whose handler is `runtime`, sorted."""
+        return sorted({c for c, h in self.facts.runtime_classes if h == runtime})
+
+    def classes_note(self, runtimes: list[str]) -> str:
+        """A sentence per runtime of `runtimes` that a RuntimeClass of the cluster names as
+        its handler (" RuntimeClass gpu runs its pods with handler nvidia."); "" else."""
+        notes = []
+        for runtime in runtimes:
+            classes = self.classes_of(runtime)
+            if len(classes) == 1:
+                notes.append(f" RuntimeClass {classes[0]} runs its pods with handler "
+                             f"{runtime}.")
+            elif classes:
+                notes.append(f" RuntimeClasses {', '.join(classes)} run their pods with "
+                             f"handler {runtime}.")
+        return "".join(notes)
 
     def where(self, location: str) -> str:
         prefix = self.facts.config_key_prefix

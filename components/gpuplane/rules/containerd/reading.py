@@ -111,14 +111,18 @@ def _missing_planned(a: Analysis, read: set[str]) -> tuple[list[Finding], set[st
         if not out and runtimes:
             message += (f" No file containerd reads defines runtime(s) {', '.join(runtimes)}: "
                         f'pods using them fail with `no runtime for "{runtimes[0]}" is '
-                        f"configured`.{note}")
+                        f"configured`.{note}{a.classes_note(runtimes)}")
         out.append(Finding("FM01", Severity.ERROR, message, imports_at, fix))
     if not missing:
         for name in runtimes:
+            classes = a.classes_of(name)
+            pods = (f"pods of RuntimeClass{'es' if len(classes) > 1 else ''} "
+                    f"{', '.join(classes)} (handler {name})" if classes else
+                    f"pods with runtimeClassName {name}")
             out.append(Finding(
                 "FM01", Severity.ERROR,
-                f"no file containerd reads defines runtime {name!r}: pods with "
-                f'runtimeClassName {name} fail with `no runtime for "{name}" is configured`.'
+                f"no file containerd reads defines runtime {name!r}: {pods} fail with "
+                f'`no runtime for "{name}" is configured`.'
                 + (note if name == eff.default_runtime else ""),
                 imports_at,
                 f"Write the {name} runtime into a drop-in that an `imports` glob of "

@@ -54,7 +54,7 @@ def fm07(a: Analysis) -> list[Finding]:
             "FM07", _severity(a, bad),
             f"the kubelet uses the {driver} cgroup driver, but SystemdCgroup is {shown}: "
             f"runtime(s) {', '.join(bad)} manage cgroups differently from the kubelet."
-            + _unused_note(a, bad),
+            + _unused_note(a, bad) + a.classes_note(bad),
             a.where(runtime_at(a, bad[0], "SystemdCgroup")),
             f"Set SystemdCgroup = {fmt(want)} in the options of {', '.join(bad)}"
             + (f" through {a.facts.owner}'s own configuration (docs/platforms.md)."
@@ -70,7 +70,7 @@ def fm07(a: Analysis) -> list[Finding]:
         "FM07", _severity(a, odd),
         f"runc-based runtimes disagree on SystemdCgroup ({shown}; absent means false): "
         "containers of one runtime use another cgroup manager than the rest."
-        + _unused_note(a, odd),
+        + _unused_note(a, odd) + a.classes_note(odd),
         a.where(runtime_at(a, odd[0], "SystemdCgroup")),
         "Give every io.containerd.runc.v2 runtime the same SystemdCgroup, matching the "
         "kubelet's cgroupDriver (true for systemd, false for cgroupfs).",

@@ -63,7 +63,7 @@ def missing_binary(a: Analysis) -> list[Finding]:
             "FM01", Severity.ERROR if name in used else Severity.WARNING,
             f"runtime {name} runs BinaryName = \"{path}\", which does not exist on the node: "
             f"every pod of runtime {name} fails to start (`{path}: no such file or "
-            "directory`).",
+            "directory`)." + a.classes_note([name]),
             a.where(runtime_at(a, name, "BinaryName")),
             f"Install the binary at {path} (for nvidia: the NVIDIA Container Toolkit, "
             "`nvidia-container-runtime`), or set BinaryName in runtime "
