@@ -86,6 +86,23 @@ def root_parser() -> argparse.ArgumentParser:
     pack_path = pack_sub.add_parser("path", help="print the pack's directory (for "
                                     "`pulumi preview --policy-pack` and `pulumi policy publish`)")
     pack_path.set_defaults(handler=_policy_pack_path)
+    pack_config = pack_sub.add_parser(
+        "config", help="write a policy config that gives every policy the same cluster facts",
+        description="Pulumi gives each policy only its own config, so the cluster facts a "
+                    "stack without gpuplane's components is judged by must sit under every "
+                    "policy. This writes them from one set: pulumi preview --policy-pack "
+                    "\"$(gpuplane policy-pack path)\" --policy-pack-config FILE")
+    from gpuplane.policy.facts import FACTS_SCHEMA  # the facts' names, types and help
+
+    for key, spec in FACTS_SCHEMA.items():
+        pack_config.add_argument(f"--{_kebab(key)}", dest=f"fact_{key}", metavar="VALUE",
+                                 help=f"{spec.get('description', key)} "
+                                      f"({_fact_type(spec)})")
+    pack_config.add_argument("--base", type=Path, metavar="FILE",
+                             help="a policy config to extend: its levels and properties stay")
+    pack_config.add_argument("-o", "--output", type=Path, metavar="FILE",
+                             help="write the config there (default: stdout)")
+    pack_config.set_defaults(handler=_policy_pack_config)
 
     sub.add_parser("probe", help="CUDA probe (see `gpuplane probe --help`)", add_help=False)
     sub.add_parser("plan", help="offline plan of a stack", add_help=False)
@@ -198,6 +215,64 @@ def _policy_pack_path(ns: argparse.Namespace) -> int:
 
     print(pack_dir())
     return EXIT_OK
+
+
+def _kebab(key: str) -> str:
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in key)
+
+
+def _fact_type(spec: dict[str, Any]) -> str:
+    if "enum" in spec:
+        return " or ".join(spec["enum"])
+    return {"boolean": "true or false", "integer": "a whole number"}.get(
+        spec.get("type", "string"), "text")
+
+
+def _policy_pack_config(ns: argparse.Namespace) -> int:
+    from gpuplane.policy.config import PackConfigError, load_pack_config
+    from gpuplane.policy.facts import FACTS_SCHEMA, spread_facts
+    from gpuplane.policy.pack import policy_names
+
+    facts: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, spec in FACTS_SCHEMA.items():
+        raw = getattr(ns, f"fact_{key}")
+        if raw is None:
+            continue
+        kind = spec.get("type")
+        if kind == "boolean" and raw.lower() in ("true", "false"):
+            facts[key] = raw.lower() == "true"
+        elif kind == "integer" and raw.lstrip("-").isdigit():
+            facts[key] = int(raw)
+        elif kind in ("boolean", "integer"):
+            problems.append(f"--{_kebab(key)} {raw!r}: expected {_fact_type(spec)}")
+        else:
+            facts[key] = raw
+    if not facts and not problems:
+        return _input_error("policy-pack config: give at least one fact, e.g. --distro "
+                            "k3s --containerd-version 2.0 (see --help)")
+    try:
+        base = load_pack_config(ns.base, policy_names()) if ns.base else None
+        config = spread_facts(facts, policy_names(), FACTS_SCHEMA, base)
+    except PackConfigError as exc:
+        problems += [_flagged(line) for line in str(exc).splitlines()]
+    if problems:
+        return _input_error("policy-pack config:\n  " + "\n  ".join(problems))
+    text = json.dumps(config, indent=2) + "\n"
+    if ns.output:
+        try:
+            ns.output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            return _input_error(f"--output {ns.output}: {exc.strerror or exc}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _flagged(problem: str) -> str:
+    """A facts problem (`containerdVersion: ...`) named by its flag."""
+    key, sep, rest = problem.partition(": ")
+    return f"--{_kebab(key)}: {rest}" if sep and " " not in key and "/" not in key else problem
 
 
 def _probe(argv: list[str]) -> int:

@@ -30,6 +30,7 @@ from gpuplane.policy.collect import (
     intent_from_config,
     stack_findings,
 )
+from gpuplane.policy.facts import FACTS_SCHEMA
 from gpuplane.policy.props import plain
 from gpuplane.rules import RULES
 
@@ -37,28 +38,8 @@ PACK_NAME = "gpuplane"
 # FM05 (another installer rewrites the config later) cannot be seen at preview time;
 # the node agent's `status` and the doctor find it.
 COVERED = tuple(r for r in RULES if r != "FM05")
-# Cluster facts for stacks without gpuplane's intent (workload stacks, and GPU stacks
-# gpuplane did not make: gpuplane.policy.foreign), named like the stack keys.
-CONFIG_SCHEMA = PolicyConfigSchema(properties={
-    "distro": {"type": "string", "description": "the nodes' distribution, as "
-               "gpuplane:cluster.distro (kubeadm, k3s, rke2, ...)"},
-    "containerdVersion": {"type": "string", "description": "the nodes' containerd, as "
-                          "gpuplane:cluster.containerdVersion (e.g. \"1.7\")"},
-    "platform": {"type": "string", "description": "the managed platform, as "
-                 "gpuplane:cluster.platform (eks, gke, aks, ...); unset: self-managed"},
-    "driver": {"type": "string", "enum": ["preinstalled", "managed"],
-               "description": "as gpuplane:gpuOperator.driver: the nodes ship the driver, or "
-                              "the operator installs it"},
-    "nvidiaDefault": {"type": "boolean", "default": False,
-                      "description": "workload stacks: nvidia is containerd's default runtime"},
-    "runtimeClass": {"type": "string", "default": "nvidia",
-                     "description": "workload stacks: the nvidia RuntimeClass name"},
-    "devicePlugin": {"type": "string", "enum": ["gpu-operator", "hami"],
-                     "default": "gpu-operator"},
-    "cdi": {"type": "boolean", "default": False},
-    "kubernetesVersion": {"type": "string"},
-    "maxGpusPerNode": {"type": "integer", "minimum": 0, "default": 0},
-})
+# Cluster facts for stacks without gpuplane's intent (gpuplane.policy.facts).
+CONFIG_SCHEMA = PolicyConfigSchema(properties=FACTS_SCHEMA)
 
 _memo: list[tuple[tuple[int, str], list[PolicyResource], list[Located]]] = []
 
