@@ -144,3 +144,25 @@ def test_a_single_cluster_keeps_its_findings_unnamed() -> None:
     found = run_policies(_cluster("east", ClusterIntent(driver_preinstalled=True), True))
     fm08 = [f for f in found if f.id == "FM08"]
     assert fm08 and not fm08[0].where.startswith("GpuCluster ")
+
+
+POD = """
+k8s.core.v1.Pod("trainer", metadata={{"name": "trainer"}}, spec={{"runtimeClassName": "gpu",
+    "containers": [{{"name": "t", "image": "cuda:12",
+                    "resources": {{"limits": {{"nvidia.com/gpu": 1}}}}}}]}}{opts})
+"""
+
+
+def test_fm11_a_workload_goes_with_the_cluster_of_its_provider(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """West names its nvidia runtime `gpu`, east `nvidia`: a pod asking for `gpu` on west's
+    provider is judged by west alone; one on no cluster's provider must suit each."""
+    west = config_of("kind-smoke")
+    west["gpuplane:runtime"] = {"name": "gpu"}
+    on_west = POD.format(opts=", opts=pulumi.ResourceOptions(provider=provider)")
+    code, report = plan_two(project, capsys, config_of("kind-smoke"), west, extra=on_west)
+    assert code == 0 and errors(report) == [], errors(report)
+    code, report = plan_two(project, capsys, config_of("kind-smoke"), west,
+                            extra=POD.format(opts=""))
+    assert code == 1
+    assert [f["where"].split(": ", 1)[0] for f in errors(report)] == ["GpuCluster east"]
