@@ -5,6 +5,7 @@ so a rule runs once per stack however many policies report it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from gpuplane.core.chartsource import chart_name_of
@@ -17,6 +18,8 @@ from gpuplane.toolkit.options import NEWEST_TOOLKIT
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+RUNTIMECLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
+GPU_CLUSTER = "gpuplane:index:GpuCluster"
 COMMAND = "command:remote:Command"
 # `nodeAccess: pod`: the same agent program, run from a pod (gpuplane.stack.node_pod).
 NODE_AGENT_POD = "pulumi-python:dynamic/gpuplane:NodeAgentPod"
@@ -34,14 +37,22 @@ WORKLOADS: dict[str, tuple[str, str]] = {
 
 
 def intent_of(views: Iterable[View]) -> ClusterIntent | None:
-    """The stack's intent from its `gpuplane-intent` ConfigMap, if it has one."""
+    """The stack's intent from its `gpuplane-intent` ConfigMap, if it has one (the first,
+    where a program builds several GpuClusters: `intents_of` gives them all)."""
+    found = intents_of(views)
+    return found[0][1] if found else None
+
+
+def intents_of(views: Iterable[View]) -> list[tuple[View, ClusterIntent]]:
+    """Every `gpuplane-intent` ConfigMap of the stack (one per GpuCluster) and its intent."""
+    out = []
     for v in views:
         meta = v.props.get("metadata") or {}
         if v.type == CONFIGMAP and meta.get("name") == INTENT_CONFIGMAP:
             text = (v.props.get("data") or {}).get(INTENT_KEY)
             if isinstance(text, str):
-                return ClusterIntent.from_json(text)
-    return None
+                out.append((v, ClusterIntent.from_json(text)))
+    return out
 
 
 def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
@@ -74,9 +85,84 @@ def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
 def stack_findings(views: list[View], fallback: ClusterIntent,
                    config: Mapping[str, Any] | None = None) -> StackFindings:
     """Every rule over one stack's resources. A stack without gpuplane's intent (one
-    gpuplane did not make) is judged from `fallback`, the pack config's facts."""
+    gpuplane did not make) is judged from `fallback`, the pack config's facts. A stack
+    with several GpuClusters (several intents) has each cluster judged by its own intent,
+    on its own resources, every finding naming its cluster (`GpuCluster <name>: where`)."""
+    intents = intents_of(views)
+    if len(intents) <= 1:
+        return _cluster_findings(views, intents[0][1] if intents else None, fallback, config)
     out = StackFindings()
-    intent = intent_of(views)
+    for label, intent, group in clusters(views, intents):
+        mine = _cluster_findings(group, intent, fallback, config)
+        out.items += [Located(named(item.finding, label), item.urn) for item in mine.items]
+    return out
+
+
+def cluster_label(name: str) -> str:
+    """How a finding names the GpuCluster it belongs to."""
+    return f"GpuCluster {name}"
+
+
+def named(f: Finding, label: str) -> Finding:
+    """`f` with the cluster it belongs to in front of its `where`."""
+    return replace(f, where=f"{label}: {f.where}")
+
+
+def clusters(views: list[View], intents: list[tuple[View, ClusterIntent]]
+             ) -> list[tuple[str, ClusterIntent, list[View]]]:
+    """Per intent: the cluster's label, its intent and the resources it judges. A
+    GpuCluster's resources are the descendants of the component that holds its intent
+    ConfigMap. A resource in no such component (the program's own workloads and
+    RuntimeClasses) goes with the clusters whose resources share its provider; with none,
+    to every cluster (where it runs is not known from the stack, so it must suit each)."""
+    parent = {v.urn: v.parent for v in views}
+    by_urn = {v.urn: v for v in views}
+    scopes = [(v.parent, _label(v, by_urn.get(v.parent)), intent) for v, intent in intents]
+    owned = {scope for scope, _, _ in scopes if scope}
+    home: dict[str, str | None] = {}
+    for v in views:
+        at = v.parent
+        while at and at not in owned:
+            at = parent.get(at, "")
+        home[v.urn] = at or None
+    providers: dict[str, set[str]] = {}
+    for v in views:
+        scope = home[v.urn]
+        if scope is not None and v.provider:
+            providers.setdefault(scope, set()).add(v.provider)
+    out = []
+    for scope, label, intent in scopes:
+        group = []
+        for v in views:
+            where = home[v.urn]
+            if where is not None:
+                if where == scope:
+                    group.append(v)
+                continue
+            matched = [s for s, _, _ in scopes if v.provider in providers.get(s, ())]
+            if scope in matched or not matched:
+                group.append(v)
+        out.append((label, intent, group))
+    return out
+
+
+def _label(intent_view: View, holder: View | None) -> str:
+    """The GpuCluster (or other component) holding an intent ConfigMap, by name; an intent
+    declared at the stack's root, by its own resource name."""
+    if holder is not None:
+        return cluster_label(holder.name) if holder.type == GPU_CLUSTER \
+            else f"{holder.type.rsplit(':', 1)[-1]} {holder.name}"
+    if intent_view.parent:   # the holder is not among the views: its URN names it
+        kind, _, name = intent_view.parent.rpartition("::")
+        return cluster_label(name) if kind.endswith(GPU_CLUSTER) else name
+    return f"ConfigMap {intent_view.name}"
+
+
+def _cluster_findings(views: list[View], intent: ClusterIntent | None,
+                      fallback: ClusterIntent, config: Mapping[str, Any] | None
+                      ) -> StackFindings:
+    """Every rule over one cluster's resources, judged by `intent` (None: not gpuplane's)."""
+    out = StackFindings()
     for v in views:
         if v.type in WORKLOADS:
             out.add(workload_findings(v, intent or fallback), v.urn)
@@ -90,6 +176,7 @@ def stack_findings(views: list[View], fallback: ClusterIntent,
             _release(v, intent, out)
         elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
             _time_slicing(v, intent, out)
+    _runtime_classes(views, intent, out)
     operator = [v for v in views if v.type == RELEASE and _chart(v) == "gpu-operator"]
     version = str(operator[0].props.get("version") or "") if operator else ""
     values = (operator[0].props.get("values") or {}) if operator else {}
@@ -103,6 +190,21 @@ def stack_findings(views: list[View], fallback: ClusterIntent,
                      for f in ([item.finding] if item.urn in nodes
                                else levelled([item.finding], intent.rule_levels))]
     return out
+
+
+def _runtime_classes(views: list[View], intent: ClusterIntent, out: StackFindings) -> None:
+    """FM11: the RuntimeClasses the stack declares, against the runtimes its intent gives
+    the nodes (the operator's toolkit, the host's toolkit, the platform's config)."""
+    from gpuplane.rules.device_plugins import check_runtime_class_handlers, node_runtime_handlers
+
+    classes = [v for v in views if v.type == RUNTIMECLASS]
+    if not classes:
+        return
+    handlers, source = node_runtime_handlers(intent)
+    for v in classes:
+        where = f"RuntimeClass {(v.props.get('metadata') or {}).get('name', v.name)}"
+        out.add(check_runtime_class_handlers([(where, v.props)], handlers, source=source),
+                v.urn)
 
 
 def _chart(v: View) -> str | None:
@@ -141,6 +243,7 @@ def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
     out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
 
-__all__ = ["COMMAND", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS", "Located",
-           "StackFindings", "View",
-           "intent_from_config", "intent_of", "stack_findings", "workload_findings"]
+__all__ = ["COMMAND", "GPU_CLUSTER", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS",
+           "Located", "StackFindings", "View", "cluster_label", "clusters",
+           "intent_from_config", "intent_of", "intents_of", "named", "stack_findings",
+           "workload_findings"]

@@ -25,6 +25,8 @@ CLUSTER_POLICY = ("nvidia.com/v1", "ClusterPolicy")
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
 RUNTIMECLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
+# The pack config keys that say which nvidia runtime the nodes have without the operator.
+RUNTIME_FACTS = frozenset({"runtimeClass", "nvidiaDefault"})
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,9 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
                      out: StackFindings) -> None:
     """Every rule over the GPU installs of a stack gpuplane did not make."""
     found = installs(views)
-    for f, urn in [*_device_plugin_daemonsets(views, found), *_runtime_classes(views, found)]:
-        out.add([f], urn)   # needs no cluster fact
+    for f, urn in [*_device_plugin_daemonsets(views, found),
+                   *_runtime_classes(views, found, config, base)]:
+        out.add([f], urn)   # needs no fact beyond the runtime's
     if not found:
         return
     intent = foreign_intent(config, found, base)
@@ -176,25 +179,45 @@ def _device_plugin_daemonsets(views: list[View],
     return [(f, by_where[f.where]) for f in found_]
 
 
-def _runtime_classes(views: list[View], found: list[Install]) -> list[tuple[Finding, str]]:
-    """RuntimeClasses the stack declares, against the runtimes the operator's toolkit
-    gives the nodes (forced: CONTAINERD_RUNTIME_CLASS = operator.runtimeClass, see
-    gpuplane.toolkit.operator). Without the operator's toolkit the nodes' runtimes are
-    not known from the stack, and nothing is judged."""
+def _runtime_classes(views: list[View], found: list[Install], config: Mapping[str, Any],
+                     base: ClusterIntent) -> list[tuple[Finding, str]]:
+    """RuntimeClasses the stack declares, against the runtimes the nodes get
+    (gpuplane.rules.device_plugins.node_runtime_handlers): the operator's toolkit's
+    (forced: CONTAINERD_RUNTIME_CLASS = operator.runtimeClass, see
+    gpuplane.toolkit.operator), else the host's, as the pack config's `runtimeClass` /
+    `nvidiaDefault` give them. Without either the nodes' runtimes are not known from the
+    stack: nothing is judged, and where the stack installs a GPU stack that is said once,
+    as advice."""
     from gpuplane.rules._shared import flag, lookup
-    from gpuplane.rules.device_plugins import check_runtime_class_handlers
+    from gpuplane.rules.device_plugins import check_runtime_class_handlers, node_runtime_handlers
 
+    classes = [v for v in views if v.type == RUNTIMECLASS]
+    if not classes:
+        return []
     toolkit = [i for i in found if i.chart == "gpu-operator"
                and flag(i.values, "toolkit.enabled", True)]
-    if not toolkit:
-        return []
-    name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
-    classes = [v for v in views if v.type == RUNTIMECLASS]
+    if toolkit:
+        name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
+        handlers, source = node_runtime_handlers(
+            replace(base, toolkit="operator", runtime_class=name))
+        source = f"{source}, {toolkit[0].where}"
+    elif RUNTIME_FACTS & set(config):
+        handlers, _ = node_runtime_handlers(replace(base, toolkit="host"))
+        source = ("the nodes' own toolkit: the runtime the pack config's `runtimeClass` "
+                  f"names, {base.runtime_class!r}")
+    else:
+        if not found:
+            return []
+        return [(Finding(
+            "FM11", Severity.WARNING,
+            "not judged: FM11 (RuntimeClass handlers against the nodes' runtimes) needs the "
+            "nodes' nvidia runtime, `runtimeClass` (or `nvidiaDefault`), which the policy "
+            "config does not give; no GPU Operator toolkit decides it",
+            "policy config", "Set `runtimeClass` (the nodes' nvidia runtime, e.g. nvidia) "
+            "in the pack's config (--policy-pack-config)."), classes[0].urn)]
     by_where = {_runtime_class_where(v): v.urn for v in classes}
     judged = check_runtime_class_handlers(
-        [(_runtime_class_where(v), v.props) for v in classes],
-        [name, "nvidia-cdi", "nvidia-legacy", "runc"],
-        source=f"the GPU Operator's toolkit, {toolkit[0].where}")
+        [(_runtime_class_where(v), v.props) for v in classes], handlers, source=source)
     return [(f, by_where[f.where.removesuffix(" handler")]) for f in judged]
 
 

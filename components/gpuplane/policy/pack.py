@@ -51,7 +51,10 @@ def findings_of(resources: list[PolicyResource],
     if _memo and _memo[0][0] == key and _memo[0][1] is resources:
         return _memo[0][2]
     views = [View(r.resource_type, r.name, r.urn, plain(r.props),
-                  tuple(d.urn for d in r.dependencies or ())) for r in resources]
+                  tuple(d.urn for d in r.dependencies or ()),
+                  parent=r.parent.urn if r.parent is not None else (r.opts.parent or ""),
+                  provider=r.provider.urn if r.provider is not None else "")
+             for r in resources]
     located = stack_findings(views, intent_from_config(config), config).items
     _memo[:] = [(key, resources, located)]
     return located

@@ -23,6 +23,8 @@ class View:
     urn: str
     props: Mapping[str, Any]
     dependencies: tuple[str, ...] = ()   # URNs
+    parent: str = ""                     # the parent's URN ("": the stack's root)
+    provider: str = ""                   # the provider's URN ("": the default provider)
 
 
 @dataclass

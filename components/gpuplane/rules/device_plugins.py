@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, items, mapping
 
 _IMAGES = ("k8s-device-plugin", "hami", "vgpu-device-plugin")
@@ -50,6 +51,30 @@ def check_device_plugin_daemonsets(daemonsets: Sequence[tuple[str, Mapping[str, 
     return out
 
 
+def node_runtime_handlers(intent: ClusterIntent) -> tuple[tuple[str, ...], str]:
+    """The containerd runtimes (RuntimeClass handlers) the GPU nodes get, and what gives
+    them: the GPU Operator's toolkit names its runtime after `operator.runtimeClass`
+    (CONTAINERD_RUNTIME_CLASS, gpuplane.toolkit.operator) beside `nvidia-cdi` and
+    `nvidia-legacy` (gpuplane.toolkit.output); the host's toolkit gets the one runtime
+    gpuplane writes (`gpuplane:runtime.name`, plan.node); a platform's image defines the
+    runtime `runtime.name` names (FM11-platform-runtime holds that). runc everywhere."""
+    name = intent.runtime_class
+    if intent.toolkit == "operator":
+        return (tuple(dict.fromkeys((name, "nvidia-cdi", "nvidia-legacy", "runc"))),
+                "the GPU Operator's toolkit")
+    if intent.toolkit == "host":
+        return (tuple(dict.fromkeys((name, "runc"))),
+                f"the host's toolkit: the runtime {name!r} gpuplane:runtime.name names")
+    return tuple(dict.fromkeys((name, "runc"))), "the platform's containerd config"
+
+
+def gpu_runtime_classes(intent: ClusterIntent) -> tuple[str, ...]:
+    """The RuntimeClasses that give a pod the nvidia runtime: one per nvidia runtime of
+    `node_runtime_handlers` (the operator creates each; without it, `gpuplane:runtime.name`
+    is the one gpuplane creates or the cluster has)."""
+    return tuple(h for h in node_runtime_handlers(intent)[0] if h != "runc")
+
+
 def check_runtime_class_handlers(runtime_classes: Sequence[tuple[str, Mapping[str, Any]]],
                                  handlers: Sequence[str], *, source: str) -> list[Finding]:
     """FM11 for each RuntimeClass (`(where, object)`) whose handler is none of `handlers`,
@@ -73,4 +98,4 @@ def check_runtime_class_handlers(runtime_classes: Sequence[tuple[str, Mapping[st
 
 
 __all__ = ["check_device_plugin_daemonsets", "check_runtime_class_handlers",
-           "is_device_plugin"]
+           "gpu_runtime_classes", "is_device_plugin", "node_runtime_handlers"]

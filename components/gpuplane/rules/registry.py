@@ -205,6 +205,7 @@ _DATA = {
             "gpuplane.checks.verdicts.vectoradd_findings",
         ),
         tests=(
+            "tests/pure/test_multi_cluster.py::test_fm08_is_judged_by_each_clusters_own_intent",
             "tests/pure/test_rules_cluster.py::test_fm08_driver_default_enabled_while_preinstalled",
             "tests/pure/test_rules_cluster.py::test_fm08_managed_driver_disabled",
             "tests/pure/test_checks_verdicts.py::test_fm08_allocatable_wrong_physical_count",
@@ -253,6 +254,7 @@ _DATA = {
             "gpuplane.doctor.health.runtimeclass",
             "gpuplane.doctor.symptoms._runtimeclass_symptom",
             "gpuplane.rules.device_plugins.check_runtime_class_handlers",
+            "gpuplane.policy.foreign._runtime_classes",
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm11_operator_runtime_class_differs_from_stack",
@@ -260,6 +262,11 @@ _DATA = {
             "tests/real/test_rules_cluster_workloads.py::test_fm11_hami_pod_for_another_scheduler_needs_the_class",
             "tests/real/test_rules_cluster_workloads.py::test_fm11_runtime_class_conditions",
             "tests/pure/test_foreign_stacks.py::test_fm11_a_runtime_class_whose_handler_the_operators_toolkit_never_creates",
+            "tests/pure/test_fm11_runtime_handlers.py::test_fm11_runtime_class_handler_is_judged_with_the_hosts_toolkit",
+            "tests/pure/test_fm11_runtime_handlers.py::test_fm11_workload_naming_a_runtime_class_the_hosts_toolkit_has_not",
+            "tests/pure/test_fm11_runtime_handlers.py::test_fm11_foreign_runtime_class_is_judged_from_the_pack_config",
+            "tests/pure/test_fm11_runtime_handlers.py::test_fm11_foreign_runtime_class_without_runtime_facts_is_advice",
+            "tests/pure/test_fm11_runtime_handlers.py::test_fm11_node_runtime_handlers_follow_the_toolkit",
         ),
     ),
     "FM12": _entry(

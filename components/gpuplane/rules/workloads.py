@@ -16,6 +16,7 @@ from typing import Any
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, items, mapping, quantity
+from gpuplane.rules.device_plugins import gpu_runtime_classes, node_runtime_handlers
 
 GPU = "nvidia.com/gpu"
 GPUMEM = "nvidia.com/gpumem"
@@ -163,12 +164,15 @@ def _runtime_class(spec: Mapping[str, Any], spec_path: str, asked: set[str],
     here = at(where, f"{spec_path}.runtimeClassName", "gpuplane:runtime.name")
     nvidia = intent.runtime_class
     if rc:
-        if rc in (nvidia, f"{nvidia}-cdi", f"{nvidia}-legacy"):
+        classes = gpu_runtime_classes(intent)
+        if rc in classes:
             return []
         return [finding(
             "FM11",
             f"the pod asks for {', '.join(gpus)} but runs with runtimeClassName {rc!r}, "
-            f"which is not the nvidia runtime ({nvidia!r}): no GPU is injected into it.",
+            f"which is not a RuntimeClass of the nvidia runtime ({', '.join(classes)}, "
+            f"from {node_runtime_handlers(intent)[1]}): no GPU is injected into it, or no "
+            "such RuntimeClass admits it.",
             here,
             f"Set `runtimeClassName: {nvidia}` in the pod spec (the RuntimeClass gpuplane "
             "creates is named by `gpuplane:runtime.name`).",

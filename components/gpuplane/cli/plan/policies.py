@@ -10,6 +10,7 @@ from typing import Any
 from pulumi_policy import (
     EnforcementLevel,
     PolicyCustomTimeouts,
+    PolicyProviderResource,
     PolicyResource,
     PolicyResourceOptions,
     StackValidationArgs,
@@ -34,8 +35,11 @@ def policy_resources(resources: list[Registered]) -> list[PolicyResource]:
             delete_before_replace=r.delete_before_replace, aliases=[],
             custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
             additional_secret_outputs=r.additional_secret_outputs, parent=r.parent or None)
+        # The provider as the engine names it: its URN (`<URN>::<id>` in the registration).
+        provider = PolicyProviderResource("", {}, r.provider.rsplit("::", 1)[0], "") \
+            if r.provider else None
         by_urn[r.urn] = PolicyResource(r.type, unknown_checking_proxy(r.inputs), r.urn, r.name,
-                                       opts, None, None, [], {})
+                                       opts, provider, None, [], {})
     for r in resources:
         res = by_urn[r.urn]
         res.parent = by_urn.get(r.parent)

@@ -19,6 +19,7 @@ from gpuplane.config import NAMESPACE, StackConfigError
 from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.core.findings import Finding
+from gpuplane.policy.collect import cluster_label, named
 from gpuplane.stack.cluster import GpuCluster, recorded_clusters
 from gpuplane.stack.refusal import PlanRejected, held_refusals
 
@@ -69,9 +70,9 @@ def _plan(name: str, stack: StackFile, stacks_dir: Path, pack_config: dict[str, 
     findings = run_policies(resources, pack_config)
     if not clusters:
         return program_report(name, resources, findings)
-    cluster = clusters[0]
-    return build_report(name, cluster.config, cluster, resources,
-                        _merged(findings, cluster.plan_findings))
+    # Every cluster's own findings; the report's cluster facts and nodes are the first's.
+    return build_report(name, clusters[0].config, clusters[0], resources,
+                        _with_clusters(findings, clusters))
 
 
 def _rejected(name: str, exc: PlanRejected, cluster: GpuCluster, recorded: list[Registered],
@@ -80,9 +81,13 @@ def _rejected(name: str, exc: PlanRejected, cluster: GpuCluster, recorded: list[
     """The component refused before its first child, as it does under `pulumi up`: the
     report holds what was registered, every finding, and what the program would have
     created, as withheld."""
-    findings = _merged(run_policies(recorded, pack_config), exc.findings)
-    with held_refusals():
+    # The rest of the program, as it would have run: every GpuCluster in it is judged,
+    # those after the refusing one too.
+    with held_refusals(), recorded_clusters() as every:
         _, withheld = run_program(runner, **options)
+    found = run_policies(recorded, pack_config)
+    findings = _with_clusters(found, every) if len(every) > 1 \
+        else _merged(found, exc.findings)
     kept = {r.urn for r in recorded}
     return build_report(name, cluster.config, cluster, recorded, findings,
                         withheld=[r for r in withheld if r.urn not in kept])
@@ -96,10 +101,25 @@ def _failed(exc: BaseException, project: Project | None) -> Exception:
     return program_failure(exc, project)
 
 
-def _merged(found: list[Finding], more: list[Finding]) -> list[Finding]:
-    """`found`, then each finding of `more` that says something new."""
+def _merged(found: list[Finding], more: list[Finding], label: str = "") -> list[Finding]:
+    """`found`, then each finding of `more` that says something new (with `label`: about
+    that cluster, `more` named after it)."""
+    if label:
+        seen = {(f.id, f.message) for f in found if f.where.startswith(f"{label}: ")}
+        return found + [named(f, label) for f in more if (f.id, f.message) not in seen]
     seen = {(f.id, f.message) for f in found}
     return found + [f for f in more if (f.id, f.message) not in seen]
+
+
+def _with_clusters(found: list[Finding], clusters: list[GpuCluster]) -> list[Finding]:
+    """The pack's findings and every GpuCluster's own (its node plans, what only it
+    sees); with several clusters, each finding names its cluster, as the pack's do."""
+    if len(clusters) == 1:
+        return _merged(found, clusters[0].plan_findings)
+    for cluster in clusters:
+        found = _merged(found, cluster.plan_findings,
+                        cluster_label(cluster.pulumi_resource_name))
+    return found
 
 
 __all__ = ["plan_stack"]
