@@ -41,7 +41,7 @@ def test_the_written_config_judges_a_foreign_release(capsys: pytest.CaptureFixtu
     """With the facts spread by the command, the operator's driver on a preinstalled
     driver (FM08) is judged, not held back as advice naming `driver`."""
     out_file = tmp_path / "policy-config.json"
-    assert run(capsys, *FLAGS, "-o", str(out_file))[0] == 0
+    assert run(capsys, *FLAGS, "--output", str(out_file))[0] == 0
     folder = tmp_path / "infra"
     folder.mkdir()
     (folder / "Pulumi.yaml").write_text("name: infra\nruntime: python\n")

@@ -100,7 +100,7 @@ def root_parser() -> argparse.ArgumentParser:
                                       f"({_fact_type(spec)})")
     pack_config.add_argument("--base", type=Path, metavar="FILE",
                              help="a policy config to extend: its levels and properties stay")
-    pack_config.add_argument("--output", "-o", type=Path, metavar="FILE",
+    pack_config.add_argument("--output", type=Path, metavar="FILE",
                              help="write the config there (default: stdout)")
     pack_config.set_defaults(handler=_policy_pack_config)
 
