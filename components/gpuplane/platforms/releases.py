@@ -175,6 +175,8 @@ AKS = (
         sources=(f"{_AGENTBAKER}/containerd.toml.gtpl@03d34a25 (version 2, grpc.v1.cri, "
                  "getEnableNvidia: nvidia-container-runtime default)",
                  "Azure/AgentBaker#7802 (moby-containerd 1.7.30 for Ubuntu 22.04)",
+                 "Azure/AgentBaker parts/common/components.json@000c8ef1 (moby-containerd "
+                 "1.7.34 for Ubuntu 22.04)",
                  f"{_AKS_OS} (Ubuntu 22.04 default for Kubernetes 1.25-1.34)"),
     ),
     ImageRelease(
@@ -187,9 +189,12 @@ AKS = (
         baseline="aks-ubuntu",
         sources=(f"{_AGENTBAKER}/containerd_v2.toml.gtpl@e3422a58",
                  f"{_AKS_OS} (Ubuntu 24.04 default from Kubernetes 1.35)",
-                 "NVIDIA/aicr#1688 (containerd 2.3.x on these images in the field)"),
-        unverified="which 2.x minor each node-image release ships (only 2.3 is reported, "
-                   "from the field); the lines before 2.3 are accepted unread",
+                 "NVIDIA/aicr#1688 (containerd 2.3.x on these images in the field)",
+                 "Azure/AgentBaker parts/common/components.json@000c8ef1 (moby-containerd "
+                 "2.3.3 for Ubuntu 24.04)"),
+        unverified="which 2.x minor the node-image releases before AgentBaker@000c8ef1 "
+                   "shipped (that commit and the field report 2.3; the history of "
+                   "components.json could not be read here); 2.0-2.2 are accepted unread",
     ),
 )
 
