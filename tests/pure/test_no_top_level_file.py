@@ -94,7 +94,8 @@ def test_template_distros_refuse_with_the_alternative() -> None:
     and the refusal says what plans instead."""
     from gpuplane.containerd.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="file not found"):
+    with pytest.raises(ConfigError, match=r"file not found: RKE2 renders it from its "
+                       r"template at every start.*plan from gpuplane's model"):
         plan_node(profile(Distro.RKE2), ContainerdVersion.parse("2.1"),
                   PlanOptions(toolkit=ToolkitMode.HOST), current={})
 
@@ -143,6 +144,8 @@ def test_a_path_mapped_to_null_is_planned_as_absent(
     assert a1["baselineFiles"] == {CONFIG: None}
     assert a1["effectiveRuntimes"]["asFound"] == defaults("2.1")
     assert 'version = 3' in a1["files"][CONFIG] and a1["restart"]
+    code = main(["plan", "--stack", "t", "--stacks-dir", str(tmp_path / "stacks")])
+    assert code == 0 and f"a1: captured {CONFIG} absent (null)" in capsys.readouterr().out
     # The node command tells the agent the top-level file was planned absent.
     stdin = next(r["inputs"]["stdin"] for r in report["resources"]
                  if r["name"] == "containerd-a1")

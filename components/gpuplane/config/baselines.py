@@ -10,6 +10,7 @@ from, so a plan never replaces settings it has not seen.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpuplane.config import StackConfig, StackConfigError
@@ -56,7 +57,8 @@ def _not_json_object(text: str, local: str) -> str | None:
 
 
 def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
-                     files: dict[str, str], absent: set[str] = frozenset()) -> str | None:
+                     files: dict[str, str],
+                     absent: AbstractSet[str] = frozenset()) -> str | None:
     """Why the captured files are not enough to plan from, or None. The plan is made
     from the node's own files only (never completed with gpuplane's model): the file
     gpuplane edits must be among them, and a file containerd reads to judge the result.
