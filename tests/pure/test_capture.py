@@ -290,6 +290,28 @@ def test_bad_nodes_are_reported_and_the_others_captured(
     assert len(list((stacks / "captured" / "t").iterdir())) == 1   # only good's file
 
 
+def test_a_node_without_a_top_level_config_is_recorded_as_null_and_planned(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, sshd: Sshd) -> None:
+    """No config.toml: containerd runs on its defaults. Capture records that (`null`), so
+    the plan starts from it, not from gpuplane's model of the distribution (#39)."""
+    node_root(sshd, "bare", {MIRROR: DROPIN})
+    stacks = project(tmp_path, sshd, ["{name: bare, host: bare, gpus: 8}"])
+    code, out = capture(capsys, sshd, stacks)
+    assert code == 0, out
+    assert f"1 files, 1 new, absent: {CONFIG}" in out
+    text = (stacks / "Pulumi.t.yaml").read_text()
+    assert f"{CONFIG}: null" in text
+    files = stack_values(stacks)["gpuplane:cluster"]["baselineFiles"]
+    assert files[CONFIG] is None and files[MIRROR].startswith("stacks/captured/t/")
+
+    code = main(["plan", "--stack", "t", "--stacks-dir", str(stacks), "--format", "json"])
+    report = json.loads(capsys.readouterr().out)
+    (bare,) = report["nodes"]
+    assert bare["baselineFiles"][CONFIG] is None
+    planned = {**bare["files"], **bare.get("withheldFiles", {})}
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in planned[CONFIG]
+
+
 # Without sshd: the framing, the edit and bad input.
 
 def test_the_answer_names_each_bad_file() -> None:
@@ -317,6 +339,9 @@ def test_the_edit_keeps_comments_and_flow_style() -> None:
                    "x.toml}} # the A node\n"
                    "    - name: b\n      host: b\n      baselineFiles:\n"
                    "        /etc/containerd/config.toml: y.toml\n")
+    # A node without the file: null, spelt out.
+    absent = updated_text(text, {0: {CONFIG: None}, 1: {CONFIG: None}}, 2)
+    assert "    baselineFiles:\n      /etc/containerd/config.toml: null\n" in absent
     # Only node 1 captured: the cluster entry stays for node 0.
     kept = updated_text(text, {1: {CONFIG: "y.toml"}}, 2)
     assert "baselineFiles: {/etc/containerd/config.toml: old.toml}" in kept

@@ -909,3 +909,35 @@ def test_the_script_parses_in_posix_shells() -> None:
         proc = subprocess.run([checker, "-s", "sh", "-e", "SC2016", script],
                               capture_output=True, text=True, check=False)
         assert proc.returncode == 0, proc.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# A node without a top-level config (issue #39)
+
+
+@pytest.mark.parametrize("line", ["1.7", "2.1"])
+def test_a_node_without_a_top_level_file_gets_one_and_restore_removes_it(
+        line: str, make_node) -> None:
+    """containerd runs on its defaults without config.toml; the plan made from "no file"
+    writes one (planned absent, so the agent checks that none appeared), nvidia serves,
+    and restore takes the node back to no file, on which containerd starts again."""
+    oracle.require_line(line)
+    node = make_node(line)
+    config = host_path(node.root, node.profile.config_path)
+    config.unlink()
+    node.boot()
+    snap = node.snapshot()
+    plan = node.plan(current={})
+    assert plan.bases[node.profile.config_path] is None
+    applied = node.run("apply", plan)
+    assert applied.rc == 0, applied.err
+    assert config.is_file() and node.restarts == 1
+    assert "nvidia" in node.effective()["runtimes"]
+    _sandbox(node, "nvidia")
+
+    restored = node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert not config.exists(), "restore must take the node back to no top-level file"
+    assert node.snapshot() == snap and node.restarts == 2
+    assert "nvidia" not in node.effective()["runtimes"]
+    _sandbox(node, "runc")

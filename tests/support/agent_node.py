@@ -35,7 +35,7 @@ from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros import k0s_render, rancher_render
 from gpuplane.distros.docker_daemon import DockerSettings
 from gpuplane.distros.profiles import DistroProfile
-from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
+from gpuplane.plan.node import PlanOptions, ToolkitMode, native_config, plan_node
 from support import oracle
 from support.layouts import host_path, rebase_imports
 
@@ -163,8 +163,14 @@ class SandboxNode:
                 self.write(self.profile.config_path, text)
             if self.profile.generates_from_dropins:  # k0s merges its drop-ins at start
                 self._k0s_render()
-            daemon = oracle.Daemon(self.line, host_path(self.root, self.profile.config_path),
-                                   self.workdir)
+            config = host_path(self.root, self.profile.config_path)
+            if not config.exists():
+                # No top-level file: containerd runs on its built-in defaults, which a
+                # file of only the line's `version` is (tests/real/test_no_top_level_file.py);
+                # the harness needs a file to point the daemon into its run dir.
+                config = self.tmp / "defaults.toml"
+                config.write_text(native_config(self.version))
+            daemon = oracle.Daemon(self.line, config, self.workdir)
             daemon.start()
             if not daemon.start_ok:
                 error = daemon.start_error.splitlines()[0]

@@ -112,7 +112,8 @@ def _print_text(stack: str, result: CaptureResult) -> None:
         else:
             missing = f", absent: {', '.join(node.missing)}" if node.missing else ""
             print(f"  {node.name:{width}}  ok      containerd {node.version}, "
-                  f"{len(node.files)} files, {node.new_copies} new{missing}")
+                  f"{sum(v is not None for v in node.files.values())} files, "
+                  f"{node.new_copies} new{missing}")
         if node.role is not None:
             print(f"{pad}role: {node.role.describe()}")
         if node.cgroup_driver is not None:

@@ -46,7 +46,8 @@ class NodeResult:
     name: str
     host: str
     version: str = ""
-    files: dict[str, str] = field(default_factory=dict)   # node path -> local copy
+    # node path -> local copy; None: the node has no such file (its top-level config)
+    files: dict[str, str | None] = field(default_factory=dict)
     new_copies: int = 0
     missing: tuple[str, ...] = ()
     problems: list[str] = field(default_factory=list)
@@ -218,7 +219,8 @@ def _capture_nodes(cfg: StackConfig, remote_root: str, kube: KubeAccess | None,
             result.notes.append(note)
         result.files = dict(report.files)   # node path -> text until stored
         if kube is not None:
-            result.problems += platform_problems(cfg, kube.client, node.name, result.files)
+            result.problems += platform_problems(cfg, kube.client, node.name,
+                                                 dict(report.files))
         return result
 
     with ThreadPoolExecutor(max_workers=PARALLEL) as pool:
@@ -230,19 +232,25 @@ def _store(stack: StackFile, cfg: StackConfig, name: str, nodes: list[NodeResult
     """Write the new copies, then the stack file once (only captured nodes change)."""
     out = out_dir or stacks_dir / "captured" / name
     root = project_root(stacks_dir)
-    per_node: dict[int, dict[str, str]] = {}
+    per_node: dict[int, dict[str, str | None]] = {}
     for index, node in enumerate(nodes):
         if node.problems:
             node.files = {}
             continue
-        stored = {}
+        stored: dict[str, str | None] = {}
         for node_path, text in node.files.items():
+            if text is None:
+                continue
             copy = out / copy_name(node_path, text)
             if not copy.is_file():
                 out.mkdir(parents=True, exist_ok=True)
                 _write_new(copy, text)
                 node.new_copies += 1
             stored[node_path] = Path(os.path.relpath(copy.resolve(), root.resolve())).as_posix()
+        if cfg.profile.config_path in node.missing:
+            # No top-level config: containerd runs on its defaults. Recorded as null, so
+            # the plan starts from that instead of gpuplane's model of the distribution.
+            stored[cfg.profile.config_path] = None
         node.files = stored
         per_node[index] = stored
     result = CaptureResult(stack, nodes, out)

@@ -22,8 +22,15 @@ from gpuplane.config import NAMESPACE
 _INDENTS = ((2, 4, 2), (2, 2, 0), (4, 4, 2), (4, 6, 4), (2, 2, 2), (4, 4, 0))
 
 
+def _null(representer: Any, _: None) -> Any:
+    """None as `null` (ruamel's round trip writes nothing): `<node path>: null` in
+    `baselineFiles` says the node has no such file."""
+    return representer.represent_scalar("tag:yaml.org,2002:null", "null")
+
+
 def _yaml(indent: tuple[int, int, int]) -> YAML:
     y = YAML()
+    y.representer.add_representer(type(None), _null)
     y.preserve_quotes = True
     y.width = 4096
     y.indent(mapping=indent[0], sequence=indent[1], offset=indent[2])
@@ -44,7 +51,7 @@ def _round_tripper(text: str) -> YAML:
     return _yaml(_INDENTS[0])
 
 
-def _set(parent: Any, key: str, files: Mapping[str, str]) -> None:
+def _set(parent: Any, key: str, files: Mapping[str, str | None]) -> None:
     """Set `key` to `files` (sorted), or remove it when empty; an equal value is left as
     it is, so a rerun writes the same bytes."""
     if not files:
@@ -60,7 +67,8 @@ def _set(parent: Any, key: str, files: Mapping[str, str]) -> None:
     parent[key] = value
 
 
-def updated_text(text: str, per_node: Mapping[int, Mapping[str, str]], all_nodes: int) -> str:
+def updated_text(text: str, per_node: Mapping[int, Mapping[str, str | None]],
+                 all_nodes: int) -> str:
     """The stack file with `baselineFiles` set for the captured nodes (index -> files).
 
     Every node captured with the same files: one `cluster.baselineFiles`, no per-node

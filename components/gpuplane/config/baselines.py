@@ -10,6 +10,7 @@ from, so a plan never replaces settings it has not seen.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from gpuplane.config import StackConfig, StackConfigError
@@ -56,10 +57,27 @@ def _not_json_object(text: str, local: str) -> str | None:
 
 
 def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
-                     files: dict[str, str]) -> str | None:
+                     files: dict[str, str],
+                     absent: AbstractSet[str] = frozenset()) -> str | None:
     """Why the captured files are not enough to plan from, or None. The plan is made
     from the node's own files only (never completed with gpuplane's model): the file
-    gpuplane edits must be among them, and a file containerd reads to judge the result."""
+    gpuplane edits must be among them, and a file containerd reads to judge the result.
+    `absent`: the node paths the stack says the node does not have (null); a drop-in
+    distribution's node without a top-level file runs on containerd's defaults and is
+    planned from them, but a template distribution or k0s renders that file at every
+    start, so a node without it has not started the distribution."""
+    if profile.config_path in absent:
+        if profile.edits_top_level_file:
+            return None
+        if profile.edit_mode is not EditMode.TEMPLATE or \
+                profile.edit_path(version) not in files:
+            made = ("renders it from its template" if profile.edit_mode is EditMode.TEMPLATE
+                    else "generates it from its drop-ins")
+            return (f"{profile.config_path} is null (absent on the node), but "
+                    f"{profile.title} {made} at every start, so a node without it has not "
+                    f"started {profile.title}: capture the file on a node where "
+                    f"{profile.title} runs (`sudo cat {profile.config_path}`), or plan "
+                    "without baselineFiles, from gpuplane's model of the distribution")
     if profile.edit_mode is EditMode.TEMPLATE:
         template = profile.edit_path(version)
         if template in files:
@@ -69,16 +87,19 @@ def _missing_sources(profile: DistroProfile, version: ContainerdVersion,
                     f"{profile.config_path} from it at every start and gpuplane edits it, "
                     "so it plans from the node's own template, never from its model of one; "
                     f"capture it too (`sudo cat {template}`)")
-    if profile.config_path not in files:
+    if profile.config_path not in files and profile.config_path not in absent:
         return (f"{profile.config_path} is not captured: it is the file containerd reads "
                 "first and the plan starts from it; capture it too "
-                f"(`sudo cat {profile.config_path}`)")
+                f"(`sudo cat {profile.config_path}`), or map it to null where the node "
+                "has no such file")
     return None
 
 
 def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
-    """Captured files by node name (nodes without any are left out), read relative to the
-    project root. Every unreadable or misplaced file is reported with its stack key."""
+    """Captured files by node name (nodes without any entry are left out), read relative
+    to the project root; a path mapped to null is left out of its node's files (planned as
+    absent), so a node may have none. Every unreadable or misplaced file is reported with
+    its stack key."""
     allowed = plannable_paths(cfg.profile) + ([DAEMON_JSON] if cfg.docker_settings else [])
     problems: list[tuple[str, str]] = []
     texts: dict[Path, str] = {}
@@ -86,10 +107,15 @@ def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for index, node in enumerate(cfg.nodes):
         files: dict[str, str] = {}
-        for node_path, (key, local) in cfg.baseline_files_of(index).items():
+        absent: set[str] = set()
+        entries = cfg.baseline_files_of(index)
+        for node_path, (key, local) in entries.items():
             if not _plannable(node_path, allowed):
                 problems.append((key, f"{node_path} is not a file gpuplane plans from on "
                                  f"{cfg.cluster.distro.value}; use one of {', '.join(allowed)}"))
+                continue
+            if local is None:   # the node has no such file
+                absent.add(node_path)
                 continue
             source = root / local
             if source in unreadable:
@@ -112,10 +138,11 @@ def node_baselines(cfg: StackConfig, root: Path) -> dict[str, dict[str, str]]:
                     unreadable.add(source)
                     continue
             files[node_path] = texts[source]
-        if files:
-            missing = _missing_sources(cfg.profile, cfg.containerd, files)
+        if files or absent:
+            missing = _missing_sources(cfg.profile, cfg.containerd, files, absent)
             if missing:
-                key = next(iter(cfg.baseline_files_of(index).values()))[0]
+                key = entries[cfg.profile.config_path][0] \
+                    if cfg.profile.config_path in absent else next(iter(entries.values()))[0]
                 problems.append((key, missing))
                 continue
             out[node.name] = files

@@ -45,18 +45,32 @@ class _Section(BaseModel):
                               extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def _baseline_files(value: dict[str, str]) -> dict[str, str]:
-    """`baselineFiles`: node path -> a local copy of that file taken from the node."""
+def _baseline_values(value: Any) -> Any:
+    """`baselineFiles` values: a local copy's path, or null (`~`) for a file the node does
+    not have (containerd then runs on its built-in defaults)."""
+    if isinstance(value, dict):
+        for node_path, local in value.items():
+            if local is not None and not isinstance(local, str):
+                raise ValueError(
+                    f"{node_path}: give the local copy's path (text), or null (`~`) where "
+                    f"the node has no such file; not the {type(local).__name__} {local!r}")
+    return value
+
+
+def _baseline_files(value: dict[str, str | None]) -> dict[str, str | None]:
+    """`baselineFiles`: node path -> a local copy of that file taken from the node, or
+    None where the node has no such file."""
     for node_path, local in value.items():
         if not node_path.startswith("/") or any(c in node_path for c in "\t\n"):
             raise ValueError(f"{node_path!r} must be the file's absolute path on the node")
-        if not local.strip():
+        if local is not None and not local.strip():
             raise ValueError(f"{node_path}: give the local copy's path (relative to the "
                              "project root, the directory with Pulumi.yaml)")
     return value
 
 
-BaselineFiles = Annotated[dict[str, str], AfterValidator(_baseline_files)]
+BaselineFiles = Annotated[dict[str, str | None], BeforeValidator(_baseline_values),
+                          AfterValidator(_baseline_files)]
 
 
 def _quoted_version(value: Any) -> Any:
@@ -97,7 +111,8 @@ class ClusterConfig(_Section):
     baseline_files: BaselineFiles = Field(default_factory=dict)
     """`{<node path>: <local copy>}`: plan from files captured from the nodes instead of
     gpuplane's model of the distribution (`gpuplane nodes capture` writes it); local paths
-    are relative to the project root."""
+    are relative to the project root. `<node path>: null` (or `~`): the node has no such
+    file (no top-level config: containerd runs on its defaults, and gpuplane writes one)."""
     platform: Platform | None = None
     """The managed platform whose node image the GPU nodes run (`eks-al2023-nvidia`,
     `eks-al2023`, `bottlerocket-nvidia`, `gke-cos`, `gke-ubuntu`, `aks-ubuntu`); unset:

@@ -132,9 +132,10 @@ class StackViews:
         systemd = runc and decoded(runc.options, "SystemdCgroup", version) is True
         return "systemd" if systemd else "cgroupfs"
 
-    def baseline_files_of(self, index: int) -> dict[str, tuple[str, str]]:
+    def baseline_files_of(self, index: int) -> dict[str, tuple[str, str | None]]:
         """Node `index`'s captured files: node path -> (the stack key that names it, the
-        local copy's path). A node's own entries override the cluster's."""
+        local copy's path, or None: the node has no such file). A node's own entries
+        override the cluster's."""
         out = {path: (f"{NAMESPACE}:cluster.baselineFiles", local)
                for path, local in self.cluster.baseline_files.items()}
         out.update({path: (f"{NAMESPACE}:nodes[{index}].baselineFiles", local)

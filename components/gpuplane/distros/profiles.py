@@ -91,6 +91,13 @@ class DistroProfile:
         return self.containerd_binaries[0]
 
     @property
+    def edits_top_level_file(self) -> bool:
+        """Whether the top-level config is a plain file gpuplane edits (drop-in distros),
+        not one the distribution renders or generates at every start (templates, k0s):
+        only then can a node without one be planned (gpuplane writes it)."""
+        return self.edit_mode is EditMode.DROP_IN and not self.generates_from_dropins
+
+    @property
     def toolkit_dropin_dir(self) -> str | None:
         """Where the operator's toolkit (1.18+) writes its drop-in on this distribution."""
         return self.dropin_dir or self.toolkit_dir

@@ -133,14 +133,15 @@ def _plan_containerd(
     current: dict[str, str] | None = None,
 ) -> NodeContainerdPlan:
     """The containerd part of :func:`plan_node`."""
-    baseline = dict(current if current is not None else profile.baseline(version))
-    profile = node_profile(profile, baseline)
+    recorded = dict(current if current is not None else profile.baseline(version))
+    profile = node_profile(profile, recorded)
     files: dict[str, str] = {}
     top = profile.config_path
+    baseline = _with_top(profile, version, recorded)
     if options.detected and profile.detects_nvidia_runtime:
         # RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode): their own rendering adds the
         # runtimes once the toolkit has installed its binaries; gpuplane writes nothing.
-        return assess(profile, version, options, {}, baseline)
+        return assess(profile, version, options, {}, recorded)
     if top in baseline and _extends_rancher_base(profile, options,
                                                  baseline.get(profile.edit_path(version))):
         files = _rancher_files(profile, version, options, baseline)
@@ -186,14 +187,46 @@ def _plan_containerd(
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
             top_text = apply_patch(top_text, patch, version)
-        if top_text != baseline[top]:
+        # A node without the file gets one whenever gpuplane writes anything, and always
+        # before the operator's toolkit, which then edits gpuplane's file.
+        if top_text != baseline[top] or (top not in recorded and (
+                patch or options.toolkit is ToolkitMode.OPERATOR)):
             files[top] = top_text
         if patch and options.toolkit is not ToolkitMode.OPERATOR:
             state = {**baseline, **files}
             files[dropin_path(profile)] = dropin(state, top, version, patch)
     if not options.writes_files:
         files = {}
-    return assess(profile, version, options, files, baseline)
+    return assess(profile, version, options, files, recorded)
+
+
+def native_config(version: ContainerdVersion) -> str:
+    """A top-level config holding only the line's native `version` (2 on 1.x, 3 on 2.x):
+    exactly containerd's built-in defaults, which a node without the file runs on
+    (tests/real/test_no_top_level_file.py holds it against each line's `config dump`)."""
+    return f"version = {version.max_config_version}\n"
+
+
+def _with_top(profile: DistroProfile, version: ContainerdVersion,
+              files: dict[str, str]) -> dict[str, str]:
+    """`files` as the planner reads them: where the node has no top-level file and it is
+    a plain file gpuplane edits, the defaults containerd runs on spelt as a file
+    (:func:`native_config`), which the plan then edits like any other. The plan still
+    records the file as absent (`bases`), and a template or k0s node without its rendered
+    file is refused: the distribution never started there."""
+    top = profile.config_path
+    if top in files:
+        return files
+    if profile.edits_top_level_file:
+        return {**files, top: native_config(version)}
+    if profile.edit_path(version) not in files:
+        made_by = ("renders it from its template" if profile.edit_mode is EditMode.TEMPLATE
+                   else "generates it from its drop-ins")
+        raise ConfigError(top, f"file not found: {profile.title} {made_by} at every start, "
+                          "so a node without it has not started it; capture the file where "
+                          f"{profile.title} runs (`sudo cat {top}`), or plan from gpuplane's "
+                          "model (no baselineFiles)")
+    return files
 
 
 def node_profile(profile: DistroProfile, files: Mapping[str, str]) -> DistroProfile:
@@ -298,11 +331,13 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     baseline = dict(baseline if baseline is not None else profile.baseline(version))
     profile = node_profile(profile, baseline)
     top = profile.config_path
+    # A drop-in distribution's node without a top-level file runs on the defaults.
+    missing_ok = profile.edits_top_level_file
     after = rendered_layout({**baseline, **files}, profile, version,
                             detected_binaries(profile, options))
-    written = effective_config(top, MemoryFiles(after), version)
+    written = effective_config(top, MemoryFiles(after), version, missing_ok=missing_ok)
     before = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
-                              version)
+                              version, missing_ok=missing_ok)
     toolkit_env: list[dict[str, str]] = []
     toolkit_files: dict[str, str] = {}
     losses: list[Finding] = []
@@ -326,7 +361,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                                         _merged(top, after, version), where=_where(profile),
                                         origins=_origins(top, written_layout, version))]
     expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
-    effective = effective_config(top, MemoryFiles(after), version)
+    effective = effective_config(top, MemoryFiles(after), version, missing_ok=missing_ok)
     facts = ContainerdFacts(
         effective=effective,
         expected_runtimes=frozenset({own_default(before), *expected}),
@@ -443,6 +478,13 @@ def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
         runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
         if options.nvidia_default:
             ctd["default_runtime_name"] = options.runtime_name
+    if options.toolkit is not ToolkitMode.NONE and not version.deep_merges:
+        own = current.default_runtime if current.default_runtime in current.runtimes else "runc"
+        if own in current.runtimes and own not in runtimes and not _configured(current, own):
+            # containerd 1.x's built-in runc, which no file defines (a node without a
+            # top-level file): the runtimes table of gpuplane's drop-in, or of the one the
+            # toolkit copies from the top-level file, would replace the built-in one.
+            runtimes[own] = {"runtime_type": RUNC_V2}
     patch: dict[str, Any] = {}
     if runtimes:
         ctd["runtimes"] = runtimes

@@ -94,7 +94,8 @@ def check_toolkit_losses(before: Mapping[str, Any], after: Mapping[str, Any], *,
     now = dict(_leaves(after.get("plugins", {}), "plugins"))
     lost = [(path, value, now.get(path)) for path, value in
             _leaves(before.get("plugins", {}), "plugins")
-            if now.get(path) != value and not _toolkits_own(path, runtimes, existing)]
+            if now.get(path) != value and not _toolkits_own(path, runtimes, existing)
+            and value != {}]   # an empty table holds no setting (`plugins` of `version = 3`)
     if not lost:
         return []
     def source(path: str) -> str:

@@ -263,11 +263,13 @@ class GpuCluster(pulumi.ComponentResource):
 def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
                 baselines: Mapping[str, Mapping[str, str]]) -> dict[str, NodeContainerdPlan]:
     """One plan per distinct set of captured files (nodes of a pool usually share one)."""
-    plans: dict[frozenset[tuple[str, str]], NodeContainerdPlan] = {frozenset(): model}
+    # None: the model. A node with baselines of no files is planned from "no files" (its
+    # top-level file mapped to null), not from the model.
+    plans: dict[frozenset[tuple[str, str]] | None, NodeContainerdPlan] = {None: model}
     out = {}
     for node in cfg.nodes:
         captured = dict(baselines.get(node.name, {}))
-        key = frozenset(captured.items())
+        key = frozenset(captured.items()) if node.name in baselines else None
         if key not in plans:
             # The node's own files only: what it lacks, it lacks (gpuplane.config.baselines
             # refuses a capture that misses the file the plan edits).

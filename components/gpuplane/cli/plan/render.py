@@ -117,8 +117,9 @@ def baseline_lines(plan: dict[str, Any]) -> list[str]:
         if not (node["files"] or node.get("withheldFiles")):
             continue
         captured = node.get("baselineFiles") or {}
-        label = ("captured " + ", ".join(f"{p} = {local}" for p, local in sorted(
-            captured.items()))) if captured else (
+        label = ("captured " + ", ".join(
+            f"{p} = {local}" if local is not None else f"{p} absent (null)"
+            for p, local in sorted(captured.items()))) if captured else (
             f"gpuplane's {plan['cluster']['distro']} model: nodes whose files differ are "
             "refused; capture them with `baselineFiles`")
         groups.setdefault(label, []).append(node["name"])

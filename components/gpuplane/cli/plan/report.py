@@ -31,7 +31,7 @@ AGENT_MARK = "gp_self() {"
 
 
 def node_runtimes(plan: NodeContainerdPlan,
-                  captured: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+                  captured: Mapping[str, tuple[str, str | None]]) -> dict[str, Any]:
     """The runtimes of the plan made for this node: as found, after gpuplane's files, after
     the operator's toolkit (modelled), and what they were derived from (`source`:
     `captured` with each node path's local copy, or gpuplane's `model` of the distro)."""
