@@ -158,7 +158,8 @@ def _node_context(view: ClusterView, intent: ClusterIntent, node_name: str,
         dropin = chart_writes_dropin(chart) or any(
             isinstance(e, dict) and e.get("name") == "RUNTIME_DROP_IN_CONFIG" for e in env)
         target = ToolkitTarget.from_env(env, dropin=dropin, source=source)
-    return NodeContext(node_name, intent, runtime, target)
+    return NodeContext(node_name, intent, runtime, target,
+                       view.runtime_classes_on(node_name))
 
 
 def _time_slicing(view: ClusterView, intent: ClusterIntent, notes: list[str]

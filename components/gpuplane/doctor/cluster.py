@@ -154,6 +154,26 @@ class ClusterView:
                               for p in self.gpu_pods}
         return [n for n in self.snap.nodes if is_gpu_node(n, named)]
 
+    def runtime_classes_on(self, node_name: str) -> tuple[tuple[str, str], ...]:
+        """(RuntimeClass, handler) that the node's containerd must serve: the classes of
+        pods bound to the node, and the classes whose `scheduling.nodeSelector` selects it.
+        A class with no selector that no pod there uses is left out: nothing says it is
+        meant for this node (a kata class on other nodes, say)."""
+        node = self.node(node_name) or {}
+        have = labels(node)
+        used = {str((p.get("spec") or {}).get("runtimeClassName"))
+                for p in self.snap.pods
+                if (p.get("spec") or {}).get("nodeName") == node_name
+                and (p.get("spec") or {}).get("runtimeClassName")}
+        out = []
+        for rc in self.snap.runtimeclasses:
+            handler = rc.get("handler")
+            selector = ((rc.get("scheduling") or {}).get("nodeSelector") or {})
+            picked = bool(selector) and all(have.get(k) == v for k, v in selector.items())
+            if isinstance(handler, str) and handler and (name(rc) in used or picked):
+                out.append((name(rc), handler))
+        return tuple(sorted(out))
+
     def node(self, node_name: str) -> dict[str, Any] | None:
         return next((n for n in self.snap.nodes if name(n) == node_name), None)
 

@@ -25,7 +25,12 @@ from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom, causes
 from gpuplane.doctor.fixes import containerd_stack_hint, toolkit_env_fix
 from gpuplane.rules.glibc import flavours_for
 from gpuplane.rules.messages import GLIBC_MISSING, NO_RUNTIME
-from gpuplane.rules.nodecheck import VersionUnknown, check_node_config, parse_version_output
+from gpuplane.rules.nodecheck import (
+    VersionUnknown,
+    check_node_config,
+    parse_version_output,
+    runtime_binaries,
+)
 from gpuplane.rules.nodefiles import check_node_files
 
 DEFAULT_CONFIG = "/etc/containerd/config.toml"
@@ -63,6 +68,9 @@ class NodeContext:
     intent: ClusterIntent
     runtime_version: str | None = None        # node.status.nodeInfo.containerRuntimeVersion
     toolkit: ToolkitTarget | None = None       # None: no operator toolkit on this node
+    # (RuntimeClass, handler) the node's pods use or whose nodeSelector picks the node:
+    # each handler is judged as a used runtime, like `containerd check`'s.
+    runtime_classes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -117,13 +125,22 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
     expected_files: tuple[str, ...] = ()
     if target and fm17 is None and target.dropin and target.dropin not in loaded[mine["pid"]]:
         expected_files = (target.dropin,)
-    facts = {"expected_runtimes": frozenset(expected_runtimes),
+    # With FM17 the toolkit configured the other daemon: that is why handlers are missing,
+    # and the RuntimeClasses' handlers are not judged as causes of their own.
+    classes = ctx.runtime_classes if fm17 is None else ()
+    handlers = {handler for _, handler in classes}
+    facts = {"missing_binaries": tuple(
+                 (runtime, path) for runtime, path
+                 in _missing_binaries(inspection, files, config, version)
+                 if runtime in handlers),
+             "expected_runtimes": frozenset(expected_runtimes),
              "expected_files": expected_files,
              "kubelet_cgroup_driver": _driver(inspection),
              "cdi_requested": intent.cdi if intent.toolkit != "none" else None,
              "config_key_prefix": f"node {name}"}
     try:
-        check = check_node_config(MemoryFiles(files), config, version, facts)
+        check = check_node_config(MemoryFiles(files), config, version, facts,
+                                  runtime_classes=classes)
     except ConfigError as exc:
         out.notes.append(f"node {name}: containerd's config cannot be read: {exc}")
         return out
@@ -148,6 +165,22 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
 
 
 # ------------------------------------------------------------------ which containerd
+
+def _missing_binaries(inspection: dict[str, Any], files: dict[str, str], config: str,
+                      version: ContainerdVersion) -> tuple[tuple[str, str], ...]:
+    """(runtime, BinaryName) for each runtime binary the inspection found absent. The
+    inspection holds the config files, not the host's directories, so presence is what
+    it recorded for each binary the files name; one it did not look at is not judged.
+    The caller keeps the runtimes the node's pods use (its RuntimeClass handlers)."""
+    seen = {str(b.get("path")): bool(b.get("present")) for b in inspection.get("binaries") or []
+            if isinstance(b, dict)}
+    try:
+        effective = effective_config(config, MemoryFiles(files), version, missing_ok=True)
+    except ConfigError:
+        return ()
+    return tuple((name, path) for name, path in runtime_binaries(effective)
+                 if seen.get(path) is False)
+
 
 def _version(daemon: dict[str, Any], ctx: NodeContext) -> ContainerdVersion:
     """The daemon's own `--version`, else the node's reported runtime, else the intent."""

@@ -79,14 +79,21 @@ def check_node_config(
     return NodeCheck(config, effective, findings, classes)
 
 
-def missing_binaries(files: FileSource, effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
-    """(runtime, BinaryName) for each absolute BinaryName that is not a file on the node
-    (a bare name is looked up on containerd's PATH, not judged here)."""
+def runtime_binaries(effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
+    """(runtime, BinaryName) for each runtime whose BinaryName is an absolute path (a bare
+    name is looked up on containerd's PATH, not judged here)."""
     out = []
     for name, view in sorted(effective.runtimes.items()):
         path = decoded(view.options, "BinaryName", effective.containerd_version)
-        if not isinstance(path, str) or not posixpath.isabs(path):
-            continue
+        if isinstance(path, str) and posixpath.isabs(path):
+            out.append((name, path))
+    return tuple(out)
+
+
+def missing_binaries(files: FileSource, effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
+    """(runtime, BinaryName) for each absolute BinaryName that is not a file on the node."""
+    out = []
+    for name, path in runtime_binaries(effective):
         directory, base = posixpath.split(posixpath.normpath(path))
         if base not in files.listdir(directory):
             out.append((name, path))
