@@ -90,14 +90,24 @@ class Engine:
     def run(self, op: str, stack: str, *, stack_file: Path | None = None,
             policy_pack: bool = False, policy_config: Path | None = None,
             timeout: float = 600, refresh: bool = False) -> Result:
-        """`op` (preview, up, refresh, destroy) of `stack` under the real CLI; `refresh`:
-        `preview --refresh --diff`, `up --refresh --diff`."""
-        project = self.project(stack, stack_file)
-        argv = [sys.executable, str(RUNNER), op, str(project), stack,
-                str(CLI_BUILD)]
-        if policy_pack:
-            # The pack as installed with gpuplane (`gpuplane policy-pack path`).
-            argv += ["--policy-pack", str(PACK_DIR)]
+        """`op` (preview, up, refresh, destroy) of gpuplane's bundled program on `stack`
+        under the real CLI, with the pack installed with gpuplane (`gpuplane policy-pack
+        path`) when `policy_pack`; `refresh`: `preview --refresh --diff`, `up --refresh
+        --diff`."""
+        return self.run_project(op, self.project(stack, stack_file), stack,
+                                policy_pack=PACK_DIR if policy_pack else None,
+                                policy_config=policy_config, timeout=timeout,
+                                refresh=refresh)
+
+    def run_project(self, op: str, project: Path, stack: str, *,
+                    policy_pack: Path | None = None, policy_config: Path | None = None,
+                    timeout: float = 600, refresh: bool = False) -> Result:
+        """`op` of any Python Pulumi project's `stack` under the real CLI: its own program
+        (tests/support/pulumi_run.py) and its own stack file, this engine's backend."""
+        (self.root / "state").mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, str(RUNNER), op, str(project), stack, str(CLI_BUILD)]
+        if policy_pack is not None:
+            argv += ["--policy-pack", str(policy_pack)]
         if policy_config is not None:
             argv += ["--policy-config", str(policy_config)]
         if refresh:

@@ -1,6 +1,10 @@
 """Child process of tests/support/pulumi_engine.py: one operation of the real Pulumi CLI on one
-stack, with gpuplane's program served by the SDK's own language server (see
-tests/support/pulumi_engine.py for why). Prints one JSON line: ok, the change summary, the policy
+stack of a Python project, its program served by the SDK's own language server (see
+tests/support/pulumi_engine.py for why). The program is the project's own, as the
+language host runs it (`Pulumi.yaml`'s `main`, else the project directory's
+`__main__.py`: `gpuplane.cli.plan.project`, what `gpuplane plan` runs); a project named
+`gpuplane` without a program of its own (the tests' copies of the bundled stacks) runs
+gpuplane's bundled program. Prints one JSON line: ok, the change summary, the policy
 violations and the error and warning diagnostics the engine reported, each resource step
 (op, type, name, changed properties, the engine's inputs), the stack outputs, the CLI's
 output, the seconds taken and the peak RSS of the CLI and of this Python host (the
@@ -22,16 +26,25 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
 
 
-def _program() -> None:
-    from gpuplane.stack.program import main
+def _program(project_dir: Path) -> tuple[str, Callable[[], None]]:
+    """The project's name and its program."""
+    from gpuplane.cli.plan.project import BUNDLED, project_at, run_main
 
-    main()
+    project = project_at(project_dir)
+    if project is None:
+        def bundled() -> None:
+            from gpuplane.stack.program import main
+
+            main()
+        return BUNDLED, bundled
+    return project.name, lambda: run_main(project.program)
 
 
 def _cli_peak(cli: Path, stop: threading.Event, peak: list[int]) -> None:
@@ -86,8 +99,9 @@ def main() -> int:
                                "message": p.message, "urn": p.resource_urn or ""})
 
     cli = auto.PulumiCommand(root=a.cli_root)
+    name, program = _program(Path(a.project))
     stack = auto.create_or_select_stack(
-        a.stack, project_name="gpuplane", program=_program,
+        a.stack, project_name=name, program=program,
         opts=auto.LocalWorkspaceOptions(work_dir=a.project, pulumi_command=cli,
                                         secrets_provider="passphrase"))
     packs = {"policy_packs": [a.policy_pack]} if a.policy_pack else {}
