@@ -4,9 +4,7 @@ and a `GpuCluster` that composes into a user's own Pulumi program."""
 from __future__ import annotations
 
 import ast
-import compileall
 import graphlib
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -14,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import wheel as wheel_build
 
 import gpuplane
 
@@ -143,18 +142,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The wheel pip builds from a copy of the source as a developer's checkout has it:
     byte-compiled (`__pycache__` folders everywhere, also below `data/`). Returns the
     wheel and everything pip and setuptools printed while building it."""
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(SOURCE, src / "components" / PACKAGE,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    compileall.compile_dir(src / "components", quiet=1)
-    assert list((src / "components" / PACKAGE / "data").rglob("*.pyc")), "no bytecode made"
-    out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                           "--no-build-isolation", "-w", str(out), str(src)],
-                          check=True, capture_output=True, text=True)
-    return next(out.glob("gpuplane-*.whl")), done.stdout + done.stderr
+    return wheel_build.build(tmp_path_factory.mktemp("build"))
 
 
 @pytest.fixture(scope="module")
