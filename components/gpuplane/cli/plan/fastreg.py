@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +149,15 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
 def file_asset(path: str) -> dict[str, str]:
     """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
     engine hashes it; the text itself is never stored)."""
-    return {"path": path, "hash": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    stat = os.stat(path)
+    return {"path": path, "hash": _sha256_of(path, stat.st_mtime_ns, stat.st_size)}
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    """The file's digest, read once per version of it: every node uploads the same agent.
+    (`mtime_ns` and `size` are the cache key: a rewritten file is read again.)"""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @cache
