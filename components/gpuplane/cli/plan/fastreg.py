@@ -119,10 +119,12 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             property_dependencies: dict[str, list[str]] = {}
             for key in props:
                 deps: set[Any] = set()
-                value, _ = await _plain(props[key], deps, secret_paths, names.get(key, key))
+                wire = names.get(key, key)
+                value = _plain_or_none(props[key])   # most inputs: no coroutine
+                if value is _AWAIT:
+                    value, _ = await _plain(props[key], deps, secret_paths, wire)
                 if value is None:
                     continue
-                wire = names.get(key, key)
                 inputs[wire] = value
                 urns = list(await rpc._expand_dependencies(deps, from_resource=res)
                             ) if deps else []
@@ -214,6 +216,19 @@ async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
 
 class _NeedsAwait(Exception):
     """An Output inside a value: the async walker takes over."""
+
+
+_AWAIT = object()
+
+
+def _plain_or_none(value: Any) -> Any:
+    """:func:`_plain_sync`'s value, or `_AWAIT` where :func:`_plain` must await it."""
+    if isinstance(value, Output):
+        return _AWAIT
+    try:
+        return _plain_sync(value)
+    except _NeedsAwait:
+        return _AWAIT
 
 
 def _plain_sync(value: Any) -> Any:
