@@ -426,6 +426,7 @@ def apply_command(sudo: bool) -> str:
     return f"{_sudo(sudo)}sh -s -- apply"
 
 
+@cache   # one text per plan, however many nodes run it
 def restore_command(sudo: bool, plan_id: str | None = None) -> str:
     """Undo gpuplane's containerd changes with the installed agent (a no-op if none), then,
     when no plan is left applied, remove the agent's install and upload

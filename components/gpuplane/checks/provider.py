@@ -238,7 +238,9 @@ class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"
             raise ValueError("GpuJobCheck: at least one check")
         # Only the checks' nodes: the state stays linear in nodes.
         nodes = {c.node for c in checks}
-        mine = replace(intent, nodes=tuple(n for n in intent.nodes if n.name in nodes))
+        kept = tuple(n for n in intent.nodes if n.name in nodes)
+        # Every node's probe: the stack's own record (its JSON is already made).
+        mine = intent if kept == intent.nodes else replace(intent, nodes=kept)
         props = {"checkName": name, "checks": [c.key for c in checks],
                  "intent": mine.to_json(), "namespace": namespace,
                  "settings": asdict(settings), "jobPrefix": job_prefix,

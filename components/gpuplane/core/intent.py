@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 INTENT_CONFIGMAP = "gpuplane-intent"
@@ -72,6 +73,12 @@ class ClusterIntent:
         return tuple(n for n in self.nodes if n.gpus > 0)
 
     def to_json(self) -> str:
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
+        """Serialised once per record (it is immutable): the program, its checks and the
+        policies each ask, and a fleet's record lists every node."""
         data = asdict(self)
         if not data["allow_all_at_once"]:   # only an explicit opt-in is written
             del data["allow_all_at_once"]

@@ -14,6 +14,7 @@ import posixpath
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
@@ -97,9 +98,11 @@ class NodeContainerdPlan:
     def restart_command(self) -> str:
         return self.profile.restart_command
 
-    @property
+    @cached_property
     def restarts(self) -> bool:
-        """Whether writing the files changes what containerd runs (the agent restarts)."""
+        """Whether writing the files changes what containerd runs (the agent restarts).
+        Computed once per plan: every node planned from it asks (the report, the rollout
+        rules), and `written` and `before` are set once, when the plan is made."""
         return self.written.to_dict() != self.before.to_dict()
 
 

@@ -54,17 +54,18 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
     judged: dict[str, NodeContainerdPlan] = {}
     steps: list[RolloutStep] = []
     depth: dict[str, int] = {}
-    payloads: dict[str, tuple[dict[str, str], dict[str, str]] | None] = {}
+    payloads: dict[str, tuple[dict[str, str], dict[str, str], str] | None] = {}
     for view in _in_dependency_order(commands):
         stdin = view.props.get("stdin")
         key_ = stdin if isinstance(stdin, str) else ""
         if key_ not in payloads:   # nodes sharing a plan share its program: parse it once
-            payloads[key_] = _payload(view)
+            read = _payload(view)
+            payloads[key_] = None if read is None else (
+                *read, repr((sorted(read[0].items()), sorted(read[1].items()))))
         payload = payloads[key_]
         if payload is None:
             continue
-        files, captured = payload
-        key = repr((sorted(files.items()), sorted(captured.items())))
+        files, captured, key = payload
         if key not in judged:
             try:
                 # Judged on the node's captured originals where the plan was made from

@@ -18,6 +18,8 @@ from pulumi_policy.proxy import UnknownValueError
 
 def plain(value: Any) -> Any:
     """`value` with every mapping a dict and every sequence (but strings) a list."""
+    if isinstance(value, str | int | float) or value is None:   # most values: no ABC check
+        return value
     if isinstance(value, Mapping):
         return {key: _item(value, key) for key in value}
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):

@@ -102,7 +102,9 @@ class GpuCluster(pulumi.ComponentResource):
         built = _BUILT.get()
         if built is not None:
             built.append(self)
-        self.rule_levels = cfg.intent().rule_levels
+        # One record for every reader below (its JSON is made once: it lists every node).
+        stack_intent = cfg.intent()
+        self.rule_levels = stack_intent.rule_levels
         # Everything is planned and judged before the first child: a refusal leaves
         # nothing half-built (no namespace, no intent, no release) on the cluster.
         child = child_options(self, opts)
@@ -112,7 +114,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
         # Node files on a managed platform, which rewrites them (FM04-platform-owned).
         self.stack_findings = check_platform_node_writes(
-            cfg.intent(), [path for p in self.node_plans.values() for path in p.files]
+            stack_intent, [path for p in self.node_plans.values() for path in p.files]
             + ([DAEMON_JSON] if any(p.docker for p in self.node_plans.values()) else [])
             if cfg.node_access else [], where="node plan")
         # What the platform makes of its input (EKS: nodeadm's merged config), judged too.
@@ -130,7 +132,7 @@ class GpuCluster(pulumi.ComponentResource):
         sharing_data = time_slicing_data(cfg) if sharing else None
         self.rollout = None
         self.stack_findings += planned_findings(
-            cfg.intent(),
+            stack_intent,
             # Only the releases it will create: HAMi alone has no operator to judge.
             releases=([release_view(f"{name}-gpu-operator", chart=OPERATOR_CHART,
                                     version=op.chart_version, namespace=namespace,
@@ -162,7 +164,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-intent",
             metadata={"name": INTENT_CONFIGMAP, "namespace": namespace,
                       "labels": {INTENT_LABEL: "true"}},
-            data={INTENT_KEY: cfg.intent().to_json()},
+            data={INTENT_KEY: stack_intent.to_json()},
             opts=in_ns)
 
         before_operator: list[pulumi.Input[pulumi.Resource]] = [ns, intent]
@@ -228,7 +230,7 @@ class GpuCluster(pulumi.ComponentResource):
         if time_slicing is not None and time_slicing.restart is not None:
             deployed.append(time_slicing.restart)
         self.checks = GpuChecks(f"{name}-checks", GpuChecksArgs(
-            intent=cfg.intent(), settings=ChecksSettings.from_config(cfg.checks),
+            intent=stack_intent, settings=ChecksSettings.from_config(cfg.checks),
             hami_split_count=cfg.hami.device_split_count, kubeconfig=args.kubeconfig),
             opts=child_options(self, opts, depends_on=deployed))
         self.register_outputs({

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -118,10 +119,12 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             property_dependencies: dict[str, list[str]] = {}
             for key in props:
                 deps: set[Any] = set()
-                value, _ = await _plain(props[key], deps, secret_paths, names.get(key, key))
+                wire = names.get(key, key)
+                value = _plain_or_none(props[key])   # most inputs: no coroutine
+                if value is _AWAIT:
+                    value, _ = await _plain(props[key], deps, secret_paths, wire)
                 if value is None:
                     continue
-                wire = names.get(key, key)
                 inputs[wire] = value
                 urns = list(await rpc._expand_dependencies(deps, from_resource=res)
                             ) if deps else []
@@ -148,7 +151,15 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
 def file_asset(path: str) -> dict[str, str]:
     """A file asset as Pulumi's state records it: its path and the sha256 of its bytes (the
     engine hashes it; the text itself is never stored)."""
-    return {"path": path, "hash": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+    stat = os.stat(path)
+    return {"path": path, "hash": _sha256_of(path, stat.st_mtime_ns, stat.st_size)}
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: str, mtime_ns: int, size: int) -> str:
+    """The file's digest, read once per version of it: every node uploads the same agent.
+    (`mtime_ns` and `size` are the cache key: a rewritten file is read again.)"""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @cache
@@ -205,6 +216,19 @@ async def _plain(value: Any, deps: set[Any], secret_paths: list[str], path: str
 
 class _NeedsAwait(Exception):
     """An Output inside a value: the async walker takes over."""
+
+
+_AWAIT = object()
+
+
+def _plain_or_none(value: Any) -> Any:
+    """:func:`_plain_sync`'s value, or `_AWAIT` where :func:`_plain` must await it."""
+    if isinstance(value, Output):
+        return _AWAIT
+    try:
+        return _plain_sync(value)
+    except _NeedsAwait:
+        return _AWAIT
 
 
 def _plain_sync(value: Any) -> Any:

@@ -35,13 +35,29 @@ def node_runtimes(plan: NodeContainerdPlan,
     """The runtimes of the plan made for this node: as found, after gpuplane's files, after
     the operator's toolkit (modelled), and what they were derived from (`source`:
     `captured` with each node path's local copy, or gpuplane's `model` of the distro)."""
+    return {**_source(captured), **_runtimes(plan)}
+
+
+def _source(captured: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+    return {"source": {"kind": "captured" if captured else "model",
+                       "files": {path: local for path, (_, local) in sorted(captured.items())}}}
+
+
+def _runtimes(plan: NodeContainerdPlan) -> dict[str, Any]:
     return {
-        "source": {"kind": "captured" if captured else "model",
-                   "files": {path: local for path, (_, local) in sorted(captured.items())}},
         "asFound": plan.before.to_dict(),
         "afterGpuplane": plan.written.to_dict(),
         "afterToolkit": plan.effective.to_dict(),
     }
+
+
+# A plan's part of its nodes' entries: (files, effective runtimes, effective digest).
+_PlanView = tuple[dict[str, str], dict[str, Any], str]
+
+
+def _plan_view(plan: NodeContainerdPlan) -> _PlanView:
+    runtimes = _runtimes(plan)
+    return node_files(plan), runtimes, effective_sha(runtimes["afterGpuplane"])
 
 
 def node_files(plan: NodeContainerdPlan) -> dict[str, str]:
@@ -75,9 +91,14 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     held = (not managed and bool(cfg.node_access) and bool(cluster.batches)
             and has_errors(cluster.plan_findings))
     nodes = []
+    # What each distinct plan says, made once and shared by the nodes planned from it (a
+    # fleet's nodes mostly share one): its files, restart, effective runtimes and digest.
+    derived: dict[int, _PlanView] = {}
     for index, node in enumerate(cfg.nodes):
         mine = cluster.node_plans.get(node.name, plan)
-        written_files = node_files(mine)
+        if id(mine) not in derived:
+            derived[id(mine)] = _plan_view(mine)
+        written_files, runtimes, sha = derived[id(mine)]
         nodes.append({
             "name": node.name,
             "pool": node.pool,
@@ -92,8 +113,8 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             # Docker is restarted once, after containerd, when its daemon.json changes.
             "dockerRestart": bool(managed and mine.docker and mine.docker.changes
                                   and node.name in batch_of),
-            "effectiveSha": effective_sha(mine.written.to_dict()) if managed else None,
-            "effectiveRuntimes": node_runtimes(mine, cfg.baseline_files_of(index)),
+            "effectiveSha": sha if managed else None,
+            "effectiveRuntimes": {**_source(cfg.baseline_files_of(index)), **runtimes},
         })
     helm = {}
     sections: dict[str, GpuOperatorConfig | HamiConfig] = {HAMI_CHART: cfg.hami}
