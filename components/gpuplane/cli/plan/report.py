@@ -38,7 +38,7 @@ def node_runtimes(plan: NodeContainerdPlan,
     return {**_source(captured), **_runtimes(plan)}
 
 
-def _source(captured: Mapping[str, tuple[str, str]]) -> dict[str, Any]:
+def _source(captured: Mapping[str, tuple[str, str | None]]) -> dict[str, Any]:
     return {"source": {"kind": "captured" if captured else "model",
                        "files": {path: local for path, (_, local) in sorted(captured.items())}}}
 
