@@ -40,7 +40,7 @@ from gpuplane.doctor.inspect import (
     inspect_node,
 )
 from gpuplane.doctor.snapshot import ALL_NAMESPACES, KINDS, Collected, Snapshot, now
-from gpuplane.kube.client import ApiError, ClusterClient, CollectError
+from gpuplane.kube.client import ApiError, ClusterClient, CollectError, get_required
 from gpuplane.rules._shared import lookup
 
 EVENT_TEXT = re.compile(r"nvidia|RuntimeClass|GLIBC|CDI|hami|gpu", re.IGNORECASE)
@@ -138,18 +138,7 @@ def _items(data: Any) -> list[dict[str, Any]]:
 
 
 def _required(client: ClusterClient, what: str, path: str) -> Any:
-    try:
-        return client.get(path)
-    except ApiError as exc:
-        if exc.status == 0:
-            raise CollectError(f"cluster unreachable: {exc}") from None
-        if exc.status == 401:
-            raise CollectError(f"unauthorized: the kubeconfig's credentials were rejected "
-                               f"({exc})") from None
-        if exc.status == 403:
-            raise CollectError(f"forbidden: the doctor needs permission to {exc.permission} "
-                               f"({exc})") from None
-        raise CollectError(f"cannot read {what}: HTTP {exc.status}: {exc}") from None
+    return get_required(client, path, what, needs="the doctor needs")
 
 
 def _optional(client: ClusterClient, snap: Snapshot, what: str, *, missing_ok: bool = False,

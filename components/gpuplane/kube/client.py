@@ -33,6 +33,24 @@ class ApiError(Exception):
         return describe_permission(self.method, self.path)
 
 
+def get_required(client: ClusterClient, path: str, what: str, *, needs: str = "needs") -> Any:
+    """`client.get(path)`, where failing means the command cannot go on: CollectError
+    saying why (unreachable, credentials rejected, the RBAC permission lacking (`needs`:
+    who needs it, e.g. "the doctor needs"), else the HTTP status)."""
+    try:
+        return client.get(path)
+    except ApiError as exc:
+        if exc.status == 0:
+            raise CollectError(f"cluster unreachable: {exc}") from None
+        if exc.status == 401:
+            raise CollectError(f"unauthorized: the kubeconfig's credentials were rejected "
+                               f"({exc})") from None
+        if exc.status == 403:
+            raise CollectError(f"forbidden: {needs} permission to {exc.permission} "
+                               f"({exc})") from None
+        raise CollectError(f"cannot read {what}: HTTP {exc.status}: {exc}") from None
+
+
 class ClusterClient(Protocol):
     """What the doctor needs from a cluster. Paths are API paths (`/api/v1/nodes`)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from gpuplane.kube.client import ApiError, ClusterClient, CollectError
+from gpuplane.kube.client import ClusterClient, CollectError, get_required
 
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 # RuntimeClass.handler is a DNS label (k8s.io/api node/v1 RuntimeClass: "must be lowercase
@@ -36,18 +36,7 @@ def runtime_classes(client: ClusterClient) -> list[RuntimeClassHandler]:
     """Every `node.k8s.io/v1` RuntimeClass with its handler, in the API's order. Raises
     CollectError when the list cannot be read (unreachable, unauthorised, forbidden: the
     permission named) or an item has no usable handler."""
-    try:
-        body = client.get(RUNTIME_CLASSES)
-    except ApiError as exc:
-        if exc.status == 0:
-            raise CollectError(f"cluster unreachable: {exc}") from None
-        if exc.status == 401:
-            raise CollectError(f"unauthorized: the kubeconfig's credentials were rejected "
-                               f"({exc})") from None
-        if exc.status == 403:
-            raise CollectError(f"forbidden: needs permission to {exc.permission} "
-                               f"({exc})") from None
-        raise CollectError(f"cannot list RuntimeClasses: HTTP {exc.status}: {exc}") from None
+    body = get_required(client, RUNTIME_CLASSES, "RuntimeClasses")
     items = body.get("items") if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise CollectError(f"{RUNTIME_CLASSES} did not answer a RuntimeClassList")
