@@ -166,3 +166,39 @@ def test_fm11_a_workload_goes_with_the_cluster_of_its_provider(
                             extra=POD.format(opts=""))
     assert code == 1
     assert [f["where"].split(": ", 1)[0] for f in errors(report)] == ["GpuCluster east"]
+
+
+def test_the_report_lists_every_cluster_with_its_own_facts_and_nodes(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`clusters`: each GpuCluster's facts, nodes and batches (the top-level `cluster` and
+    `nodes` stay the first's); the text and the PR comment show one row per cluster."""
+    from gpuplane.cli.plan.render import render_markdown
+
+    code, report = plan_two(project, capsys, as_pod(config_of("hami-host")),
+                            as_pod(config_of("rke2-lab")))
+    assert code == 0
+    clusters = {c["name"]: c for c in report["clusters"]}
+    assert list(clusters) == ["east", "west"]
+    assert clusters["east"]["cluster"] == report["cluster"]
+    assert clusters["east"]["cluster"]["distro"] == config_of("hami-host")[
+        "gpuplane:cluster"]["distro"]
+    assert clusters["west"]["cluster"]["distro"] == "rke2"
+    west_nodes = {n["name"] for n in clusters["west"]["nodes"]}
+    assert west_nodes == {n["name"] for n in config_of("rke2-lab")["gpuplane:nodes"]}
+    assert clusters["west"]["summary"]["nodes"] == len(west_nodes)
+    comment = render_markdown(report)
+    assert "#### GpuClusters" in comment and "| west | rke2 |" in comment
+    assert main(["plan", "--stack", "dev"]) == 0
+    text = capsys.readouterr().out
+    assert "GpuClusters" in text and "west" in text and "rke2" in text
+
+
+def test_a_program_with_one_cluster_has_no_clusters_section(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "__main__.py").write_text(textwrap.dedent("""
+        from gpuplane import GpuCluster, GpuClusterArgs
+        from gpuplane.config import parse_stack_config
+        GpuCluster("only", GpuClusterArgs(config=parse_stack_config({cfg!r})))
+    """).format(cfg=_keys(config_of("kind-smoke"))))
+    assert main(["plan", "--stack", "dev", "--format", "json"]) == 0
+    assert "clusters" not in json.loads(capsys.readouterr().out)

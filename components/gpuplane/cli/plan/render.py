@@ -184,6 +184,16 @@ def node_pod_lines(plan: dict[str, Any]) -> list[str]:
             *(f"needs: {need}" for need in pod["needs"])]
 
 
+CLUSTER_COLUMNS = ("GpuCluster", "distro", "containerd", "nodes", "restarts", "batches")
+
+
+def cluster_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per GpuCluster of a program that builds several (the report's `clusters`)."""
+    return [(c["name"], str(c["cluster"]["distro"]), str(c["cluster"]["containerdVersion"]),
+             str(c["summary"]["nodes"]), str(c["summary"]["restarts"]), str(len(c["batches"])))
+            for c in plan.get("clusters") or []]
+
+
 def render_text(plan: dict[str, Any], console: Console) -> None:
     """The plan for a terminal or a log (see `gpuplane.core.console` for the style)."""
     print_line(console, ("gpuplane plan ", "bold"), headline(plan))
@@ -191,6 +201,9 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
                (verdict_line(plan), "bold red" if rejected(plan) else "bold green"))
     if rejected(plan):
         _rejected_text(plan, console)
+    if plan.get("clusters"):
+        print_table(console, "GpuClusters (the rollout below is the first's)",
+                    CLUSTER_COLUMNS, cluster_rows(plan))
     _diff_text(plan, console)
     print_table(console, "Resources", ("type", "name", "depends on"),
                 [(r["type"], r["name"], ", ".join(r["dependsOn"])) for r in plan["resources"]])
@@ -359,6 +372,11 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
                      + ", ".join(f"`{k}`" for k in withheld[:8])
                      + (", ..." if len(withheld) > 8 else "") + ")."]
         out.append(("rejection", "\n".join(body) + "\n", True))
+    if plan.get("clusters"):
+        rows = ["#### GpuClusters", "", "| " + " | ".join(CLUSTER_COLUMNS) + " |",
+                "| " + " | ".join("---" for _ in CLUSTER_COLUMNS) + " |"]
+        rows += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in cluster_rows(plan)]
+        out.append(("clusters", "\n".join(rows) + "\n", True))
     diff = plan.get("diff")
     if diff:
         out += _md_diff(plan, diff)

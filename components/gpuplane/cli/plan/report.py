@@ -179,6 +179,15 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     }
 
 
+def cluster_view(stack: str, cluster: GpuCluster,
+                 resources: list[Registered]) -> dict[str, Any]:
+    """One GpuCluster of a program that builds several: its name, cluster facts, nodes,
+    batches and summary, as the report gives them for a program's only cluster."""
+    own = build_report(stack, cluster.config, cluster, resources, cluster.plan_findings)
+    return {"name": cluster.pulumi_resource_name,
+            **{key: own[key] for key in ("cluster", "nodes", "batches", "summary")}}
+
+
 def program_report(stack: str, resources: list[Registered],
                    findings: list[Finding]) -> dict[str, Any]:
     """The plan of a program that builds no GpuCluster: its resources, its Helm releases
@@ -301,5 +310,6 @@ def _masked(inputs: dict[str, Any], secret_paths: list[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["PLAN_FORMAT", "build_report", "effective_sha", "program_report", "stack_settings",
+__all__ = ["PLAN_FORMAT", "build_report", "cluster_view", "effective_sha", "program_report",
+           "stack_settings",
            "verdict"]

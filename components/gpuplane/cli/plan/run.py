@@ -14,7 +14,7 @@ from typing import Any
 from gpuplane.cli.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.cli.plan.policies import run_policies
 from gpuplane.cli.plan.project import Project, find_project, program_failure, project_at
-from gpuplane.cli.plan.report import build_report, program_report
+from gpuplane.cli.plan.report import build_report, cluster_view, program_report
 from gpuplane.config import NAMESPACE, StackConfigError
 from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
 from gpuplane.containerd.errors import ConfigError
@@ -70,9 +70,13 @@ def _plan(name: str, stack: StackFile, stacks_dir: Path, pack_config: dict[str, 
     findings = run_policies(resources, pack_config)
     if not clusters:
         return program_report(name, resources, findings)
-    # Every cluster's own findings; the report's cluster facts and nodes are the first's.
-    return build_report(name, clusters[0].config, clusters[0], resources,
-                        _with_clusters(findings, clusters))
+    # Every cluster's own findings; the report's cluster facts and nodes are the first's,
+    # and with several clusters `clusters` holds each one's.
+    report = build_report(name, clusters[0].config, clusters[0], resources,
+                          _with_clusters(findings, clusters))
+    if len(clusters) > 1:
+        report["clusters"] = [cluster_view(name, c, resources) for c in clusters]
+    return report
 
 
 def _rejected(name: str, exc: PlanRejected, cluster: GpuCluster, recorded: list[Registered],
