@@ -33,7 +33,7 @@ def defaults(line: str) -> dict:
 def test_a_file_holding_only_the_native_version_is_the_defaults(line: str) -> None:
     """What the planner starts from on a node without a file: the model agrees that
     `version = 2` (1.x) / `version = 3` (2.x) alone is containerd's built-in defaults
-    (tests/real/test_no_top_level_file.py holds it against each line's `config dump`)."""
+    (tests/real/test_no_top_level_file_dump.py holds it against each line's `config dump`)."""
     version = ContainerdVersion.parse(line)
     seed = f"version = {3 if line.startswith('2.') else 2}\n"
     assert effective_config(CONFIG, MemoryFiles({CONFIG: seed}), version).to_dict() == \

@@ -166,7 +166,7 @@ class SandboxNode:
             config = host_path(self.root, self.profile.config_path)
             if not config.exists():
                 # No top-level file: containerd runs on its built-in defaults, which a
-                # file of only the line's `version` is (tests/real/test_no_top_level_file.py);
+                # file of only the line's `version` is (tests/real/test_no_top_level_file_dump.py);
                 # the harness needs a file to point the daemon into its run dir.
                 config = self.tmp / "defaults.toml"
                 config.write_text(native_config(self.version))

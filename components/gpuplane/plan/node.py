@@ -206,7 +206,7 @@ def _plan_containerd(
 def native_config(version: ContainerdVersion) -> str:
     """A top-level config holding only the line's native `version` (2 on 1.x, 3 on 2.x):
     exactly containerd's built-in defaults, which a node without the file runs on
-    (tests/real/test_no_top_level_file.py holds it against each line's `config dump`)."""
+    (tests/real/test_no_top_level_file_dump.py holds it against each line's `config dump`)."""
     return f"version = {version.max_config_version}\n"
 
 

@@ -50,7 +50,7 @@ GP_AWK_FACTS='
 # Runs from the root as systemd does (1.6 resolves relative glob imports against it).
 # A node without CONFIG runs on containerd's built-in defaults: those are dumped from an
 # empty file (1.x's `config dump` refuses a missing one; on every line an empty file
-# dumps the defaults, tests/real/test_no_top_level_file.py).
+# dumps the defaults, tests/real/test_no_top_level_file_dump.py).
 gp_dump() {
 	if [ -e "$GP_ROOT$1" ] || [ -L "$GP_ROOT$1" ]; then
 		gp_dump_host "$GP_ROOT$1" "$2"
