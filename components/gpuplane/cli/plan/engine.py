@@ -22,6 +22,7 @@ from pulumi.runtime import mocks, rpc
 from gpuplane.cli.plan import cycles, fastreg
 from gpuplane.cli.plan.echo import provider_additions as _provider_additions
 from gpuplane.cli.plan.fastreg import file_asset
+from gpuplane.cli.plan.pump import Pump, inline_executor
 
 _SECRET = rpc._special_secret_sig
 _SIG = rpc._special_sig_key
@@ -182,7 +183,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     import pulumi
     from pulumi.runtime import settings
     from pulumi.runtime.stack import run_pulumi_func
-    from pulumi.runtime.sync_await import _sync_await
+    from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
     monitor = _RecordingMonitor(recorded)
     settings.ROOT.set(None)
@@ -195,10 +196,38 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     result: list[Any] = []
-    with cycles.installed(cycles.DependencyOrder()), no_full_gc(), _no_source_positions(), \
-            fastreg.installed(monitor.record_plain, monitor.make_urn):
-        _sync_await(run_pulumi_func(lambda: result.append(program())))
+    pump = Pump()
+    constructed: list[Any] = []
+
+    def started() -> None:
+        pump.started()
+        result.append(program())
+
+    def registered(res: Any) -> None:
+        constructed.append(res)
+        pump.tick()
+
+    try:
+        with cycles.installed(cycles.DependencyOrder()), no_full_gc(), \
+                _no_source_positions(), inline_executor(_ensure_event_loop()), \
+                fastreg.installed(monitor.record_plain, monitor.make_urn, registered):
+            _sync_await(run_pulumi_func(started))
+    finally:
+        _in_program_order(monitor.registered, constructed)
     return result[0], monitor.registered
+
+
+def _in_program_order(registered: list[Registered], constructed: list[Any]) -> None:
+    """Sort the records in the order the program constructed their resources, not the order
+    their registrations happened to finish in (which depends on when the loop ran)."""
+    order: dict[str, int] = {}
+    for index, res in enumerate(constructed):
+        data = res.__dict__.get("urn")
+        future = getattr(data, "_data", None)
+        if future is not None and future.done() and not future.cancelled() \
+                and future.exception() is None:
+            order.setdefault(future.result().value, index)
+    registered.sort(key=lambda r: order.get(r.urn, len(order)))
 
 
 @contextmanager

@@ -57,11 +57,12 @@ class _Unsupported(Exception):
 
 
 @contextmanager
-def installed(record: Callable[..., None], make_urn: Callable[[str, str, str], str]
-              ) -> Iterator[None]:
+def installed(record: Callable[..., None], make_urn: Callable[[str, str, str], str],
+              after_each: Callable[[Any], None] | None = None) -> Iterator[None]:
     """Route FAST_TYPES registrations through :func:`_register` while the block runs.
     `record(urn, ty, name, parent, inputs, dependencies, property_dependencies,
-    secret_paths, additional_secret_outputs)` stores the registration."""
+    secret_paths, additional_secret_outputs)` stores the registration; `after_each(res)`
+    runs after every registration, whichever path it took."""
     import pulumi.resource as resource_module
 
     original = resource_module.register_resource
@@ -70,9 +71,12 @@ def installed(record: Callable[..., None], make_urn: Callable[[str, str, str], s
                  new_dependency: Any, props: Any, opts: Any, typ: Any = None,
                  package_ref: Any = None) -> None:
         if not _eligible(res, ty, custom, remote, opts, package_ref):
-            return original(res, ty, name, custom, remote, new_dependency, props, opts,
-                            typ, package_ref)
-        return _register(res, ty, name, props, opts, typ, record, make_urn)
+            original(res, ty, name, custom, remote, new_dependency, props, opts, typ,
+                     package_ref)
+        else:
+            _register(res, ty, name, props, opts, typ, record, make_urn)
+        if after_each is not None:
+            after_each(res)
 
     resource_module.register_resource = register
     try:
