@@ -19,7 +19,7 @@ from typing import Any
 from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
-from gpuplane.cli.plan import cycles, fastreg
+from gpuplane.cli.plan import cycles, fastreg, known
 from gpuplane.cli.plan.echo import provider_additions as _provider_additions
 from gpuplane.cli.plan.fastreg import file_asset
 from gpuplane.cli.plan.pump import Pump, inline_executor
@@ -209,7 +209,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
 
     try:
         with cycles.installed(cycles.DependencyOrder()), no_full_gc(), \
-                _no_source_positions(), inline_executor(_ensure_event_loop()), \
+                _no_source_positions(), inline_executor(_ensure_event_loop()), known.installed(), \
                 fastreg.installed(monitor.record_plain, monitor.make_urn, registered):
             _sync_await(run_pulumi_func(started))
     finally:
