@@ -30,11 +30,22 @@ t0 = time.perf_counter()
 import gpuplane.cli.plan.run as run
 t1 = time.perf_counter()
 seen = []
+phases = {}
+def timed(name, f):
+    def call(*args, **kw):
+        start = time.perf_counter()
+        result = f(*args, **kw)
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - start
+        return result
+    return call
 def recording(*args, _run=run.run_program, **kw):
     result = _run(*args, **kw)
     seen.append(result[1])
     return result
-run.run_program = recording
+run.run_program = timed("program", recording)
+run.load_stack_file = timed("stack file", run.load_stack_file)
+run.run_policies = timed("policies", run.run_policies)
+run.build_report = timed("report", run.build_report)
 plan = run.plan_stack("bench", Path(sys.argv[1]))
 t2 = time.perf_counter()
 nodes = len(plan["nodes"])
@@ -44,7 +55,7 @@ text = json.dumps(plan)
 t3 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "plan_s": t2 - t1, "json_s": t3 - t2,
                   "resources": plan["summary"]["resources"], "findings": len(plan["findings"]),
-                  "bytes": len(text), "state_per_node": state / max(nodes, 1),
+                  "bytes": len(text), "state_per_node": state / max(nodes, 1), "phases": phases,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -77,7 +88,11 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sizes", nargs="*", type=int, metavar="SIZE",
                         help=f"node counts to plan (default: {' '.join(map(str, SIZES))})")
-    sizes = parser.parse_args(argv).sizes or SIZES
+    parser.add_argument("--phases", action="store_true",
+                        help="also print the seconds of each phase of each plan (stack file, "
+                        "program under the plan engine, policies, report)")
+    args = parser.parse_args(argv)
+    sizes = args.sizes or SIZES
     print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'ms/node':>8} {'json s':>7} "
           f"{'import s':>8} {'peak MB':>8} {'state B/node':>12} {'findings':>8}")
     for n in sizes:
@@ -85,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{n:>6} {r['resources']:>9} {r['plan_s']:>8.2f} {1000 * r['plan_s'] / n:>8.2f} "
               f"{r['json_s']:>7.2f} {r['import_s']:>8.2f} {r['peak_mb']:>8.0f} "
               f"{r['state_per_node']:>12.0f} {r['findings']:>8}", flush=True)
+        if args.phases:
+            print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()),
+                  flush=True)
 
 
 if __name__ == "__main__":
