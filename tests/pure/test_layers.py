@@ -86,3 +86,16 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     bad.write_text("def f():\n    from gpuplane.stack.cluster import GpuCluster\n")
     assert imports(bad) == {"stack.cluster"}
     assert layer_of("stack.cluster") > layer_of("rules.hami")
+
+
+# Programs that ship to a node or a pod as one standard-library file: the CUDA probe, and
+# the doctor's inspector as joined from its parts (data/doctor/inspect/, each under 500).
+ONE_FILE_PROGRAMS = {"probe/cuda_probe.py", "data/doctor/inspect_node.py"}
+
+
+def test_no_module_outside_the_cli_passes_500_lines() -> None:
+    """A module that grows past 500 lines is split by concept (docs/architecture.md)."""
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text().splitlines())) > 500}
+    assert {p: n for p, n in long.items()
+            if not p.startswith("cli/") and p not in ONE_FILE_PROGRAMS} == {}

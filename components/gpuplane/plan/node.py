@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from gpuplane.containerd.effective import EffectiveConfig, effective_config, raw_options
+from gpuplane.containerd.effective import EffectiveConfig, effective_config
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import merge
-from gpuplane.containerd.options import set_option
-from gpuplane.containerd.versions import RUNC_V2, ContainerdVersion
+from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import (
     AFTER_GPUPLANE,
     AFTER_TOOLKIT,
@@ -31,15 +29,13 @@ from gpuplane.core.findings import (
     AS_FOUND,
     Finding,
 )
-from gpuplane.distros import k0s_render, rancher_render
+from gpuplane.distros import k0s_render
 from gpuplane.distros.docker_daemon import DAEMON_JSON, DockerPlan, DockerSettings, plan_docker
 from gpuplane.distros.profiles import DistroProfile, EditMode
 from gpuplane.plan.edits import (
-    GPUPLANE_DROPIN,
     add_import,
     apply_patch,
     as_version_3,
-    cri_key,
     dropin,
     ensure_import,
     one_binary_spelling,
@@ -52,6 +48,8 @@ from gpuplane.plan.layout import (
     rendered_layout,
     renders_dropins,
 )
+from gpuplane.plan.patch import cri_patch
+from gpuplane.plan.rancher import detected_binaries, extends_rancher_base, rancher_files
 from gpuplane.rules import ContainerdFacts
 from gpuplane.rules.docker import check_docker_daemons
 from gpuplane.rules.nodefiles import check_frozen_template
@@ -62,8 +60,6 @@ from gpuplane.toolkit.env import toolkit_env_for
 from gpuplane.toolkit.operator import installer_env
 from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 from gpuplane.toolkit.output import Node, config_sources, toolkit_blocker, toolkit_writes
-
-HOST_TOOLKIT_BIN = "/usr/bin/nvidia-container-runtime"
 
 
 @dataclass
@@ -145,9 +141,9 @@ def _plan_containerd(
         # RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode): their own rendering adds the
         # runtimes once the toolkit has installed its binaries; gpuplane writes nothing.
         return assess(profile, version, options, {}, recorded)
-    if top in baseline and _extends_rancher_base(profile, options,
+    if top in baseline and extends_rancher_base(profile, options,
                                                  baseline.get(profile.edit_path(version))):
-        files = _rancher_files(profile, version, options, baseline)
+        files = rancher_files(profile, version, options, baseline)
         return assess(profile, version, options, files if options.writes_files else {},
                       baseline)
     if profile.edit_mode is EditMode.TEMPLATE:
@@ -155,7 +151,7 @@ def _plan_containerd(
         # The node's own template; without one (RKE2/K3s render a built-in one), the
         # config it renders now.
         source = baseline[target] if target in baseline else baseline.get(top, "")
-        patch = _patch(profile, version, options, baseline)
+        patch = cri_patch(profile, version, options, baseline)
         text = apply_patch(source, patch, version)
         # The operator's toolkit edits the template, or creates one holding only its own
         # part (1.18: `version` + `imports`; 1.17: the nvidia runtimes), which the
@@ -169,7 +165,7 @@ def _plan_containerd(
         if (patch or toolkit_runs) and text != baseline.get(target):
             files[target] = text
     else:
-        patch = _patch(profile, version, options, baseline)
+        patch = cri_patch(profile, version, options, baseline)
         if renders_dropins(profile, baseline):
             # k0s merges its drop-ins itself and rewrites the top-level file: the change
             # goes into gpuplane's drop-in, whatever the toolkit does, on every line.
@@ -240,90 +236,6 @@ def node_profile(profile: DistroProfile, files: Mapping[str, str]) -> DistroProf
     if template is None or rendered is None:
         return profile
     return profile.learn_substitutions(template, rendered)
-
-
-def _extends_rancher_base(profile: DistroProfile, options: PlanOptions,
-                          own: str | None) -> bool:
-    """Whether gpuplane builds on RKE2's/K3s's own rendering (built-in template, runtime
-    detection, drop-in dir) instead of writing a whole template: without the operator's
-    toolkit (which edits a whole template itself), where the node has no template of its
-    own or one extending the base."""
-    return (profile.detects_nvidia_runtime and options.toolkit is not ToolkitMode.OPERATOR
-            and (own is None or rancher_render.extends_base(own)))
-
-
-def detected_binaries(profile: DistroProfile, options: PlanOptions,
-                      after_toolkit: bool = False) -> tuple[str, ...]:
-    """The runtime binaries RKE2/K3s find on a node gpuplane planned, in their search
-    order: the host toolkit's; once the operator's toolkit has run (`after_toolkit`), the
-    binaries it installed into /usr/local/nvidia/toolkit."""
-    if not profile.detects_nvidia_runtime:
-        return ()
-    if options.toolkit is ToolkitMode.HOST:
-        return rancher_render.HOST_TOOLKIT_BINARIES
-    if options.toolkit is ToolkitMode.OPERATOR and after_toolkit:
-        return rancher_render.OPERATOR_TOOLKIT_BINARIES
-    return ()
-
-
-def _rancher_files(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
-                   baseline: dict[str, str]) -> dict[str, str]:
-    """RKE2/K3s: only what their own rendering lacks once the host toolkit is detected.
-
-    Nothing when the detected runtimes are all the plan needs and the node already runs
-    them; else a drop-in where the rendered config imports K3s's drop-in dir; else a
-    template extending the base; else (the addition redefines a table the base renders,
-    which containerd refuses) the whole rendered config as the template, as before."""
-    top, target = profile.config_path, profile.edit_path(version)
-    detected = detected_binaries(profile, options)
-    rendered = rendered_layout(baseline, profile, version, detected)
-    patch = _unmet(_patch(profile, version, options, rendered), rendered, top, version)
-    now = effective_config(top, MemoryFiles(rendered_layout(baseline, profile, version)),
-                           version)
-    later = effective_config(top, MemoryFiles(rendered), version)
-    if not patch and later.to_dict() == now.to_dict():
-        return {}
-    dropins = rancher_render.imported_dropin_dir(rendered[top], target)
-    if dropins:
-        return {posixpath.join(dropins, GPUPLANE_DROPIN): dropin(rendered, top, version,
-                                                                   patch)}
-    own = baseline.get(target)
-    config_version = int(tomllib.loads(rendered[top]).get("version", 2))
-    key = cri_key(config_version, version, set(tomllib.loads(rendered[top]).get("plugins", {})))
-    text = own if own is not None else rancher_render.BASE + "\n"
-    if patch:
-        text = text.rstrip("\n") + "\n\n" + rancher_render.appended(
-            patch, key, "Added by gpuplane to what the distribution renders; do not edit.")
-    base = rancher_render.base_of(baseline.get(top, ""), own) if own else baseline.get(top, "")
-    if rancher_render.loads_ok(rancher_render.render(
-            text, rancher_render.detect(base, detected))) is None:
-        return {target: text}
-    # The whole config as the template (it renders no detected runtime): everything the
-    # plan adds goes in, and a template of the node's own is kept as it renders now.
-    source = rendered[top] if own is not None else baseline.get(top, "")
-    return {target: apply_patch(source, _patch(profile, version, options, baseline), version)}
-
-
-def _unmet(patch: dict[str, Any], layout: dict[str, str], top: str,
-           version: ContainerdVersion) -> dict[str, Any]:
-    """`patch` without what the merged CRI table of `layout` already holds."""
-    loaded = load_config(top, MemoryFiles(layout), version)
-    key = cri_key(loaded.files[0].version or 2, version,
-                   {k for f in loaded.files for k in f.plugins})
-    return _difference(patch, merge(loaded).plugins.get(key, {}))
-
-
-def _difference(wanted: dict[str, Any], have: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in wanted.items():
-        present = have.get(k) if isinstance(have, dict) else None
-        if isinstance(v, dict):
-            rest = _difference(v, present)
-            if rest:
-                out[k] = rest
-        elif present != v or (isinstance(have, dict) and k not in have):
-            out[k] = v
-    return out
 
 
 def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
@@ -447,63 +359,6 @@ def _where(profile: DistroProfile) -> str:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _patch(profile: DistroProfile, version: ContainerdVersion, options: PlanOptions,
-           baseline: dict[str, str]) -> dict[str, Any]:
-    """The CRI settings gpuplane itself must add (containerd-neutral `containerd` table)."""
-    current = effective_config(profile.config_path,
-                               MemoryFiles(rendered_layout(baseline, profile, version)), version)
-    runtimes: dict[str, Any] = {}
-    ctd: dict[str, Any] = {}
-    systemd = options.systemd_cgroup
-    if systemd is not None:
-        for name, runtime in current.runtimes.items():
-            if runtime.runtime_type in (RUNC_V2, None):
-                runtimes[name] = {"options": set_option(
-                    {k: v for k, v in raw_options(current, name).items()
-                     if k.lower() == "systemdcgroup"}, "SystemdCgroup", systemd)}
-                if not _configured(current, name):
-                    # containerd 2.x's built-in runc, which no file defines: a table with
-                    # options only would be what the toolkit copies, without a type.
-                    runtimes[name]["runtime_type"] = RUNC_V2
-    if options.toolkit is ToolkitMode.HOST:
-        base_name = (current.default_runtime if current.default_runtime in current.runtimes
-                     else "runc")
-        base = current.runtimes.get(base_name)
-        # Spellings normalising dropped (`systemdCgroup = false`) still shadow ours on 2.x.
-        shadows = {k: v for k, v in raw_options(current, base_name).items()
-                   if k.lower() in ("systemdcgroup", "binaryname")}
-        opts = {**shadows, **base.options} if base else {}
-        if systemd is not None:
-            opts = set_option(opts, "SystemdCgroup", systemd)
-        opts = set_option(opts, "BinaryName", HOST_TOOLKIT_BIN)
-        runtimes[options.runtime_name] = {"runtime_type": RUNC_V2, "options": opts}
-        if options.nvidia_default:
-            ctd["default_runtime_name"] = options.runtime_name
-    if options.toolkit is not ToolkitMode.NONE and not version.deep_merges:
-        own = current.default_runtime if current.default_runtime in current.runtimes else "runc"
-        if own in current.runtimes and own not in runtimes and not _configured(current, own):
-            # containerd 1.x's built-in runc, which no file defines (a node without a
-            # top-level file): the runtimes table of gpuplane's drop-in, or of the one the
-            # toolkit copies from the top-level file, would replace the built-in one.
-            runtimes[own] = {"runtime_type": RUNC_V2}
-    patch: dict[str, Any] = {}
-    if runtimes:
-        ctd["runtimes"] = runtimes
-    if ctd:
-        patch["containerd"] = ctd
-    if options.cdi and options.toolkit is ToolkitMode.HOST and version.supports_cdi:
-        patch["enable_cdi"] = True
-    return patch
-
-
-def _configured(eff: EffectiveConfig, name: str) -> bool:
-    """Whether some file defines runtime `name` (not only containerd's built-in runc)."""
-    table = eff.plugins.get(eff.cri_key)
-    for key in ("containerd", "runtimes"):
-        table = table.get(key) if isinstance(table, dict) else None
-    return isinstance(table, dict) and name in table
 
 
 def _toolkit_dropin_dir(profile: DistroProfile, options: PlanOptions) -> str | None:
