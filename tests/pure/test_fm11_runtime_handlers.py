@@ -113,3 +113,25 @@ def test_fm11_node_runtime_handlers_follow_the_toolkit(intent: ClusterIntent,
     from gpuplane.rules.device_plugins import node_runtime_handlers
 
     assert node_runtime_handlers(intent)[0] == handlers
+
+
+@pytest.mark.parametrize("handler", ["kata-qemu", "runsc", "kata-qemu-nvidia-gpu", "spin"])
+def test_fm11_a_runtime_another_tool_configures_is_advice_not_an_error(
+        tmp_path: Path, handler: str) -> None:
+    """kata-deploy, gVisor or a Wasm shim configure runtimes gpuplane does not manage (and,
+    on nodes without captured files, cannot see): their RuntimeClasses are not refused,
+    only named once, with what a pod naming them needs."""
+    report = plan(tmp_path, hami_host() + RUNTIME_CLASS.format(handler=handler))
+    assert fm11(report) == [] and report["verdict"] != "error", report["findings"]
+    advice = [f for f in report["findings"] if f["id"] == "FM11"]
+    assert [(f["severity"], f["where"]) for f in advice] == \
+        [("warning", "RuntimeClass gpu handler")], report["findings"]
+    assert repr(handler) in advice[0]["message"] and "nodeSelector" in advice[0]["fix"]
+
+
+@pytest.mark.parametrize("handler", ["nvidai", "Nvidia", "nvidia-container-runtime", ""])
+def test_fm11_a_misspelt_or_wrong_nvidia_handler_stays_an_error(tmp_path: Path,
+                                                                handler: str) -> None:
+    report = plan(tmp_path, hami_host() + RUNTIME_CLASS.format(handler=handler))
+    assert [f["where"] for f in fm11(report)] == ["RuntimeClass gpu handler"], \
+        report["findings"]

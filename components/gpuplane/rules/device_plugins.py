@@ -10,10 +10,11 @@ what `kubectl apply` of NVIDIA's static manifest creates).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpuplane.core.findings import Finding
+from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, items, mapping
 
@@ -79,11 +80,30 @@ def check_runtime_class_handlers(runtime_classes: Sequence[tuple[str, Mapping[st
                                  handlers: Sequence[str], *, source: str) -> list[Finding]:
     """FM11 for each RuntimeClass (`(where, object)`) whose handler is none of `handlers`,
     the containerd runtimes the nodes get (from `source`, e.g. the GPU Operator's toolkit:
-    `operator.runtimeClass`, `nvidia-cdi`, `nvidia-legacy`, and runc)."""
+    `operator.runtimeClass`, `nvidia-cdi`, `nvidia-legacy`, and runc).
+
+    An error where the handler is meant to be one of them (an NVIDIA name, or one close
+    to a listed runtime: a misspelling). Any other handler is a runtime another tool
+    configures (kata-deploy's `kata-*`, gVisor's `runsc`, a Wasm shim), which gpuplane
+    neither manages nor always sees: advice, naming what a pod needs."""
     out = []
     for where, obj in runtime_classes:
         handler = str(mapping(obj).get("handler") or "")
         if handler in handlers:
+            continue
+        if not _meant_for(handler, handlers):
+            out.append(finding(
+                "FM11",
+                f"{where} has handler {handler!r}, which is not a runtime gpuplane gives the "
+                f"nodes ({', '.join(handlers)}: {source}). It is not judged: a runtime "
+                "another tool configures is outside gpuplane's model. A pod naming it fails "
+                f"with `no runtime for \"{handler}\" is configured` on any node whose "
+                "containerd lacks it.",
+                f"{where} handler",
+                "Make sure the nodes this RuntimeClass schedules onto "
+                f"(`scheduling.nodeSelector`) have the containerd runtime {handler!r}; for a "
+                f"GPU pod, set the handler to one of {', '.join(handlers)}.",
+                severity=Severity.WARNING))
             continue
         out.append(finding(
             "FM11",
@@ -95,6 +115,15 @@ def check_runtime_class_handlers(runtime_classes: Sequence[tuple[str, Mapping[st
             "RuntimeClass uses operator.runtimeClass), or configure that runtime on the "
             "nodes."))
     return out
+
+
+def _meant_for(handler: str, handlers: Sequence[str]) -> bool:
+    """Whether `handler` is meant to be one of the nodes' NVIDIA runtimes `handlers`: an
+    NVIDIA name, no name at all, or a near miss of one of them (difflib, 0.75)."""
+    if not handler or handler.lower().startswith("nvidia"):
+        return True
+    wanted = [h for h in handlers if h != "runc"]
+    return bool(difflib.get_close_matches(handler.lower(), wanted, n=1, cutoff=0.75))
 
 
 __all__ = ["check_device_plugin_daemonsets", "check_runtime_class_handlers",
