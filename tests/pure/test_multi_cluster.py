@@ -202,3 +202,25 @@ def test_a_program_with_one_cluster_has_no_clusters_section(
     """).format(cfg=_keys(config_of("kind-smoke"))))
     assert main(["plan", "--stack", "dev", "--format", "json"]) == 0
     assert "clusters" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_base_diff_shows_every_clusters_nodes(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --base`: a change to the second cluster's nodes shows as its node files and
+    restarts, each node named with its cluster (before: only the first cluster's nodes
+    were diffed, and the change showed only inside the node command's inputs)."""
+    first, second = as_pod(config_of("rke2-lab")), as_pod(config_of("hami-host"))
+    _, base = plan_two(project, capsys, first, second)
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    second["gpuplane:runtime"] = {"nvidiaDefault": True}
+    (project / "__main__.py").write_text(textwrap.dedent(TWO_CLUSTERS).format(
+        first="east", second="west", a=_keys(first), b=_keys(second)))
+    assert main(["plan", "--stack", "dev", "--format", "json", "--base",
+                 str(tmp_path / "base.json")]) == 0
+    diff = json.loads(capsys.readouterr().out)["diff"]
+    assert sorted(diff["files"]) == ["west/share-01", "west/share-02"], sorted(diff["files"])
+    assert [d["node"] for d in diff["disrupted"]] == ["west/share-01", "west/share-02"]
+    assert diff["rollout"]["changed"] is False
+    main(["plan", "--stack", "dev", "--base", str(tmp_path / "base.json")])
+    text = capsys.readouterr().out
+    assert "west/share-01" in text, text

@@ -237,26 +237,41 @@ def check_base(base: Any) -> None:
                          "that `gpuplane plan --format json` wrote") from None
 
 
+def _fleets(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each GpuCluster's nodes and batches by the prefix its nodes are named with in a
+    diff: `<cluster>/` where a program builds several (the report's `clusters`), none
+    where it builds one."""
+    clusters = plan.get("clusters") or []
+    if len(clusters) < 2:
+        return {"": {"nodes": plan.get("nodes", []),
+                     "batches": plan.get("batches") or plan.get("withheldBatches") or []}}
+    return {f"{c['name']}/": {"nodes": c.get("nodes", []), "batches": c.get("batches") or []}
+            for c in clusters}
+
+
 def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """What changes from `base` to `new`; both are `build_report` dicts."""
     rejected = new.get("verdict") == "rejected"
-    base_nodes = {n["name"]: n for n in base.get("nodes", [])}
+    base_fleets, new_fleets = _fleets(base), _fleets(new)
     files: dict[str, dict[str, str]] = {}
     disrupted: list[dict[str, Any]] = []
-    for node in new.get("nodes", []):
-        old = base_nodes.get(node["name"], {})
-        old_files, new_files = _node_files(old), _node_files(node)
-        for path in sorted({*old_files, *new_files}):
-            text = unified(old_files.get(path, ""), new_files.get(path, ""),
-                           f"a{path}", f"b{path}")
-            if text:
-                files.setdefault(node["name"], {})[path] = text
-        changed = node.get("effectiveSha") != old.get("effectiveSha")
-        if node.get("batch") is not None and (changed if old else node.get("restart")):
-            disrupted.append({"node": node["name"], "batch": node["batch"],
-                              "reason": _restart_reason(node, old,
-                                                        sorted(files.get(node["name"], {})))})
-    disrupted.sort(key=lambda d: d["batch"])
+    for order, (prefix, fleet) in enumerate(new_fleets.items()):
+        base_nodes = {n["name"]: n for n in base_fleets.get(prefix, {}).get("nodes", [])}
+        for node in fleet["nodes"]:
+            name = prefix + node["name"]
+            old = base_nodes.get(node["name"], {})
+            old_files, new_files = _node_files(old), _node_files(node)
+            for path in sorted({*old_files, *new_files}):
+                text = unified(old_files.get(path, ""), new_files.get(path, ""),
+                               f"a{path}", f"b{path}")
+                if text:
+                    files.setdefault(name, {})[path] = text
+            changed = node.get("effectiveSha") != old.get("effectiveSha")
+            if node.get("batch") is not None and (changed if old else node.get("restart")):
+                disrupted.append({"node": name, "batch": node["batch"], "order": order,
+                                  "reason": _restart_reason(node, old,
+                                                            sorted(files.get(name, {})))})
+    disrupted.sort(key=lambda d: (d.pop("order"), d["batch"]))
     base_helm, new_helm = base.get("helm", {}), new.get("helm", {})
     values = {}
     for release in sorted({*base_helm, *new_helm}):
@@ -272,8 +287,8 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         if text:
             env[release] = text
     resources = resources_diff(base, new, rejected)
-    old_batches = base.get("batches") or base.get("withheldBatches") or []
-    new_batches = new.get("batches") or new.get("withheldBatches") or []
+    old_batches = _batches(base_fleets)
+    new_batches = _batches(new_fleets)
     rollout = {"changed": old_batches != new_batches, "base": old_batches, "new": new_batches,
                "workloadRestarts": _workload_restarts(resources["changed"], new)}
     out = {
@@ -291,6 +306,14 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
     out["empty"] = is_empty(out)
     return out
+
+
+def _batches(fleets: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """The rollout's batches, cluster after cluster (nodes named `<cluster>/node` where
+    there are several). The list is only the order within each cluster: no cluster's
+    rollout waits for another's."""
+    return [[prefix + node for node in batch]
+            for prefix, fleet in fleets.items() for batch in fleet["batches"]]
 
 
 def is_empty(diff: dict[str, Any]) -> bool:
