@@ -224,3 +224,22 @@ def test_the_base_diff_shows_every_clusters_nodes(
     main(["plan", "--stack", "dev", "--base", str(tmp_path / "base.json")])
     text = capsys.readouterr().out
     assert "west/share-01" in text, text
+
+
+def test_the_text_and_the_comment_show_every_clusters_rollout(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each GpuCluster's batches, restarts and node files under its own heading (before:
+    the first cluster's rollout only)."""
+    (project / "__main__.py").write_text(textwrap.dedent(TWO_CLUSTERS).format(
+        first="east", second="west", a=_keys(as_pod(config_of("rke2-lab"))),
+        b=_keys(as_pod(config_of("hami-host")))))
+    assert main(["plan", "--stack", "dev"]) == 0
+    text = capsys.readouterr().out
+    assert "Node rollout of GpuCluster east" in text and \
+        "Node rollout of GpuCluster west" in text, text
+    west = text[text.index("Node rollout of GpuCluster west"):]
+    assert "share-01" in west and "lab-gpu-1" not in west.split("Findings")[0]
+    assert main(["plan", "--stack", "dev", "--format", "markdown"]) == 0
+    comment = capsys.readouterr().out
+    assert "#### Rollout of GpuCluster east" in comment and \
+        "#### Rollout of GpuCluster west" in comment, comment

@@ -194,6 +194,15 @@ def cluster_rows(plan: dict[str, Any]) -> list[tuple[str, ...]]:
             for c in plan.get("clusters") or []]
 
 
+def fleets(plan: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(` of GpuCluster <name>`, its view) for each cluster of a program that builds
+    several (the report's `clusters`); ("", the plan) for a program's only one."""
+    clusters = plan.get("clusters") or []
+    if not clusters:
+        return [("", plan)]
+    return [(f" of GpuCluster {c['name']}", c) for c in clusters]
+
+
 def render_text(plan: dict[str, Any], console: Console) -> None:
     """The plan for a terminal or a log (see `gpuplane.core.console` for the style)."""
     print_line(console, ("gpuplane plan ", "bold"), headline(plan))
@@ -202,8 +211,7 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     if rejected(plan):
         _rejected_text(plan, console)
     if plan.get("clusters"):
-        print_table(console, "GpuClusters (the rollout below is the first's)",
-                    CLUSTER_COLUMNS, cluster_rows(plan))
+        print_table(console, "GpuClusters", CLUSTER_COLUMNS, cluster_rows(plan))
     _diff_text(plan, console)
     print_table(console, "Resources", ("type", "name", "depends on"),
                 [(r["type"], r["name"], ", ".join(r["dependsOn"])) for r in plan["resources"]])
@@ -216,28 +224,34 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     if plan["cluster"]["distro"] is None:
         _findings_text(console, "Findings", plan["findings"])
         return
-    docker = plan["cluster"].get("dockerRestartCommand")
-    print_line(console, ("Node rollout", "bold"),
-               f" (restart: {plan['cluster']['restartCommand']}"
+    for title, fleet in fleets(plan):
+        _rollout_text(title, fleet, console)
+    _platform_input_text(plan, console)
+    _findings_text(console, "Findings", plan["findings"])
+
+
+def _rollout_text(title: str, fleet: dict[str, Any], console: Console) -> None:
+    """One cluster's node rollout: batches, restarts, where files come from, the files."""
+    docker = fleet["cluster"].get("dockerRestartCommand")
+    print_line(console, (f"Node rollout{title}", "bold"),
+               f" (restart: {fleet['cluster']['restartCommand']}"
                + (f"; Docker, once where its daemon.json changes: {docker}" if docker else "")
                + ")")
-    platform = plan["cluster"].get("platform")
+    platform = fleet["cluster"].get("platform")
     idle = (f"no node changes: {platform} writes the nodes' containerd config, and gpuplane "
             "leaves it alone" if platform else
             "no node changes (nodes are configured by the operator's toolkit or need nothing)")
-    for line in batch_lines(plan) or [idle]:
+    for line in batch_lines(fleet) or [idle]:
         print_line(console, f"  {line}")
-    for line in node_pod_lines(plan):
+    for line in node_pod_lines(fleet):
         print_line(console, f"  {line}")
-    for line in baseline_lines(plan):
+    for line in baseline_lines(fleet):
         print_line(console, f"  planned from: {line}")
-    for line in toolkit_lines(plan.get("toolkit")):
+    for line in toolkit_lines(fleet.get("toolkit")):
         print_line(console, f"  toolkit: {line}")
-    for nodes, path, content, held in _all_files(plan):
+    for nodes, path, content, held in _all_files(fleet):
         print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
         print_block(console, content, _fence_of(path))
-    _platform_input_text(plan, console)
-    _findings_text(console, "Findings", plan["findings"])
 
 
 def _platform_input_text(plan: dict[str, Any], console: Console) -> None:
@@ -390,12 +404,13 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         out.append(("findings", "\n".join(rows) + "\n", True))
     else:
         out.append(("findings", "No policy findings.\n", True))
-    rollout = ["#### Rollout", ""] + [f"- {line}" for line in
-                                      batch_lines(plan) or ["no node changes"]]
-    rollout += [f"- {line}" for line in node_pod_lines(plan)]
-    rollout += [f"- planned from: {line}" for line in baseline_lines(plan)]
-    rollout += [f"- toolkit: {line}" for line in toolkit_lines(plan.get("toolkit"))]
-    out.append(("rollout", "\n".join(rollout) + "\n", False))
+    for title, fleet in fleets(plan):
+        rollout = [f"#### Rollout{title}", ""] + [f"- {line}" for line in
+                                                 batch_lines(fleet) or ["no node changes"]]
+        rollout += [f"- {line}" for line in node_pod_lines(fleet)]
+        rollout += [f"- planned from: {line}" for line in baseline_lines(fleet)]
+        rollout += [f"- toolkit: {line}" for line in toolkit_lines(fleet.get("toolkit"))]
+        out.append((f"rollout{title}", "\n".join(rollout) + "\n", False))
     if not diff:
         for release, rel in plan["helm"].items():
             out.append((f"values {release}", _details(
@@ -405,10 +420,12 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         for release, env in toolkit_env(plan).items():
             out.append((f"toolkit env {release}", _details(
                 f"Toolkit env {_code(release)}", _fence(env, "sh")), False))
-    for nodes, path, content, held in _all_files(plan):
-        out.append((f"file {path}", _details(
-            f"{_code(path)} on {len(nodes)} node(s): {html.escape(', '.join(nodes))}{held}",
-            _fence(content, _fence_of(path))), False))
+    for title, fleet in fleets(plan):
+        for nodes, path, content, held in _all_files(fleet):
+            out.append((f"file {path}{title}", _details(
+                f"{_code(path)} on {len(nodes)} node(s){html.escape(title)}: "
+                f"{html.escape(', '.join(nodes))}{held}",
+                _fence(content, _fence_of(path))), False))
     return out
 
 

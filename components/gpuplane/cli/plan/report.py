@@ -182,10 +182,12 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
 def cluster_view(stack: str, cluster: GpuCluster,
                  resources: list[Registered]) -> dict[str, Any]:
     """One GpuCluster of a program that builds several: its name, cluster facts, nodes,
-    batches and summary, as the report gives them for a program's only cluster."""
+    batches (and those a rejection holds back), toolkit and summary, as the report gives
+    them for a program's only cluster."""
     own = build_report(stack, cluster.config, cluster, resources, cluster.plan_findings)
     return {"name": cluster.pulumi_resource_name,
-            **{key: own[key] for key in ("cluster", "nodes", "batches", "summary")}}
+            **{key: own[key] for key in ("cluster", "nodes", "batches", "withheldBatches",
+                                         "toolkit", "summary")}}
 
 
 def program_report(stack: str, resources: list[Registered],
