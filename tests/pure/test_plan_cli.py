@@ -63,8 +63,9 @@ def test_diff_against_base_lists_disrupted_nodes_in_order(
     assert diff["resources"]["added"] == diff["resources"]["removed"] == []
     _, md, _ = run(capsys, "--stack", "kubeadm-prod", "--stacks-dir", str(stacks),
                       "--format", "markdown", "--base", str(base))
-    assert "- containerd restarts, in order: `a100-01` (batch 0: containerd's effective " \
-        "config changes (/etc/containerd/config.toml)); `a100-02` (batch 1" in md
+    assert "- containerd restarts on 5 nodes, in order; containerd's effective config " \
+        "changes (/etc/containerd/config.toml): `a100-01` (batch 0), `a100-02` (batch 1), " \
+        "`a100-03` (batch 1), `l40s-01` (batch 2), `l40s-02` (batch 2)" in md
     assert "```diff" in md
 
 

@@ -119,10 +119,12 @@ def test_large_fleet_comment_fits_github(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.kubeadm-prod.yaml").write_text(yaml.safe_dump(doc))
     plan = plan_stack("kubeadm-prod", tmp_path)
     plan["diff"] = plan_diff(base, plan)
-    assert len(render_markdown(plan, limit=10**8)) > GITHUB_COMMENT_LIMIT   # the case is real
+    # 2000 nodes' names in every list made it longer than GitHub takes; cut to their
+    # first entries and a count, the whole comment fits.
     md = render_markdown(plan)
     assert len(md) <= GITHUB_COMMENT_LIMIT and fences_balanced(md)
-    assert "gpuplane:runtime.nvidiaDefault" in md and "**Truncated**" in md
+    assert "gpuplane:runtime.nvidiaDefault" in md and "**Truncated**" not in md
+    assert "on 2000 node(s): gpu-0000, gpu-0001" in md and "… and 1980 more" in md
 
 
 def test_piped_text_is_not_padded_wrapped_or_cut(capsys: pytest.CaptureFixture[str]) -> None:
@@ -183,3 +185,31 @@ def test_rejected_plan_without_base_shows_what_it_holds_back(tmp_path: Path) -> 
     assert "- batch 0 [canary]: a100-01 (withheld: the plan is rejected)" in md
     assert ("<summary><code>/etc/containerd/config.toml</code> on 5 node(s): a100-01, "
             "a100-02, a100-03, l40s-01, l40s-02 (withheld: the plan is rejected)") in md
+
+
+def test_a_fleet_wide_restart_keeps_its_summary_in_the_comment(tmp_path: Path) -> None:
+    """2000 nodes whose containerd all restart: the comment still says which nodes restart,
+    in which order and why, lists the rollout and the findings; long lists are cut to
+    their first entries and a count (before: the summary itself was cut after the
+    setting, with no restarts, rollout or findings)."""
+    from support.stack_cases import as_pod, config_of
+
+    config = as_pod(config_of("hami-host"))
+    config["gpuplane:nodes"] = [{"name": f"gpu-{i:04d}", "host": f"10.0.{i // 200}.{i % 200}",
+                                 "gpus": 8} for i in range(2000)]
+    config["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
+    (tmp_path / "Pulumi.fleet.yaml").write_text(yaml.safe_dump({"config": config}))
+    base = plan_stack("fleet", tmp_path)
+    config["gpuplane:runtime"] = {"nvidiaDefault": True}
+    (tmp_path / "Pulumi.fleet.yaml").write_text(yaml.safe_dump({"config": config}))
+    plan = plan_stack("fleet", tmp_path)
+    plan["diff"] = plan_diff(base, plan)
+    assert len(plan["diff"]["disrupted"]) == 2000   # the case is real
+    md = render_markdown(plan)
+    assert len(md) <= GITHUB_COMMENT_LIMIT and fences_balanced(md)
+    assert "the rest of the summary" not in md
+    assert "containerd restarts on 2000 nodes, in order; containerd's effective config " \
+        "changes" in md and ": `gpu-0000` (batch 0), `gpu-0001` (batch 1)" in md
+    assert "and 1980 more" in md
+    assert "No policy findings." in md and "#### Rollout" in md
+    assert "batch 0 [canary]: gpu-0000" in md and "more batches" in md

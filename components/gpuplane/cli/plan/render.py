@@ -31,7 +31,19 @@ TRUNCATED_NOTE = (
     "`gpuplane-plan` artifact of this run.\n")
 
 
+# A PR comment lists this many entries of a long list (nodes, batches, resources), then a
+# count: a fleet's names would otherwise fill the comment before its restarts and findings.
+LISTED = 20
+
+
 # ---------------------------------------------------------------------------- shared facts
+
+def listed(items: list[str], limit: int | None, what: str = "more") -> list[str]:
+    """`items`, or its first `limit` and `… and N <what>` (all of them without a limit)."""
+    if limit is None or len(items) <= limit:
+        return items
+    return [*items[:limit], f"… and {len(items) - limit} {what}"]
+
 
 def rejected(plan: dict[str, Any]) -> bool:
     return any(f["severity"] == "error" for f in plan["findings"])
@@ -84,8 +96,9 @@ def _node_diffs(diff: dict[str, Any]) -> list[tuple[list[str], str, str]]:
     return [(nodes, path, text) for (path, text), nodes in groups.items()]
 
 
-def batch_lines(plan: dict[str, Any]) -> list[str]:
-    """The rollout: one line per batch, in order, restarts marked."""
+def batch_lines(plan: dict[str, Any], limit: int | None = None) -> list[str]:
+    """The rollout: one line per batch, in order, restarts marked (with a `limit`, each
+    batch's nodes cut to their first entries and a count)."""
     restarts = {n["name"] for n in plan["nodes"] if n["restart"]}
     docker = {n["name"] for n in plan["nodes"] if n.get("dockerRestart")}
     batches = plan["batches"] or plan.get("withheldBatches") or []
@@ -93,7 +106,8 @@ def batch_lines(plan: dict[str, Any]) -> list[str]:
     lines = []
     for i, batch in enumerate(batches):
         label = " [canary]" if i == 0 and len(batch) == 1 and len(batches) > 1 else ""
-        nodes = ", ".join(f"{n}{_restart_note(n in restarts, n in docker)}" for n in batch)
+        nodes = ", ".join(listed([f"{n}{_restart_note(n in restarts, n in docker)}"
+                                  for n in batch], limit))
         lines.append(f"batch {i}{label}: {nodes}{held}")
     return lines
 
@@ -326,17 +340,31 @@ def _findings_change_text(console: Console, diff: dict[str, Any]) -> None:
                        f"{f['message']}")
 
 
-def _rollout_change(diff: dict[str, Any]) -> list[str]:
-    """The rollout part of a diff, in words: batches, restarts in order and why."""
+def _rollout_change(diff: dict[str, Any], limit: int | None = None) -> list[str]:
+    """The rollout part of a diff, in words: batches, restarts in order and why (with a
+    `limit`, each list cut to its first entries and a count)."""
     rollout = diff["rollout"]
     lines = []
     if rollout["changed"]:
+        batches = [", ".join(listed(b, limit)) for b in rollout["new"]]
         lines.append(f"rollout: {len(rollout['base'])} → {len(rollout['new'])} batches: "
-                     + " | ".join(", ".join(b) for b in rollout["new"]))
-    if diff["disrupted"]:
-        lines.append("containerd restarts, in order: " + "; ".join(
-            f"`{d['node']}` (batch {d['batch']}: {d.get('reason', 'config changes')})"
-            for d in diff["disrupted"]))
+                     + " | ".join(listed(batches, limit and limit // 2, "more batches")))
+    disrupted = diff["disrupted"]
+    if disrupted:
+        # Nodes by why they restart (a fleet-wide change has one reason for thousands).
+        why: dict[str, list[str]] = {}
+        for d in disrupted:
+            why.setdefault(d.get("reason", "config changes"), []).append(
+                f"`{d['node']}` (batch {d['batch']})")
+        head = f"containerd restarts on {len(disrupted)} node" \
+            f"{'s' if len(disrupted) != 1 else ''}, in order"
+        if len(why) == 1:
+            reason, nodes = next(iter(why.items()))
+            lines.append(f"{head}; {reason}: " + ", ".join(listed(nodes, limit)))
+        else:
+            lines.append(f"{head}, by reason:")
+            lines += [f"  - {reason}: " + ", ".join(listed(nodes, limit))
+                      for reason, nodes in why.items()]
     elif not diff["rejected"]:
         lines.append("containerd restarts: none")
     for r in rollout.get("workloadRestarts", []):
@@ -405,12 +433,14 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
     else:
         out.append(("findings", "No policy findings.\n", True))
     for title, fleet in fleets(plan):
-        rollout = [f"#### Rollout{title}", ""] + [f"- {line}" for line in
-                                                 batch_lines(fleet) or ["no node changes"]]
+        batches = batch_lines(fleet, LISTED)
+        rollout = [f"#### Rollout{title}", ""] + [f"- {line}" for line in listed(
+            batches, LISTED, "more batches") or ["no node changes"]]
         rollout += [f"- {line}" for line in node_pod_lines(fleet)]
         rollout += [f"- planned from: {line}" for line in baseline_lines(fleet)]
         rollout += [f"- toolkit: {line}" for line in toolkit_lines(fleet.get("toolkit"))]
-        out.append((f"rollout{title}", "\n".join(rollout) + "\n", False))
+        # Essential: it is short whatever the fleet (lists are cut to LISTED entries).
+        out.append((f"rollout{title}", "\n".join(rollout) + "\n", True))
     if not diff:
         for release, rel in plan["helm"].items():
             out.append((f"values {release}", _details(
@@ -424,7 +454,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         for nodes, path, content, held in _all_files(fleet):
             out.append((f"file {path}{title}", _details(
                 f"{_code(path)} on {len(nodes)} node(s){html.escape(title)}: "
-                f"{html.escape(', '.join(nodes))}{held}",
+                f"{html.escape(', '.join(listed(nodes, LISTED)))}{held}",
                 _fence(content, _fence_of(path))), False))
     return out
 
@@ -449,11 +479,12 @@ def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str,
         head.append(f"- resources: {', '.join(counts)}")
     for kind in ("added", "removed"):
         if res[kind]:
-            head.append(f"  - {kind}: " + ", ".join(f"`{k}`" for k in res[kind]))
+            head.append(f"  - {kind}: " + ", ".join(listed([f"`{k}`" for k in res[kind]],
+                                                           LISTED)))
     if res["changed"]:
-        head.append("  - changed: " + ", ".join(f"`{_short_key(c['resource'])}`"
-                                                for c in res["changed"]))
-    head += [f"- {line}" for line in _rollout_change(diff)]
+        head.append("  - changed: " + ", ".join(listed(
+            [f"`{_short_key(c['resource'])}`" for c in res["changed"]], LISTED)))
+    head += [f"- {line}" for line in _rollout_change(diff, LISTED)]
     for kind in ("new", "fixed"):
         for f in diff["findings"][kind]:
             head.append(f"- {kind} finding: **{f['id']}** ({f['severity']}) `{f['where']}`"
@@ -462,7 +493,8 @@ def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str,
     verb = "would change (rejected)" if diff["rejected"] else "changes"
     for nodes, path, text in _node_diffs(diff):
         out.append((f"file diff {path}", _details(
-            f"{_code(path)} {verb} on {', '.join(_code(n) for n in nodes)}",
+            f"{_code(path)} {verb} on {len(nodes)} node(s): "
+            + ", ".join(listed([_code(n) for n in nodes], LISTED)),
             _fence(text, "diff")), False))
     for release, text in diff["values"].items():
         out.append((f"values diff {release}", _details(
