@@ -200,8 +200,8 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     constructed: list[Any] = []
 
     def started() -> None:
-        pump.started()
-        result.append(program())
+        with pump.running():
+            result.append(program())
 
     def registered(res: Any) -> None:
         constructed.append(res)

@@ -37,25 +37,41 @@ _MAX_ITERATIONS = 10_000
 
 
 class Pump:
-    """Call :meth:`started` first in the program's task, then :meth:`tick` after each
-    registration."""
+    """Run the program inside :meth:`running`, and call :meth:`tick` after each
+    registration.
+
+    The queue is only run from the program's own step, never from inside a callback: a
+    resource made in an `apply` (during a run of the queue, or by the loop after the
+    program returned) would otherwise run the queue inside a loop iteration whose
+    remaining handles it cannot count."""
 
     def __init__(self, every: int | None = None) -> None:
         self.every = every or EVERY
         self._count = 0
         self._loop: Any = None
         self._outer = 0
+        self._busy = True   # until the program runs
 
-    def started(self) -> None:
-        """Remember the loop and how many ready handles the running loop iteration will
-        still take (the SDK's own bookkeeping in `_sync_await`)."""
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The program's step: remember the loop and how many ready handles its running
+        iteration will still take (the SDK's own bookkeeping in `_sync_await`)."""
         self._loop = asyncio.get_event_loop()
         self._outer = len(self._loop._ready)
+        self._busy = False
+        try:
+            yield
+        finally:
+            self._busy = True
 
     def tick(self) -> None:
         self._count += 1
-        if self._loop is not None and self._count % self.every == 0:
-            self.drain()
+        if not self._busy and self._count % self.every == 0:
+            self._busy = True
+            try:
+                self.drain()
+            finally:
+                self._busy = False
 
     def drain(self) -> None:
         """Run the loop until nothing is ready."""
