@@ -178,7 +178,7 @@ def test_the_wheel_installs_gpuplane_and_no_components_package(wheel: Path,
     assert f"{PACKAGE}/data/doctor/inspect_node.py" in names
     entry = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "gpuplane = gpuplane.cli.main:main" in entry
+    assert "gpuplane = gpuplane.cli.main:entry" in entry
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     # From the unpacked wheel (first on sys.path, outside the checkout): gpuplane imports
