@@ -33,6 +33,7 @@ from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.stack import child_options
 from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpuplane.stack.hami import Hami, HamiArgs
+from gpuplane.stack.inputs import Sources, missing_key_problem, node_inputs, project_root, ssh_key
 from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import log_findings, refuse
@@ -46,8 +47,10 @@ class GpuClusterArgs:
 
     `config`: the stack's `gpuplane:*` settings (`parse_stack_config`, or
     `config_from_pulumi()` inside a program). `private_key`: the SSH key for the node
-    rollout (a secret). `baselines`: node name -> {node path: content} captured from that
-    node (`gpuplane.config.baselines.node_baselines`); other nodes are planned from the model.
+    rollout (a secret); None: the stack's `gpuplane:sshPrivateKey`. `baselines`: node name
+    -> {node path: content} captured from that node; None: the files the config's
+    `baselineFiles` name, read relative to the project root (what the bundled program
+    does too). Nodes without captured files are planned from gpuplane's model.
     `kubeconfig` / `kube_context`: where the post-deploy verdicts, HAMi's node labels and
     the device plugin restart connect (they use the Kubernetes client, not a Pulumi
     provider): pass the same kubeconfig as the `kubernetes.Provider` given in `opts` when
@@ -85,6 +88,7 @@ class GpuCluster(pulumi.ComponentResource):
     config: StackConfig                        # what it was built from
     plan: NodeContainerdPlan                   # from gpuplane's model of the distribution
     node_plans: dict[str, NodeContainerdPlan]  # per node: from its captured files, if any
+    baseline_sources: dict[str, Sources]       # per captured node: path -> (key, local copy)
     batches: list[list[str]]
     rollout: ContainerdRollout | ContainerdPodRollout | None
     operator: GpuOperator | None               # None: HAMi alone, no operator block
@@ -96,8 +100,12 @@ class GpuCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuClusterArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
+        cfg = args.config
+        # Read before anything is registered: a bad key leaves nothing behind.
+        inputs = node_inputs(cfg, args.baselines, project_root())
+        private_key = ssh_key(args.private_key)
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
-        cfg, private_key = args.config, args.private_key
+        self.baseline_sources = inputs.sources
         self.config = cfg
         built = _BUILT.get()
         if built is not None:
@@ -111,7 +119,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.platform_input, platform_findings = platform_input(cfg)
         self.plan = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
                               docker=cfg.docker_settings)
-        self.node_plans = _node_plans(cfg, self.plan, args.baselines or {})
+        self.node_plans = _node_plans(cfg, self.plan, inputs.baselines)
         # Node files on a managed platform, which rewrites them (FM04-platform-owned).
         self.stack_findings = check_platform_node_writes(
             stack_intent, [path for p in self.node_plans.values() for path in p.files]
@@ -149,10 +157,7 @@ class GpuCluster(pulumi.ComponentResource):
         else:
             log_findings(self, self.plan_findings)   # the advice, shown by the CLI too
         if writes and cfg.cluster.node_access != "pod" and private_key is None:
-            raise pulumi.RunError(
-                f"GpuCluster {name}: gpuplane:cluster.nodeAccess is ssh but no SSH key was "
-                "given (set gpuplane:sshPrivateKey as a secret, or nodeAccess: pod); "
-                "nothing was changed")
+            raise missing_key_problem(name)
 
         ns = k8s.core.v1.Namespace(
             f"{name}-operator-namespace" if op is not None else f"{name}-namespace",

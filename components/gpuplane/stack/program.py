@@ -9,21 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 
 import pulumi
 
-from gpuplane.config import (
-    NAMESPACE,
-    ChartRelease,
-    StackConfig,
-    StackConfigError,
-    config_from_pulumi,
-)
-from gpuplane.config.baselines import node_baselines
+from gpuplane.config import NAMESPACE, StackConfigError, config_from_pulumi
 from gpuplane.containerd.errors import ConfigError
-from gpuplane.core.chartsource import local_chart_problem
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
+from gpuplane.stack.inputs import check_local_charts
 
 # Set only by the offline plan (`plain_errors`): it locates bad input in the stack file
 # (file:line) itself, so `main()` lets the structured errors through.
@@ -65,14 +57,10 @@ def captured_file_problem(exc: ConfigError) -> StackConfigError:
 
 
 def run() -> GpuCluster:
-    cfg = config_from_pulumi()
-    private_key = pulumi.Config(NAMESPACE).get_secret("sshPrivateKey")
-    # Captured node files are named relative to the project root (where Pulumi.yaml is).
-    root = Path(pulumi.get_root_directory() or ".")
-    check_local_charts(cfg, root)
+    # The captured node files, the local charts and the SSH key are read by GpuCluster
+    # itself, as in a user's own program (gpuplane.stack.inputs).
     cluster = GpuCluster("gpu", GpuClusterArgs(
-        config=cfg, private_key=private_key, baselines=node_baselines(cfg, root),
-        kube_context=pulumi.Config("kubernetes").get("context")))
+        config=config_from_pulumi(), kube_context=pulumi.Config("kubernetes").get("context")))
     pulumi.export("rolloutBatches", cluster.batches)
     pulumi.export("toolkitEnv", cluster.plan.toolkit_env)
     if cluster.operator is not None:   # HAMi alone installs no operator
@@ -83,24 +71,6 @@ def run() -> GpuCluster:
     if cluster.hami is not None:
         pulumi.export("hamiRelease", cluster.hami.release.name)
     return cluster
-
-
-def check_local_charts(cfg: StackConfig, root: Path) -> None:
-    """A local `chart` (relative to the project root, as Helm reads it when Pulumi runs
-    the program there) must be that chart at `chartVersion`; StackConfigError naming the
-    key and the fix otherwise."""
-    releases: list[tuple[str, ChartRelease]] = (
-        [("gpuOperator", cfg.gpu_operator)] if cfg.gpu_operator is not None else [])
-    if cfg.device_plugin == "hami":
-        releases.append(("hami", cfg.hami))
-    problems = []
-    for key, section in releases:
-        problem = local_chart_problem(section.chart_source, root, section.CHART,
-                                      section.chart_version, f"{key}.chartVersion")
-        if problem:
-            problems.append((f"{NAMESPACE}:{key}.chart", problem))
-    if problems:
-        raise StackConfigError(problems)
 
 
 __all__ = ["captured_file_problem", "check_local_charts", "main", "plain_errors", "run"]

@@ -94,8 +94,9 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
     # What each distinct plan says, made once and shared by the nodes planned from it (a
     # fleet's nodes mostly share one): its files, restart, effective runtimes and digest.
     derived: dict[int, _PlanView] = {}
-    for index, node in enumerate(cfg.nodes):
+    for node in cfg.nodes:
         mine = cluster.node_plans.get(node.name, plan)
+        captured = cluster.baseline_sources.get(node.name, {})
         if id(mine) not in derived:
             derived[id(mine)] = _plan_view(mine)
         written_files, runtimes, sha = derived[id(mine)]
@@ -104,9 +105,9 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "pool": node.pool,
             "gpus": node.gpus,
             "batch": batch_of.get(node.name) if managed else None,
-            # Planned from these captured copies; empty: from gpuplane's distro model.
-            "baselineFiles": {path: local for path, (_, local)
-                              in cfg.baseline_files_of(index).items()},
+            # Planned from these captured copies (what the cluster planned from, not what
+            # the config names); empty: from gpuplane's distro model.
+            "baselineFiles": {path: local for path, (_, local) in captured.items()},
             "files": written_files if managed else {},
             "withheldFiles": written_files if held else {},
             "restart": managed and mine.restarts and node.name in batch_of,
@@ -114,7 +115,7 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "dockerRestart": bool(managed and mine.docker and mine.docker.changes
                                   and node.name in batch_of),
             "effectiveSha": sha if managed else None,
-            "effectiveRuntimes": {**_source(cfg.baseline_files_of(index)), **runtimes},
+            "effectiveRuntimes": {**_source(captured), **runtimes},
         })
     helm = {}
     sections: dict[str, GpuOperatorConfig | HamiConfig] = {HAMI_CHART: cfg.hami}
