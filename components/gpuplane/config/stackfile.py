@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from gpuplane.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
+from gpuplane.config.sections import NUMBER_NOT_VERSION, number_version_message
 
 SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
 
@@ -29,6 +30,9 @@ class StackFile:
     other: dict[str, Any] = field(default_factory=dict)   # other namespaces (kubernetes:…)
     secret_keys: list[str] = field(default_factory=list)  # full keys, e.g. gpuplane:sshPrivateKey
     lines: dict[str, int] = field(default_factory=dict)   # "gpuplane:nodes[0].gpus" -> line
+    # The text of each plain-number scalar as written ("1.30"), which the parsed number
+    # (1.3) has lost: a version's quoting fix must quote what the user wrote.
+    numbers: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, key: str) -> int | None:
         """The line of `key` or of its nearest parent present in the file."""
@@ -50,6 +54,9 @@ class StackFile:
         """The same problems, each prefixed with file:line of its key."""
         located = []
         for key, message in exc.problems:
+            raw = self.numbers.get(key)
+            if raw is not None and NUMBER_NOT_VERSION in message:
+                message = number_version_message(key, raw)
             line = self.line_of(key)
             where = f"{self.path}:{line}" if line else str(self.path)
             located.append((f"{where}: {key}", message))
@@ -94,7 +101,7 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
     stack = StackFile(name, path, {})
-    _record_lines(_child(node, "config"), "", stack.lines)
+    _record_lines(_child(node, "config"), "", stack.lines, stack.numbers)
     for full, value in (data.get("config") or {}).items():
         ns, _, key = str(full).partition(":")
         if isinstance(value, dict) and set(value) == {"secure"}:
@@ -143,17 +150,23 @@ def _child(node: Any, key: str) -> Any:
     return None
 
 
-def _record_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _record_lines(node: Any, prefix: str, out: dict[str, int],
+                  numbers: dict[str, str]) -> None:
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             key = f"{prefix}.{k.value}" if prefix else str(k.value)
             out[key] = k.start_mark.line + 1
-            _record_lines(v, key, out)
+            _record_lines(v, key, out, numbers)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             key = f"{prefix}[{i}]"
             out[key] = v.start_mark.line + 1
-            _record_lines(v, key, out)
+            _record_lines(v, key, out, numbers)
+    elif isinstance(node, yaml.ScalarNode) and node.tag in _NUMBER_TAGS and not node.style:
+        numbers[prefix] = node.value
 
 
 def project_root(stacks_dir: Path) -> Path:

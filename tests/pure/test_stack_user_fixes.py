@@ -1,0 +1,71 @@
+"""Each fix the planner prints for a stack file names what the user edits, in the text the
+user wrote: the raw number to quote, the secret to encrypt. Through the real CLI entry."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpuplane.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = ROOT / "stacks"
+
+
+def plan(capsys: pytest.CaptureFixture[str], stacks: Path, name: str,
+         *extra: str) -> tuple[int, str, str]:
+    code = main(["plan", "--stack", name, "--stacks-dir", str(stacks), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project root (Pulumi.yaml) with a copy of the bundled stacks in stacks/."""
+    (tmp_path / "Pulumi.yaml").write_text("name: gpuplane\n")
+    shutil.copytree(STACKS, tmp_path / "stacks")
+    return tmp_path
+
+
+def _edit(project: Path, name: str, old: str, new: str) -> Path:
+    path = project / "stacks" / f"Pulumi.{name}.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+@pytest.mark.parametrize(("old", "new", "fix"), [
+    ('kubernetesVersion: "1.31.4"', "kubernetesVersion: 1.30",
+     'gpuplane:cluster.kubernetesVersion: 1.30 is a YAML number, not a version; quote it: '
+     '"1.30.<patch>" with the nodes\' patch release, e.g. "1.30.0" (a Kubernetes version is '
+     'X.Y.Z) (unquoted, 1.30 reads as the number 1.3)'),
+    ("chartVersion: v25.10.1", "chartVersion: 25.10",
+     'gpuplane:gpuOperator.chartVersion: 25.10 is a YAML number, not a version; quote it: '
+     '"25.10" (unquoted, 25.10 reads as the number 25.1)'),
+    ('containerdVersion: "1.7.24"', "containerdVersion: 2.0",
+     'gpuplane:cluster.containerdVersion: 2.0 is a YAML number, not a version; quote it: '
+     '"2.0"\n'),
+    ('containerdVersion: "1.7.24"', "containerdVersion: 1.7",
+     'gpuplane:cluster.containerdVersion: 1.7 is a YAML number, not a version; quote it: '
+     '"1.7"\n'),
+])
+def test_unquoted_version_fix_quotes_the_raw_text(capsys: pytest.CaptureFixture[str],
+                                                  project: Path, old: str, new: str,
+                                                  fix: str) -> None:
+    """The fix quotes the text on the line, not the number YAML made of it (1.30 -> 1.3),
+    and says "reads as" only where the number differs from the text."""
+    _edit(project, "kubeadm-prod", old, new)
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2
+    assert fix in err + "\n", err
+
+
+def test_quoted_version_fix_applied_plans(capsys: pytest.CaptureFixture[str],
+                                          project: Path) -> None:
+    """Applying the printed fix (the e.g. form) leads to a stack that plans."""
+    _edit(project, "kubeadm-prod", 'kubernetesVersion: "1.31.4"', 'kubernetesVersion: "1.31.0"')
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 0, err
