@@ -69,3 +69,33 @@ def test_quoted_version_fix_applied_plans(capsys: pytest.CaptureFixture[str],
     _edit(project, "kubeadm-prod", 'kubernetesVersion: "1.31.4"', 'kubernetesVersion: "1.31.0"')
     code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
     assert code == 0, err
+
+
+PLAIN_KEY = ("  gpuplane:sshPrivateKey: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n"
+             "    b3BlbnNzaC1rZXktdjEAAAAA\n    -----END OPENSSH PRIVATE KEY-----\n")
+
+
+def test_plaintext_ssh_key_is_refused_naming_the_line(capsys: pytest.CaptureFixture[str],
+                                                      project: Path) -> None:
+    """A private key in clear in a committed stack file is refused (exit 2) at its line,
+    with the command that encrypts it; the other problems of the file come with it."""
+    path = project / "stacks" / "Pulumi.kubeadm-prod.yaml"
+    lines = path.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("  gpuplane:sshPrivateKey:"))
+    end = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith("    "))
+    text = "".join([*lines[:at], PLAIN_KEY, *lines[end:]])
+    path.write_text(text.replace('kubernetesVersion: "1.31.4"', "kubernetesVersion: 1.31"))
+    code, out, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and "Traceback" not in err
+    assert (f"Pulumi.kubeadm-prod.yaml:{at + 1}: gpuplane:sshPrivateKey: a secret in plain "
+            "text in the stack file") in err, err
+    assert "pulumi config set --secret gpuplane:sshPrivateKey < ~/.ssh/id_ed25519" in err
+    assert "gpuplane:cluster.kubernetesVersion: 1.31 is a YAML number" in err
+    assert "BEGIN OPENSSH" not in out + err
+
+
+def test_encrypted_ssh_key_is_accepted(capsys: pytest.CaptureFixture[str],
+                                       project: Path) -> None:
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 0, err
+    assert "plain text" not in err

@@ -74,7 +74,9 @@ class StackConfig(_Section, StackViews):
     """Defaults for reaching every node over SSH."""
     ssh_private_key: Annotated[str | None, Field(repr=False)] = None
     """The SSH private key, a Pulumi secret (`pulumi config set --secret
-    gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
+    gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`.
+    `gpuplane plan` refuses it in plain text (not `secure:`), as any value holding a
+    private key."""
     node_pod: NodePodConfig = NodePodConfig()
     """The node agent's pods, with `cluster.nodeAccess: pod`."""
     nodes: list[NodeConfig] = Field(default_factory=list)

@@ -12,10 +12,20 @@ from typing import Any
 
 import yaml
 
-from gpuplane.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
+from gpuplane.config import (
+    NAMESPACE,
+    SECRET_KEYS,
+    StackConfig,
+    StackConfigError,
+    parse_stack_config,
+)
 from gpuplane.config.sections import NUMBER_NOT_VERSION, number_version_message
 
 SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
+_SECRET_FIX = ("{what} in plain text in the stack file (anyone who can read the repository "
+               "or the CI log has it); fix: `pulumi config set --secret {key} < "
+               "~/.ssh/id_ed25519` (the key's file), which stores it encrypted as "
+               "`secure:`; and replace the key if this file was ever pushed")
 
 
 class StackFileError(Exception):
@@ -44,11 +54,31 @@ class StackFile:
         return None
 
     def config(self) -> StackConfig:
-        """Validate; errors name file:line and the key."""
+        """Validate; errors name file:line and the key, a plaintext secret among them."""
+        leaks = self.plaintext_secrets()
         try:
-            return parse_stack_config(self.values)
+            cfg = parse_stack_config(self.values)
         except StackConfigError as exc:
-            raise self.located(exc) from None
+            raise self.located(StackConfigError([*exc.problems, *leaks])) from None
+        if leaks:
+            raise self.located(StackConfigError(leaks))
+        return cfg
+
+    def plaintext_secrets(self) -> list[tuple[str, str]]:
+        """A secret key (`gpuplane:sshPrivateKey`), or any value holding a private key,
+        written in clear rather than `secure:`. Refused, not warned about: the stack file
+        is committed and the plan runs in PR CI, so the key is already leaking, and
+        nothing works less well once it is encrypted."""
+        found = []
+        for key, value in self.values.items():
+            full = f"{NAMESPACE}:{key}"
+            if full in self.secret_keys:
+                continue
+            if key in SECRET_KEYS and value is not None:
+                found.append((full, _SECRET_FIX.format(key=full, what="a secret")))
+            elif "PRIVATE KEY-----" in str(value):
+                found.append((full, _SECRET_FIX.format(key=full, what="a private key")))
+        return found
 
     def located(self, exc: StackConfigError) -> StackConfigError:
         """The same problems, each prefixed with file:line of its key."""
