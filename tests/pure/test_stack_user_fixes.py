@@ -99,3 +99,34 @@ def test_encrypted_ssh_key_is_accepted(capsys: pytest.CaptureFixture[str],
     code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
     assert code == 0, err
     assert "plain text" not in err
+
+
+@pytest.mark.parametrize(("old", "new", "says"), [
+    ("    distro: kubeadm", "    distor: kubeadm",
+     "gpuplane:cluster.distor: unknown key (did you mean `distro`?); known keys here: "
+     "distro, kubernetesVersion,"),
+    ("    canary: true", "    canery: true",
+     "gpuplane:rollout.canery: unknown key (did you mean `canary`?); known keys here: "),
+    ("{name: a100-01, host: 10.20.0.11, gpus: 8,", "{name: a100-01, host: 10.20.0.11, gpu: 8,",
+     "gpuplane:nodes[0].gpu: unknown key (did you mean `gpus`?); known keys here: name, "),
+])
+def test_nested_unknown_key_lists_its_section_and_the_closest(
+        capsys: pytest.CaptureFixture[str], project: Path, old: str, new: str,
+        says: str) -> None:
+    _edit(project, "kubeadm-prod", old, new)
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and says in err, err
+
+
+@pytest.mark.parametrize(("typo", "guess"), [("FM7", "FM07"), ("fm7", "FM07"),
+                                             ("FM177", "FM17")])
+def test_rules_typo_guesses_and_cites_pages_that_exist(
+        capsys: pytest.CaptureFixture[str], project: Path, typo: str, guess: str) -> None:
+    _edit(project, "kubeadm-prod", "  gpuplane:rollout:",
+          f"  gpuplane:rules: {{{typo}: advisory}}\n  gpuplane:rollout:")
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and f"gpuplane:rules.{typo}: no rule '{typo}'; did you mean {guess}?" \
+        in err, err
+    assert "docs/failure-modes.md" not in err
+    for page in (p for p in err.split() if p.startswith("docs/")):
+        assert (ROOT / page.rstrip(").,;")).exists(), page
