@@ -130,3 +130,21 @@ def test_rules_typo_guesses_and_cites_pages_that_exist(
     assert "docs/failure-modes.md" not in err
     for page in (p for p in err.split() if p.startswith("docs/")):
         assert (ROOT / page.rstrip(").,;")).exists(), page
+
+
+def test_yaml_tab_says_tab(capsys: pytest.CaptureFixture[str], project: Path) -> None:
+    _edit(project, "kubeadm-prod", "    distro: kubeadm", "\tdistro: kubeadm")
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and "Pulumi.kubeadm-prod.yaml:6:1: not valid YAML: a tab character; " \
+        "YAML indents with spaces only" in err, err
+
+
+def test_unclosed_brace_names_the_line_that_opens_it(capsys: pytest.CaptureFixture[str],
+                                                     project: Path) -> None:
+    path = _edit(project, "kubeadm-prod", "os: ubuntu22.04, pool: a100}",
+                 "os: ubuntu22.04, pool: a100")
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                if text.endswith("pool: a100"))
+    code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
+    assert code == 2 and f"Pulumi.kubeadm-prod.yaml:{line}:7: not valid YAML: the `{{` " \
+        "opened here is not closed" in err, err

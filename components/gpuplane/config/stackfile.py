@@ -127,7 +127,7 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
         # The data from the same nodes (parsing the text once: a fleet's stack is MBs).
         data = (_LOADER("").construct_document(node) if node is not None else None) or {}
     except yaml.YAMLError as exc:
-        raise StackFileError(_yaml_error(path, exc)) from None
+        raise StackFileError(_yaml_error(path, exc, text)) from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
     stack = StackFile(name, path, {})
@@ -160,13 +160,31 @@ def _read_text(path: Path) -> str:
             "fix: save the stack file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+def _yaml_error(path: Path, exc: yaml.YAMLError, text: str = "") -> str:
     """`file:line:col: not valid YAML: problem (context)`: the stack file, not the
-    "<unicode string>" PyYAML names when it parses text."""
+    "<unicode string>" PyYAML names when it parses text. Two cases get their own words,
+    because PyYAML's are misleading: a tab (YAML indents with spaces only), and an
+    unclosed `{`/`[`, which PyYAML reports where it gave up (the next line): the line that
+    opened it is the one to fix."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
+    opened = getattr(exc, "context_mark", None)
+    lines = text.splitlines()
+    line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
+    if mark is not None and line[mark.column:mark.column + 1] == "\t":
+        return (f"{where}: not valid YAML: a tab character; YAML indents with spaces only. "
+                "fix: replace the tab with spaces (as many as the lines around it use)")
+    if context and context.startswith("while parsing a flow") and opened is not None \
+            and mark is not None and opened.line < mark.line:
+        bracket = "{" if "mapping" in context else "["
+        close = "}" if bracket == "{" else "]"
+        return (f"{path}:{opened.line + 1}:{opened.column + 1}: not valid YAML: the "
+                f"`{bracket}` opened here is not closed (YAML found line {mark.line + 1} "
+                f"before a `{close}`); fix: close it with `{close}` on line "
+                f"{opened.line + 1}, or quote a value there that holds a `,`, `{close}` "
+                "or `: `")
     detail = f"{problem} ({context})" if context else problem
     return (f"{where}: not valid YAML: {detail}; fix: correct the YAML there (quote values "
             "that contain ': ', '#', '[' or '{')")
