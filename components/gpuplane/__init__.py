@@ -33,6 +33,7 @@ _LAZY = {
     "StackConfig": "gpuplane.config",
     "StackConfigError": "gpuplane.config",
     "parse_stack_config": "gpuplane.config",
+    "config_from_pulumi": "gpuplane.config",
     "ChartSource": "gpuplane.core.chartsource",
     "parse_chart_source": "gpuplane.core.chartsource",
     # planning and the rulebook
@@ -62,7 +63,12 @@ _LAZY = {
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` loads these
     from gpuplane.checks.component import GpuChecks, GpuChecksArgs
     from gpuplane.cli.main import main
-    from gpuplane.config import StackConfig, StackConfigError, parse_stack_config
+    from gpuplane.config import (
+        StackConfig,
+        StackConfigError,
+        config_from_pulumi,
+        parse_stack_config,
+    )
     from gpuplane.containerd import (
         ConfigError,
         ContainerdVersion,
@@ -137,6 +143,7 @@ __all__ = [  # the same names as _LAZY (tests/pure/test_package.py holds them eq
     "TimeSlicing",
     "TimeSlicingArgs",
     "ToolkitMode",
+    "config_from_pulumi",
     "effective_config",
     "main",
     "parse_chart_source",

@@ -55,7 +55,8 @@ def test_rejected_plan_reads_as_rejected_not_as_removals(tmp_path: Path) -> None
     assert "#### Rejected: this change is blocked" in md
     # What it tried, why it is blocked, the fix.
     assert "- set `gpuplane:runtime.systemdCgroup`: `true` → `false`" in md
-    assert "**FM07**" in md and "**fix:** Set SystemdCgroup = true" in md
+    assert "**FM07**" in md and "**fix:** Set `gpuplane:cluster.kubeletCgroupDriver`" in md
+    assert "On the node files that does: Set SystemdCgroup = true" in md
     assert "would change (rejected)" in md and "+        SystemdCgroup = false" in md
     assert "removed" not in md.replace("not removed", "")
     assert "deleted" not in md and "+0,0" not in md
@@ -124,7 +125,7 @@ def test_large_fleet_comment_fits_github(tmp_path: Path) -> None:
     md = render_markdown(plan)
     assert len(md) <= GITHUB_COMMENT_LIMIT and fences_balanced(md)
     assert "gpuplane:runtime.nvidiaDefault" in md and "**Truncated**" not in md
-    assert "on 2000 node(s): gpu-0000, gpu-0001" in md and "… and 1980 more" in md
+    assert "on 2000 nodes: gpu-0000, gpu-0001" in md and "… and 1980 more" in md
 
 
 def test_piped_text_is_not_padded_wrapped_or_cut(capsys: pytest.CaptureFixture[str]) -> None:
@@ -181,9 +182,9 @@ def test_rejected_plan_without_base_shows_what_it_holds_back(tmp_path: Path) -> 
     plan = changed("kubeadm-prod", tmp_path, "gpuplane:runtime", "systemdCgroup", False)
     del plan["diff"]
     md = render_markdown(plan)
-    assert "- write `/etc/containerd/config.toml` on 5 node(s) in 3 batch(es)" in md
+    assert "- write `/etc/containerd/config.toml` on 5 nodes in 3 batches" in md
     assert "- batch 0 [canary]: a100-01 (withheld: the plan is rejected)" in md
-    assert ("<summary><code>/etc/containerd/config.toml</code> on 5 node(s): a100-01, "
+    assert ("<summary><code>/etc/containerd/config.toml</code> on 5 nodes: a100-01, "
             "a100-02, a100-03, l40s-01, l40s-02 (withheld: the plan is rejected)") in md
 
 

@@ -212,7 +212,7 @@ def test_trap_node_files_on_a_platform_that_rewrites_them(tmp_path: Path) -> Non
                                 for i, n in enumerate(config["gpuplane:nodes"], 1)]
     config["gpuplane:gpuOperator"]["toolkit"] = "host"
     config["gpuplane:docker"] = {"nvidiaRuntime": True}   # a file gpuplane would write
-    config["gpuplane:sshPrivateKey"] = "not-a-key"
+    config["gpuplane:sshPrivateKey"] = {"secure": "v1:not-a-key"}
     finding = _one(plan(tmp_path, config), "FM04")
     assert "nodeadm renders it at every boot" in finding["message"]
     assert "gpuplane:cluster.nodeAccess: none" in finding["fix"]

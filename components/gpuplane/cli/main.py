@@ -38,9 +38,12 @@ def root_parser() -> argparse.ArgumentParser:
     """`gpuplane`'s own parser; the commands in `_PASSTHROUGH` parse their own arguments."""
     parser = argparse.ArgumentParser(
         prog="gpuplane", description="Turn Kubernetes nodes into working NVIDIA GPU nodes.")
+    parser.add_argument("--version", action="version", version=f"gpuplane {_version()}")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
-    ctd = sub.add_parser("containerd", help="containerd configuration tools")
+    ctd = sub.add_parser("containerd", help="containerd configuration tools",
+                         description="containerd configuration tools: `check` judges a "
+                                     "node's containerd config files offline.")
     ctd_sub = ctd.add_subparsers(title="commands", metavar="COMMAND")
     check = ctd_sub.add_parser(
         "check", help="effective CRI config and findings for a node's containerd config",
@@ -74,7 +77,11 @@ def root_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.set_defaults(handler=_containerd_check)
 
-    explain = sub.add_parser("explain", help="explain a failure mode (FM01-FM18)")
+    explain = sub.add_parser(
+        "explain", help="explain a failure mode (FM01-FM18)",
+        description="Explain a failure mode of the rulebook: what users see, why it happens, "
+                    "an example and the fix; without a rule id, list them all. Every finding "
+                    "of `plan`, `containerd check` and `doctor` names its rule id.")
     explain.add_argument("rule", nargs="?", help="rule id, e.g. FM02; omit to list all")
     explain.set_defaults(handler=_explain)
 
@@ -393,9 +400,20 @@ def _plan_parser() -> argparse.ArgumentParser:
     return parser
 
 
+NODE_AGENT_HELP = (
+    "usage: gpuplane node-agent > agent.sh\n\n"
+    "Print the node agent, the POSIX sh script gpuplane runs on each node (over SSH or from\n"
+    "a pod) to write containerd's files and restart it, rolling back when containerd does\n"
+    "not come back. It takes no arguments; its modes (apply, status, restore) are listed by\n"
+    "`sh agent.sh help`.")
+
+
 def _node_agent(argv: list[str]) -> int:
     from gpuplane.agent.script import agent_source
 
+    if argv in (["-h"], ["--help"]):
+        print(NODE_AGENT_HELP)
+        return EXIT_OK
     if argv:
         return _input_error("node-agent takes no arguments: it prints the agent script, "
                             "whose own modes are listed by `sh agent.sh help`")
@@ -423,12 +441,24 @@ def passthrough_parsers() -> dict[str, argparse.ArgumentParser]:
     from gpuplane.doctor.command import parser as doctor
     from gpuplane.probe.cuda_probe import build_parser as probe
 
-    return {"plan": _plan_parser(), "doctor": doctor(), "nodes": nodes(), "probe": probe()}
+    return {"plan": _plan_parser(), "doctor": doctor(), "nodes": nodes(),
+            "probe": probe(prog="gpuplane probe")}
 
 
 _PASSTHROUGH: dict[str, Callable[[list[str]], int]] = {
     "probe": _probe, "plan": _plan, "node-agent": _node_agent, "doctor": _doctor,
     "nodes": _nodes}
+
+
+def _version() -> str:
+    """The installed distribution's version; from a source tree (no installed metadata)
+    the version says so, rather than a number that may not be this code's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuplane")
+    except PackageNotFoundError:
+        return "(not installed: run from source)"
 
 
 def _input_error(message: str) -> int:

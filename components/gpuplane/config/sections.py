@@ -73,14 +73,46 @@ BaselineFiles = Annotated[dict[str, str | None], BeforeValidator(_baseline_value
                           AfterValidator(_baseline_files)]
 
 
+NUMBER_NOT_VERSION = "is a YAML number, not a version"
+
+
 def _quoted_version(value: Any) -> Any:
     """Versions must be YAML strings. Unquoted, `1.7` is the number 1.7 and `1.10` the
     number 1.1 — a different release — so a number is refused with the fix rather than
-    turned back into text that may not be what the user wrote."""
+    turned back into text that may not be what the user wrote. The number alone has lost
+    the text (1.30 is 1.3), so the message does not guess it; the stack file reader, which
+    has the line, quotes the raw text instead (`number_version_message`)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return value
-    raise ValueError(f"{value!r} is a YAML number, not a version (unquoted 1.10 reads as "
-                     f"1.1); quote it: \"{value}\"")
+    raise ValueError(f"{value!r} {NUMBER_NOT_VERSION}; quote it exactly as you meant it "
+                     "(a number drops trailing zeros: unquoted 1.10 reads as 1.1)")
+
+
+def number_version_message(key: str, raw: str) -> str:
+    """The fix for a version written as a plain YAML number, from its raw text in the
+    stack file: quote that text (not the number it parsed to), say when the number
+    differs from the text, and ask a Kubernetes version for its patch release at once
+    (`"1.31"` would be refused next)."""
+    message = f"{raw} {NUMBER_NOT_VERSION}; quote it: "
+    if key.endswith("kubernetesVersion") and raw.count(".") < 2:
+        parts = [*raw.split("."), "0"][:2]
+        version = ".".join(parts)
+        message += (f"\"{version}.<patch>\" with the nodes' patch release, e.g. "
+                    f"\"{version}.0\" (a Kubernetes version is X.Y.Z)")
+    else:
+        message += f"\"{raw}\""
+    number = str(yaml_number(raw))
+    if number != raw:
+        message += f" (unquoted, {raw} reads as the number {number})"
+    return message
+
+
+def yaml_number(raw: str) -> int | float | str:
+    """What YAML makes of an unquoted scalar: the number a reader sees in place of text."""
+    import yaml
+
+    value: int | float | str = yaml.safe_load(raw)
+    return value
 
 
 # Who advertises the GPUs (`gpuplane:devicePlugin`).

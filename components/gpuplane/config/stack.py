@@ -9,6 +9,8 @@ read a broken key and so report a consequence instead of a cause.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -46,8 +48,13 @@ def _known_rule(rule: str) -> str:
     from gpuplane.rules.catalogue import RULES
 
     if rule not in RULES:
-        raise ValueError(f"no rule {rule!r}; the rules are {', '.join(RULES)} "
-                         "(docs/failure-modes.md)")
+        number = re.fullmatch(r"\s*(?:fm)?\s*0*(\d{1,2})\s*", rule, re.I)
+        padded = f"FM{int(number[1]):02d}" if number else ""
+        close = [padded] if padded in RULES else difflib.get_close_matches(
+            rule.upper(), list(RULES), n=1, cutoff=0.6)
+        guess = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(f"no rule {rule!r}; {guess}the rules are {', '.join(RULES)} "
+                         "(`gpuplane explain` describes each; docs/reference/rules/)")
     return rule
 
 
@@ -74,7 +81,9 @@ class StackConfig(_Section, StackViews):
     """Defaults for reaching every node over SSH."""
     ssh_private_key: Annotated[str | None, Field(repr=False)] = None
     """The SSH private key, a Pulumi secret (`pulumi config set --secret
-    gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`."""
+    gpuplane:sshPrivateKey < ~/.ssh/id_ed25519`); required with `cluster.nodeAccess: ssh`.
+    `gpuplane plan` refuses it in plain text (not `secure:`), as any value holding a
+    private key."""
     node_pod: NodePodConfig = NodePodConfig()
     """The node agent's pods, with `cluster.nodeAccess: pod`."""
     nodes: list[NodeConfig] = Field(default_factory=list)

@@ -12,9 +12,20 @@ from typing import Any
 
 import yaml
 
-from gpuplane.config import NAMESPACE, StackConfig, StackConfigError, parse_stack_config
+from gpuplane.config import (
+    NAMESPACE,
+    SECRET_KEYS,
+    StackConfig,
+    StackConfigError,
+    parse_stack_config,
+)
+from gpuplane.config.sections import NUMBER_NOT_VERSION, number_version_message
 
 SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
+_SECRET_FIX = ("{what} in plain text in the stack file (anyone who can read the repository "
+               "or the CI log has it); fix: `pulumi config set --secret {key} < "
+               "~/.ssh/id_ed25519` (the key's file), which stores it encrypted as "
+               "`secure:`; and replace the key if this file was ever pushed")
 
 
 class StackFileError(Exception):
@@ -29,6 +40,9 @@ class StackFile:
     other: dict[str, Any] = field(default_factory=dict)   # other namespaces (kubernetes:…)
     secret_keys: list[str] = field(default_factory=list)  # full keys, e.g. gpuplane:sshPrivateKey
     lines: dict[str, int] = field(default_factory=dict)   # "gpuplane:nodes[0].gpus" -> line
+    # The text of each plain-number scalar as written ("1.30"), which the parsed number
+    # (1.3) has lost: a version's quoting fix must quote what the user wrote.
+    numbers: dict[str, str] = field(default_factory=dict)
 
     def line_of(self, key: str) -> int | None:
         """The line of `key` or of its nearest parent present in the file."""
@@ -40,16 +54,39 @@ class StackFile:
         return None
 
     def config(self) -> StackConfig:
-        """Validate; errors name file:line and the key."""
+        """Validate; errors name file:line and the key, a plaintext secret among them."""
+        leaks = self.plaintext_secrets()
         try:
-            return parse_stack_config(self.values)
+            cfg = parse_stack_config(self.values)
         except StackConfigError as exc:
-            raise self.located(exc) from None
+            raise self.located(StackConfigError([*exc.problems, *leaks])) from None
+        if leaks:
+            raise self.located(StackConfigError(leaks))
+        return cfg
+
+    def plaintext_secrets(self) -> list[tuple[str, str]]:
+        """A secret key (`gpuplane:sshPrivateKey`), or any value holding a private key,
+        written in clear rather than `secure:`. Refused, not warned about: the stack file
+        is committed and the plan runs in PR CI, so the key is already leaking, and
+        nothing works less well once it is encrypted."""
+        found = []
+        for key, value in self.values.items():
+            full = f"{NAMESPACE}:{key}"
+            if full in self.secret_keys:
+                continue
+            if key in SECRET_KEYS and value is not None:
+                found.append((full, _SECRET_FIX.format(key=full, what="a secret")))
+            elif "PRIVATE KEY-----" in str(value):
+                found.append((full, _SECRET_FIX.format(key=full, what="a private key")))
+        return found
 
     def located(self, exc: StackConfigError) -> StackConfigError:
         """The same problems, each prefixed with file:line of its key."""
         located = []
         for key, message in exc.problems:
+            raw = self.numbers.get(key)
+            if raw is not None and NUMBER_NOT_VERSION in message:
+                message = number_version_message(key, raw)
             line = self.line_of(key)
             where = f"{self.path}:{line}" if line else str(self.path)
             located.append((f"{where}: {key}", message))
@@ -90,11 +127,11 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
         # The data from the same nodes (parsing the text once: a fleet's stack is MBs).
         data = (_LOADER("").construct_document(node) if node is not None else None) or {}
     except yaml.YAMLError as exc:
-        raise StackFileError(_yaml_error(path, exc)) from None
+        raise StackFileError(_yaml_error(path, exc, text)) from None
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
     stack = StackFile(name, path, {})
-    _record_lines(_child(node, "config"), "", stack.lines)
+    _record_lines(_child(node, "config"), "", stack.lines, stack.numbers)
     for full, value in (data.get("config") or {}).items():
         ns, _, key = str(full).partition(":")
         if isinstance(value, dict) and set(value) == {"secure"}:
@@ -123,13 +160,31 @@ def _read_text(path: Path) -> str:
             "fix: save the stack file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
 
 
-def _yaml_error(path: Path, exc: yaml.YAMLError) -> str:
+def _yaml_error(path: Path, exc: yaml.YAMLError, text: str = "") -> str:
     """`file:line:col: not valid YAML: problem (context)`: the stack file, not the
-    "<unicode string>" PyYAML names when it parses text."""
+    "<unicode string>" PyYAML names when it parses text. Two cases get their own words,
+    because PyYAML's are misleading: a tab (YAML indents with spaces only), and an
+    unclosed `{`/`[`, which PyYAML reports where it gave up (the next line): the line that
+    opened it is the one to fix."""
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
+    opened = getattr(exc, "context_mark", None)
+    lines = text.splitlines()
+    line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
+    if mark is not None and line[mark.column:mark.column + 1] == "\t":
+        return (f"{where}: not valid YAML: a tab character; YAML indents with spaces only. "
+                "fix: replace the tab with spaces (as many as the lines around it use)")
+    if context and context.startswith("while parsing a flow") and opened is not None \
+            and mark is not None and opened.line < mark.line:
+        bracket = "{" if "mapping" in context else "["
+        close = "}" if bracket == "{" else "]"
+        return (f"{path}:{opened.line + 1}:{opened.column + 1}: not valid YAML: the "
+                f"`{bracket}` opened here is not closed (YAML found line {mark.line + 1} "
+                f"before a `{close}`); fix: close it with `{close}` on line "
+                f"{opened.line + 1}, or quote a value there that holds a `,`, `{close}` "
+                "or `: `")
     detail = f"{problem} ({context})" if context else problem
     return (f"{where}: not valid YAML: {detail}; fix: correct the YAML there (quote values "
             "that contain ': ', '#', '[' or '{')")
@@ -143,17 +198,23 @@ def _child(node: Any, key: str) -> Any:
     return None
 
 
-def _record_lines(node: Any, prefix: str, out: dict[str, int]) -> None:
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _record_lines(node: Any, prefix: str, out: dict[str, int],
+                  numbers: dict[str, str]) -> None:
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             key = f"{prefix}.{k.value}" if prefix else str(k.value)
             out[key] = k.start_mark.line + 1
-            _record_lines(v, key, out)
+            _record_lines(v, key, out, numbers)
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             key = f"{prefix}[{i}]"
             out[key] = v.start_mark.line + 1
-            _record_lines(v, key, out)
+            _record_lines(v, key, out, numbers)
+    elif isinstance(node, yaml.ScalarNode) and node.tag in _NUMBER_TAGS and not node.style:
+        numbers[prefix] = node.value
 
 
 def project_root(stacks_dir: Path) -> Path:

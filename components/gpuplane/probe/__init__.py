@@ -11,6 +11,7 @@ This package only locates the script and runs it locally (``gpuplane probe``).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -43,7 +44,9 @@ def main(argv: Sequence[str] | None = None, *, in_process: bool = False) -> int:
         return cuda_probe.main(args)
     sys.stdout.flush()
     sys.stderr.flush()
-    code = subprocess.call([sys.executable, str(PROBE_PATH), *args])
+    # The child's usage and errors name the command the user typed, not the script file.
+    env = {**os.environ, "GPUPLANE_PROBE_PROG": "gpuplane probe"}
+    code = subprocess.call([sys.executable, str(PROBE_PATH), *args], env=env)
     if code < 0:
         print(f"cuda probe killed by signal {-code}", file=sys.stderr)
         return 1

@@ -910,9 +910,11 @@ def _device_list(text: str) -> list[int] | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The probe's options. `prog`: the name usage shows; default `cuda_probe.py` as the
+    pods run it, or `$GPUPLANE_PROBE_PROG` (`gpuplane probe` sets it for its child)."""
     parser = _Parser(
-        prog="cuda_probe.py",
+        prog=prog or os.environ.get("GPUPLANE_PROBE_PROG") or "cuda_probe.py",
         description="Run a verified vector-add kernel on the GPUs this container can see.",
         epilog="Exit codes: 0 pass, 1 GPU present but wrong, 2 no driver or no device, 3 usage.",
     )

@@ -126,7 +126,9 @@ _ALL = [
         "runc has `SystemdCgroup = true` (kubelet cgroupDriver: systemd) but the nvidia "
         "runtime was added without options, so it uses cgroupfs.",
         "Set `SystemdCgroup` in every io.containerd.runc.v2 runtime's options to match the "
-        "kubelet (true for the systemd driver, false for cgroupfs).",
+        "kubelet (true for the systemd driver, false for cgroupfs); with gpuplane: "
+        "`gpuplane:cluster.kubeletCgroupDriver` names the kubelet's driver and "
+        "`gpuplane:runtime.systemdCgroup` sets the runtimes' to match.",
     ),
     _rule(
         "FM08", _E, "driver already on the node but the operator installs one too",
@@ -134,9 +136,9 @@ _ALL = [
         "A pre-installed NVIDIA driver (or a loaded nouveau module) holds the device, so "
         "the operator's driver container cannot load its own module.",
         "A cloud GPU image ships the driver and the chart still has `driver.enabled: true`.",
-        "Set `gpuOperator.driver: preinstalled` (chart: `driver.enabled: false`) where the "
-        "image has a driver, and keep raw values from turning it back on (the chart default "
-        "is true); blacklist nouveau elsewhere.",
+        "Set `gpuplane:gpuOperator.driver: preinstalled` (chart: `driver.enabled: false`) "
+        "where the image has a driver, and keep raw values from turning it back on (the "
+        "chart default is true); blacklist nouveau elsewhere.",
     ),
     _rule(
         "FM09", _E, "default runtime points at a runtime that is not there",
@@ -161,7 +163,7 @@ _ALL = [
         "not restarted for.",
         "A ConfigMap with `sharing.timeSlicing` nested under `flags`: nvidia.com/gpu stays "
         "at the physical count.",
-        "Generate the config from the stack (`timeSlicing.replicas` >= 2, "
+        "Generate the config from the stack (`gpuplane:timeSlicing.replicas` >= 2, "
         "`sharing.timeSlicing.resources`), point the operator's devicePlugin.config.name and "
         ".default at its ConfigMap and profile, and restart the device plugin after a change.",
     ),
@@ -170,7 +172,8 @@ _ALL = [
         "The pod runs but sees no GPU (nvidia-smi missing, CUDA finds no device).",
         "Only the nvidia runtime injects the driver and devices; when runc is the default, "
         "a pod must ask for nvidia through its runtime class. With CDI (GPU Operator >= "
-        "v25.10, `gpuOperator.cdi`) containerd injects the devices itself, and under HAMi its "
+        "v25.10, `gpuplane:gpuOperator.cdi`) containerd injects the devices itself, and under "
+        "HAMi its "
         "webhook adds the runtime class; a runtime class other than nvidia's still gets no "
         "GPU.",
         "A CUDA pod requesting nvidia.com/gpu without `runtimeClassName: nvidia` on an RKE2 "
@@ -200,9 +203,9 @@ _ALL = [
         "unreachable scheduler silently leaves GPU pods unshared.",
         "GPU nodes without the gpu=on label: the HAMi device plugin DaemonSet has zero pods.",
         "Label GPU nodes, pin the scheduler image to the cluster's version "
-        "(`hami.schedulerImageTag`), make nvidia the default runtime (or set "
-        "runtimeClassName), turn the operator's CDI off (`gpuOperator.cdi: false`) and run "
-        "the webhook with failurePolicy Fail and two scheduler replicas.",
+        "(`gpuplane:hami.schedulerImageTag`), make nvidia the default runtime (or set "
+        "runtimeClassName), turn the operator's CDI off (`gpuplane:gpuOperator.cdi: false`) "
+        "and run the webhook with failurePolicy Fail and two scheduler replicas.",
     ),
     _rule(
         "FM14", _E, "HAMi GPU request that cannot be honoured",
@@ -225,8 +228,8 @@ _ALL = [
         "Chart v25.3's default toolkit image, v1.17.8-ubuntu20.04 (glibc 2.31), on Amazon "
         "Linux 2 nodes (glibc 2.26).",
         "Pick a toolkit image flavour built on a glibc no newer than the nodes' "
-        "(`gpuOperator.toolkitImage`), or install the toolkit on the hosts "
-        "(`gpuOperator.toolkit: host`).",
+        "(`gpuplane:gpuOperator.toolkitImage`), or install the toolkit on the hosts "
+        "(`gpuplane:gpuOperator.toolkit: host`).",
     ),
     _rule(
         "FM16", _E, "CDI requested on containerd 1.6",
@@ -234,8 +237,8 @@ _ALL = [
         "containerd 1.6 has no CDI support and ignores `enable_cdi` without a word, so "
         "devices announced through CDI never reach a container.",
         "gpuOperator.cdi: true on nodes running containerd 1.6.20.",
-        "Upgrade containerd to 1.7 or later, or turn CDI off (stack key "
-        "`gpuOperator.cdi: false`).",
+        "Upgrade containerd to 1.7 or later, or turn CDI off (remove `enable_cdi`; with "
+        "gpuplane: `gpuplane:gpuOperator.cdi: false`).",
     ),
     _rule(
         "FM17", _E, "toolkit pointed at the other of two containerd daemons",
@@ -246,11 +249,11 @@ _ALL = [
         "edits /etc/containerd/config.toml, the kubelet's containerd reads another file.",
         "Set the toolkit's CONTAINERD_CONFIG, CONTAINERD_SOCKET, RUNTIME_DROP_IN_CONFIG and "
         "RUNTIME_CONFIG_SOURCE=file=<config> to the kubelet's containerd, from the distro "
-        "profile (`cluster.distro`, `cluster.containerdBaseDir`). On RKE2/K3s in detected "
-        "mode (`gpuOperator.runtimeSetup`) set only CONTAINERD_SOCKET: the distribution "
-        "adds the runtimes itself; a CONTAINERD_CONFIG there is a warning (a file it never "
-        "reads) or, pointed at its template, an error (the toolkit's template replaces "
-        "the built-in one).",
+        "profile (`gpuplane:cluster.distro`, `gpuplane:cluster.containerdBaseDir`). On "
+        "RKE2/K3s in detected mode (`gpuplane:gpuOperator.runtimeSetup`) set only "
+        "CONTAINERD_SOCKET: the distribution adds the runtimes itself; a CONTAINERD_CONFIG "
+        "there is a warning (a file it never reads) or, pointed at its template, an error "
+        "(the toolkit's template replaces the built-in one).",
     ),
     _rule(
         "FM18", _W, "chart versions unpinned or images mutable",

@@ -161,7 +161,8 @@ def _cos_dirs(ctx: OperatorValues, plat: PlatformProfile) -> list[Finding]:
             "operator's pods cannot find or keep it, and GPU pods never start.",
             ctx.at(path, "gpuplane:cluster.platform"),
             f"Remove {path} from `gpuplane:gpuOperator.values` (gpuplane renders {wanted} "
-            f"for `cluster.platform: {plat.name.value}`); raw Helm: --set {path}={wanted}."))
+            f"for `gpuplane:cluster.platform: {plat.name.value}`); raw Helm: "
+            f"--set {path}={wanted}."))
     return out
 
 

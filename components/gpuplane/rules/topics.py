@@ -94,7 +94,7 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "An error when kube-system is not exempt, a warning for the HAMi and operator "
         "namespaces. gpuplane exempts all three by default and pulls kube-scheduler from "
         "registry.k8s.io instead of the chart's default registry (registry.cn-hangzhou."
-        "aliyuncs.com); `hami.schedulerImageRegistry`/`schedulerImageRepository` name a "
+        "aliyuncs.com); `gpuplane:hami.schedulerImageRegistry`/`schedulerImageRepository` name a "
         "mirror.",
         "hami.values: {scheduler: {admissionWebhook: {whitelistNamespaces: []}}} with "
         "hami.webhookFailurePolicy: Fail.",

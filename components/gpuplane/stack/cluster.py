@@ -30,6 +30,7 @@ from gpuplane.plan.rollout import batches
 from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
 from gpuplane.rules.platform import check_platform_node_writes
+from gpuplane.rules.stack_levers import planned_fix
 from gpuplane.stack import child_options
 from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpuplane.stack.hami import Hami, HamiArgs
@@ -112,6 +113,7 @@ class GpuCluster(pulumi.ComponentResource):
             built.append(self)
         # One record for every reader below (its JSON is made once: it lists every node).
         stack_intent = cfg.intent()
+        self.intent = stack_intent
         self.rule_levels = stack_intent.rule_levels
         # Everything is planned and judged before the first child: a refusal leaves
         # nothing half-built (no namespace, no intent, no release) on the cluster.
@@ -257,6 +259,9 @@ class GpuCluster(pulumi.ComponentResource):
         for plan in {id(p): p for p in [*model, *used]}.values():
             nodes = [n for n, p in self.node_plans.items() if p is plan]
             for f in plan.findings:
+                # The node files are gpuplane's plan: the fix leads with the stack key.
+                f = planned_fix(f, self.intent, _captured_key(self.config, f.where, nodes)
+                                if plan is not self.plan else None)
                 if plan is not self.plan:
                     f = replace(f, where=f"{f.where} (nodes {', '.join(nodes)})")
                 if f not in out:
@@ -265,6 +270,18 @@ class GpuCluster(pulumi.ComponentResource):
         # applies a plan with errors (gpuplane.agent.script.agent_plan).
         return out + [f for f in levelled(self.stack_findings, self.rule_levels)
                       if f not in out]
+
+
+def _captured_key(cfg: StackConfig, where: str, nodes: list[str]) -> str | None:
+    """The stack key naming the captured copy of the file at `where` (`path:line`) for the
+    first of `nodes`; None where that file was not captured."""
+    index = next((i for i, n in enumerate(cfg.nodes) if n.name in nodes), None)
+    if index is None:
+        return None
+    captured = cfg.baseline_files_of(index)
+    path = where.split(":", 1)[0]
+    key, local = captured.get(path, (None, None))
+    return f"{key} ({local})" if key and local else key
 
 
 def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,

@@ -26,7 +26,7 @@ GITHUB_COMMENT_LIMIT = 65_536
 COMMENT_BUDGET = GITHUB_COMMENT_LIMIT - 4_096
 TRUNCATED_NOTE = (
     "\n---\n**Truncated** to {limit:,} characters (GitHub's comment limit is 65,536): {count} "
-    "section(s) left out ({names}). The full plan and diff are in the JSON plan "
+    "left out ({names}). The full plan and diff are in the JSON plan "
     "(`gpuplane plan --format json --base ...`), uploaded by the PR workflow as the "
     "`gpuplane-plan` artifact of this run.\n")
 
@@ -45,6 +45,11 @@ def listed(items: list[str], limit: int | None, what: str = "more") -> list[str]
     return [*items[:limit], f"… and {len(items) - limit} {what}"]
 
 
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """`1 resource`, `2 resources`: a count with its noun in the right number."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def rejected(plan: dict[str, Any]) -> bool:
     return any(f["severity"] == "error" for f in plan["findings"])
 
@@ -52,21 +57,36 @@ def rejected(plan: dict[str, Any]) -> bool:
 def verdict_line(plan: dict[str, Any]) -> str:
     s = plan["summary"]
     if rejected(plan):
-        return (f"REJECTED: {s['errors']} blocking finding(s); `pulumi up` stops on them and "
-                "nothing is rolled out")
-    warn = f" with {s['warnings']} warning(s)" if s["warnings"] else ""
+        return (f"REJECTED: {counted(s['errors'], 'blocking finding')}; `pulumi up` stops on "
+                "them and nothing is rolled out")
+    warn = f" with {counted(s['warnings'], 'warning')}" if s["warnings"] else ""
     return f"OK{warn}"
 
 
 def headline(plan: dict[str, Any]) -> str:
     c, s = plan["cluster"], plan["summary"]
+    tally = (f"{counted(s['errors'], 'error')}, {counted(s['warnings'], 'warning')}")
     if c["distro"] is None:   # a program that builds no GpuCluster (report.program_report)
-        return (f"{plan['stack']}: no GpuCluster in the program — {s['resources']} "
-                f"resources, {s['errors']} errors, {s['warnings']} warnings")
-    return (f"{plan['stack']}: {c['distro']}, Kubernetes {c['kubernetesVersion']}, containerd "
-            f"{c['containerdVersion']}, {c['devicePlugin']} — {s['resources']} resources, "
-            f"{s['nodes']} GPU nodes, {s['restarts']} containerd restarts, "
-            f"{s['errors']} errors, {s['warnings']} warnings")
+        return (f"{plan['stack']}: no GpuCluster in the program — "
+                f"{counted(s['resources'], 'resource')}, {tally}")
+    # A managed platform's nodes share kubeadm's layout, but the platform is what they run.
+    where = c.get("platform") or c["distro"]
+    return (f"{plan['stack']}: {where}, Kubernetes {c['kubernetesVersion']}, containerd "
+            f"{c['containerdVersion']}, {c['devicePlugin']} — "
+            f"{counted(s['resources'], 'resource')}, {counted(s['nodes'], 'GPU node')}, "
+            f"{_writes(plan)}, {tally}")
+
+
+def _writes(plan: dict[str, Any]) -> str:
+    """The node writes and containerd restarts; files that leave the merged config as it
+    was are written without a restart, and the headline says so rather than suggesting
+    nothing is written."""
+    written = sum(bool(n.get("files")) for n in plan["nodes"])
+    restarts = counted(plan["summary"]["restarts"], "containerd restart")
+    if not written or written == plan["summary"]["restarts"]:
+        return restarts
+    return (f"files written on {counted(written, 'node')}, {restarts} (containerd's merged "
+            "config is unchanged where no restart is listed)")
 
 
 def _files_by_content(plan: dict[str, Any], key: str = "files") -> list[tuple[list[str], str,
@@ -149,11 +169,13 @@ def attempted(plan: dict[str, Any]) -> list[str]:
     if files:
         nodes = sorted({n for group, _, _ in files for n in group})
         paths = sorted({p for _, p, _ in files})
-        lines.append(f"write {', '.join(f'`{p}`' for p in paths)} on {len(nodes)} node(s) in "
-                     f"{len(plan.get('withheldBatches') or [])} batch(es)"
+        lines.append(f"write {', '.join(f'`{p}`' for p in paths)} on "
+                     f"{counted(len(nodes), 'node')} in "
+                     f"{counted(len(plan.get('withheldBatches') or []), 'batch', 'batches')}"
                      + (" (diff below)" if diff.get("files") else ""))
     if not lines:
-        lines.append(f"apply the {plan['summary']['resources']} resources of this plan")
+        lines.append(f"apply the {counted(plan['summary']['resources'], 'resource')} of this "
+                     "plan")
     return lines
 
 
@@ -409,8 +431,9 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
                  for f in _blocking(plan)]
         withheld = (plan.get("diff") or {}).get("resources", {}).get("withheld", [])
         if withheld:
-            body += ["", f"Held back, not removed: {len(withheld)} resource(s) stay as "
-                     "they are; a rejected plan creates, changes and deletes nothing ("
+            stay = "stays" if len(withheld) == 1 else "stay"
+            body += ["", f"Held back, not removed: {counted(len(withheld), 'resource')} "
+                     f"{stay} as they are; a rejected plan creates, changes and deletes nothing ("
                      + ", ".join(f"`{k}`" for k in withheld[:8])
                      + (", ..." if len(withheld) > 8 else "") + ")."]
         out.append(("rejection", "\n".join(body) + "\n", True))
@@ -453,7 +476,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
     for title, fleet in fleets(plan):
         for nodes, path, content, held in _all_files(fleet):
             out.append((f"file {path}{title}", _details(
-                f"{_code(path)} on {len(nodes)} node(s){html.escape(title)}: "
+                f"{_code(path)} on {counted(len(nodes), 'node')}{html.escape(title)}: "
                 f"{html.escape(', '.join(listed(nodes, LISTED)))}{held}",
                 _fence(content, _fence_of(path))), False))
     return out
@@ -493,7 +516,7 @@ def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str,
     verb = "would change (rejected)" if diff["rejected"] else "changes"
     for nodes, path, text in _node_diffs(diff):
         out.append((f"file diff {path}", _details(
-            f"{_code(path)} {verb} on {len(nodes)} node(s): "
+            f"{_code(path)} {verb} on {counted(len(nodes), 'node')}: "
             + ", ".join(listed([_code(n) for n in nodes], LISTED)),
             _fence(text, "diff")), False))
     for release, text in diff["values"].items():
@@ -540,7 +563,8 @@ def render_markdown(plan: dict[str, Any], limit: int = COMMENT_BUDGET) -> str:
         body = body[:limit - note_room].rsplit("\n", 1)[0] + "\n"
         left_out.append("the rest of the summary")
     names = ", ".join(left_out[:6]) + (", ..." if len(left_out) > 6 else "")
-    return body + TRUNCATED_NOTE.format(limit=limit, count=len(left_out), names=names)
+    return body + TRUNCATED_NOTE.format(limit=limit, count=counted(len(left_out), 'section'),
+                                        names=names)
 
 
 __all__ = ["COMMENT_BUDGET", "GITHUB_COMMENT_LIMIT", "render_markdown", "render_text"]

@@ -206,8 +206,8 @@ def fm16(a: Analysis) -> list[Finding]:
         f"{' and '.join(reasons)}, but containerd {line} has no CDI support and ignores "
         "enable_cdi: GPUs announced through CDI are never allocated to pods.",
         a.where(where),
-        "Upgrade containerd to 1.7 or later, or disable CDI (stack key "
-        "`gpuOperator.cdi: false`).",
+        "Upgrade containerd to 1.7 or later, or turn CDI off (remove enable_cdi; with "
+        "gpuplane: `gpuplane:gpuOperator.cdi: false`).",
     )]
 
 

@@ -1,0 +1,87 @@
+"""What a stack user edits for a finding on containerd files: the `gpuplane:` keys that
+make gpuplane write the right thing.
+
+The containerd rules word their fixes in containerd's terms, because they also serve
+`gpuplane containerd check`, where the user edits the file itself. Where gpuplane writes
+the files (the plan, and the doctor on a gpuplane-managed cluster) the node files are
+gpuplane's output, so the fix must name the stack key that changes them: the doctor
+appends it, the plan leads with it. One table for both, below both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from gpuplane.core.findings import Finding, Severity
+from gpuplane.core.intent import ClusterIntent
+
+
+def distro_keys(intent: ClusterIntent) -> str:
+    """The stack keys that say where the node's containerd keeps its files."""
+    base = (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
+            if intent.containerd_base_dir else "")
+    return f"`gpuplane:cluster.distro: {intent.distro}`{base}"
+
+
+def _fm01(i: ClusterIntent) -> str:
+    if i.platform:
+        return ("set `gpuplane:runtime.name` to the runtime the node image defines (or "
+                "leave it unset), or `gpuplane:cluster.platform` to the image the nodes run.")
+    return (f"set {distro_keys(i)} to what the node runs; gpuplane then writes the drop-in "
+            "where this containerd reads it and points the toolkit there.")
+
+
+_HINTS: dict[str, Callable[[ClusterIntent], str]] = {
+    "FM01": _fm01,
+    "FM02": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
+                       f"(now {i.containerd_version}); on < 2.1 gpuplane writes the whole CRI "
+                       "table (runc and nvidia) into one drop-in."),
+    "FM03": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
+                       f"(now {i.containerd_version}) so every file gets that line's config "
+                       "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9.2 or "
+                       "later for containerd 2.x (toolkit >= 1.17.4; v24.9.0/v24.9.1 pin "
+                       "1.17.0/1.17.3)."),
+    "FM07": lambda i: ("set `gpuplane:cluster.kubeletCgroupDriver` to the kubelet's cgroup "
+                       "driver and `gpuplane:runtime.systemdCgroup` to match it (true for "
+                       "systemd, false for cgroupfs); gpuplane writes it into every "
+                       "runc-based runtime."),
+    "FM09": lambda i: ("keep `gpuplane:runtime.nvidiaDefault: false` unless nvidia must be the "
+                       "default; gpuplane's node agent restores runc as the default when the "
+                       "stack is destroyed."),
+    "FM16": lambda i: ("set `gpuplane:gpuOperator.cdi: false`, or upgrade containerd and set "
+                       "`gpuplane:cluster.containerdVersion` accordingly."),
+}
+
+
+def stack_lever(finding: Finding, intent: ClusterIntent) -> str | None:
+    """The stack keys that fix `finding`, in words; None where its fix names one already,
+    where no key fixes it, or for advice (INFO)."""
+    if "gpuplane:" in finding.fix or finding.severity is Severity.INFO:
+        return None
+    hint = _HINTS.get(finding.id)
+    return hint(intent) if hint is not None else None
+
+
+def containerd_stack_hint(finding: Finding, intent: ClusterIntent) -> Finding:
+    """The doctor's form: the rule's fix, then the stack key (once)."""
+    lever = stack_lever(finding, intent)
+    return finding if lever is None else replace(
+        finding, fix=f"{finding.fix} With gpuplane: {lever}")
+
+
+def planned_fix(finding: Finding, intent: ClusterIntent, captured: str | None = None) -> Finding:
+    """The plan's form: the stack key first (the node files are gpuplane's plan), then what
+    it changes in them; with `captured` (the stack key naming the captured copies the plan
+    read), the other way out: change the node and capture it again."""
+    lever = stack_lever(finding, intent)
+    if lever is None:
+        return finding
+    fix = f"{lever[0].upper()}{lever[1:]} On the node files that does: {finding.fix}"
+    if captured:
+        fix += (f" Or change the node's own file and capture it again (`gpuplane nodes "
+                f"capture`): the plan read it from the copy {captured} names.")
+    return replace(finding, fix=fix)
+
+
+__all__ = ["containerd_stack_hint", "distro_keys", "planned_fix", "stack_lever"]

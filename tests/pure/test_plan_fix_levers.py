@@ -1,0 +1,57 @@
+"""In the plan, every fix names what the user edits: a `gpuplane:` stack key (or the
+captured copy a stack key names), never only a node file gpuplane itself writes. The
+stack catalogue's broken stacks walk into every rule the plan reports on node files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.stack_cases import BROKEN, broken_config, write_stack
+
+from gpuplane.cli.plan.run import plan_stack
+
+
+def _plan(folder: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    write_stack(folder, "case", cfg)
+    return plan_stack("case", folder)
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_every_plan_fix_names_a_stack_key(case: str, tmp_path: Path) -> None:
+    report = _plan(tmp_path, broken_config(case, tmp_path))
+    assert report["findings"]
+    for f in report["findings"]:
+        if f["severity"] != "info":
+            assert "gpuplane:" in f["fix"], f
+
+
+def test_fm07_fix_leads_with_the_keys_and_applied_plans_clean(tmp_path: Path) -> None:
+    """The FM07 fix names `gpuplane:runtime.systemdCgroup` and
+    `gpuplane:cluster.kubeletCgroupDriver` first; setting systemdCgroup as it says (false
+    for the stack's cgroupfs kubelet) gives a plan without FM07."""
+    cfg = broken_config("kubeadm-prod/FM07-cgroupfs-kubelet", tmp_path)
+    fm07 = [f for f in _plan(tmp_path / "a", cfg)["findings"] if f["id"] == "FM07"]
+    assert fm07
+    for f in fm07:
+        assert f["fix"].startswith("Set `gpuplane:cluster.kubeletCgroupDriver`"), f
+        assert "`gpuplane:runtime.systemdCgroup`" in f["fix"]
+    cfg.setdefault("gpuplane:runtime", {})["systemdCgroup"] = False
+    report = _plan(tmp_path / "b", cfg)
+    assert not [f for f in report["findings"] if f["id"] == "FM07"], report["findings"]
+
+
+def test_catalogue_fixes_name_stack_keys_in_full() -> None:
+    """`gpuplane explain`'s fixes name stack keys as the stack file spells them
+    (`gpuplane:gpuOperator.cdi`), not a bare `gpuOperator.cdi` a user cannot find."""
+    import re
+
+    from gpuplane.config import KEYS
+    from gpuplane.rules.catalogue import RULES
+
+    # `devicePlugin` is a plain value in the stack: `devicePlugin.x` is the chart's.
+    sections = [k for k in KEYS if k != "devicePlugin"]
+    bare = re.compile(r"(?<![:\w.])`(" + "|".join(sections) + r")\.\w+")
+    for rule in RULES.values():
+        assert not bare.search(rule.fix), (rule.id, rule.fix)
