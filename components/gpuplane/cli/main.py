@@ -187,14 +187,16 @@ def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
     base = Path(root)
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
-    if config.startswith("/") and ((base / config.lstrip("/")).is_file()
-                                   or not Path(config).exists()):
-        # A node path; absent: the node has no top-level file (containerd's defaults).
-        return LocalFiles(base), os.path.normpath(config)
     local = Path(config).resolve()
     if local.is_relative_to(base.resolve()):
+        # A host path into the copy; absent: the node has no such file.
         return LocalFiles(base), "/" + local.relative_to(base.resolve()).as_posix()
-    raise ConfigError(config, f"not found under --root {root}")
+    if config.startswith("/"):
+        # A node path, whatever this machine holds there; absent on the node: no top-level
+        # file, containerd's built-in defaults (judged as such, like the planner does).
+        return LocalFiles(base), os.path.normpath(config)
+    raise ConfigError(config, f"not under --root {root}: give the node path (e.g. "
+                      "/etc/containerd/config.toml) or a path inside --root")
 
 
 def _explain(ns: argparse.Namespace) -> int:
