@@ -52,6 +52,11 @@ def root_parser() -> argparse.ArgumentParser:
                        help="release line (default: ask `containerd --version` on PATH)")
     check.add_argument("--root", metavar="DIR",
                        help="directory standing in for / (paths in configs are node paths)")
+    check.add_argument("--binaries", type=Path, metavar="FILE",
+                       help="the <node>.binaries.json `gpuplane nodes capture` wrote: "
+                            "whether each runtime's BinaryName exists on the node. Without "
+                            "it a BinaryName is judged only where --root (or the node "
+                            "itself) holds its directory, else reported as not checked")
     check.add_argument("--runtime-name", default="nvidia", metavar="NAME",
                        help="the GPU runtime pods use (RuntimeClass handler; default: "
                             "nvidia, as in the stacks): judged as used, so FM01/FM07 on it "
@@ -117,6 +122,7 @@ def root_parser() -> argparse.ArgumentParser:
 
 
 def _containerd_check(ns: argparse.Namespace) -> int:
+    from gpuplane.capture.record import load_binaries
     from gpuplane.cli.check_report import check_to_json, render_check
     from gpuplane.containerd import ConfigError, ContainerdVersion
     from gpuplane.kube.runtimeclasses import handler_error
@@ -152,9 +158,10 @@ def _containerd_check(ns: argparse.Namespace) -> int:
                                 f"RuntimeClasses: {exc}")
     try:
         files, config = _node_files(ns.config, ns.root)
+        binaries = load_binaries(ns.binaries) if ns.binaries else None
         result = check_node_config(files, config, version,
                                    runtime_name=ns.runtime_name or None,
-                                   runtime_classes=classes)
+                                   runtime_classes=classes, binaries=binaries)
     except ConfigError as exc:
         return _input_error(str(exc))
     if ns.format == "json":
