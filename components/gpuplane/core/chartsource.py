@@ -190,23 +190,23 @@ def local_chart_path(chart: str, repo: str | None = None) -> Path | None:
 
 
 def chart_version_of(chart: Any, version: Any, repo: Any = None) -> str | None:
-    """The chart version a Release or Chart installs: `version` as written, else, for a
-    local chart, the version its Chart.yaml states. Helm installs a local chart as it is,
-    whatever `version` says; the provider's Check records Chart.yaml's version as the
-    release's (helm_release.go@v4.25.0, `new.Version = chart.Metadata.Version`), so a
-    local chart is pinned by its content, never resolved to "whatever was published
-    last". None: not set, and not a readable local chart."""
-    if isinstance(version, str) and version.strip():
-        return version
+    """The chart version a Release or Chart installs. A local chart is installed as it is,
+    whatever `version` says, and the provider's Check records its Chart.yaml version as
+    the release's (helm_release.go@v4.25.0, `new.Version = chart.Metadata.Version`): it
+    is pinned by its content, never resolved to "whatever was published last". Anything
+    else: `version` as written. None: not set, and not a readable local chart."""
     local = local_chart_path(chart, repo if isinstance(repo, str) else None) \
         if isinstance(chart, str) else None
-    if local is None:
-        return None
-    try:
-        found = read_chart_meta(local).get("version")
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    return str(found) if found else None
+    if local is not None:
+        try:
+            found = read_chart_meta(local).get("version")
+        except (OSError, ValueError, UnicodeDecodeError):
+            found = None
+        if found:
+            return str(found)
+    if isinstance(version, str) and version.strip():
+        return version
+    return None
 
 
 def release_version(props: Mapping[str, Any]) -> str | None:
