@@ -133,3 +133,41 @@ def test_capture_writes_the_record_the_check_reads(
     found = _binary_findings(out)
     assert code == 1 and [f["severity"] for f in found] == ["error"]
     assert NVIDIA in found[0]["message"] and "does not exist" in found[0]["message"]
+
+
+BASELINES = Path(__file__).resolve().parents[2] / "components/gpuplane/data/baselines"
+TOPS = ("etc/containerd/config.toml", "var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+        "var/lib/rancher/rke2/agent/etc/containerd/config.toml", "etc/k0s/containerd.toml",
+        "var/snap/microk8s/current/args/containerd.toml")
+
+
+def _baselines() -> list[tuple[str, str]]:
+    return [(d.name, top) for d in sorted(BASELINES.iterdir()) if d.is_dir()
+            for top in TOPS if (d / top).is_file()]
+
+
+@pytest.mark.parametrize("name, top", _baselines(), ids=[n for n, _ in _baselines()])
+def test_a_platforms_own_config_files_alone_never_call_a_binary_missing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, top: str) -> None:
+    """The configs as each distribution and platform ships them (gpuplane's baselines),
+    copied without their binaries: what a user captures or a bug report attaches."""
+    import re
+    import shutil
+
+    root = tmp_path / name
+    shutil.copytree(BASELINES / name, root)
+    text = (root / top).read_text()
+    line = "2.1" if re.search(r"^version\s*=\s*3", text, re.M) else "1.7"
+    code = main(["containerd", "check", "--root", str(root), "--config", "/" + top,
+                 "--containerd-version", line, "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code != 2, err
+    findings = json.loads(out)["findings"]
+    assert not [f for f in findings if "does not exist on the node" in f["message"]]
+    default = json.loads(out)["effective"]["default_runtime"]
+    binary = json.loads(out)["effective"]["runtimes"].get(default, {}).get(
+        "options", {}).get("BinaryName", "")
+    if binary.startswith("/"):
+        # The runtime pods use by default: its binary named as not checked.
+        assert [f["severity"] for f in findings
+                if "not checked" in f["message"] and binary in f["message"]] == ["info"]
