@@ -187,6 +187,44 @@ def test_a_foreign_program_under_the_cli_gets_the_offline_verdict(case: str, env
             text[-4000:]
 
 
+@pytest.mark.parametrize("chart_form", ["dir", "tgz"])
+@pytest.mark.parametrize("form", ["release-v3", "chart-v4"])
+@pytest.mark.parametrize("broken", [False, True], ids=["correct", "broken"])
+def test_a_local_chart_without_a_version_gets_one_verdict(env: Env, form: str,
+                                                          chart_form: str, broken: bool) -> None:
+    """An air-gapped program: the operator's chart beside it (a directory or a .tgz, named
+    by a path relative to the program) and no `version`. The provider reads the version
+    from the chart; `gpuplane plan` judges it by the same Chart.yaml, so neither calls it
+    FM18, and both judge its values alike."""
+    values = '{"driver": {"enabled": True}}' if broken else GOOD
+    chart = f"charts/{env.chart.name}" if chart_form == "tgz" else "./charts/gpu-operator"
+    body = (f'k8s.helm.v3.Release("gpu-operator", name="gpu-operator", chart="{chart}",\n'
+            '    namespace="gpu-operator", create_namespace=True, skip_await=True,\n'
+            f'    values={values})\n') if form == "release-v3" else (
+            f'k8s.helm.v4.Chart("gpu-operator", chart="{chart}", namespace="gpu-operator",\n'
+            f'    values={values})\n')
+    folder = project(env.root, f"local-{form}-{chart_form}-{broken}", body)
+    charts = folder / "charts"
+    charts.mkdir(exist_ok=True)
+    if chart_form == "tgz":
+        shutil.copy(env.chart, charts / env.chart.name)
+    else:
+        import tarfile
+
+        with tarfile.open(env.chart) as tar:
+            tar.extractall(charts, filter="data")
+    facts = env.facts()
+    errors, advice = offline(folder, facts)
+    expected = {"FM08"} if broken else set()
+    assert errors == expected and "FM18" not in advice, (errors, advice)
+    res = env.engine.run_project("preview", folder, "dev", policy_pack=PACK_DIR,
+                                 policy_config=facts)
+    text = res.stdout + res.stderr
+    assert res.ok == (not expected), text[-4000:]
+    assert rule_ids(res.mandatory()) == expected, res.violations
+    assert rule_ids(res.advisory()) == advice, res.violations
+
+
 def test_without_the_facts_the_broken_release_is_held_back_as_advice(env: Env) -> None:
     """The same broken release without `--driver`: FM08 is not judged against a guessed
     cluster, in the CLI as offline; the missing key is said once, as advice."""

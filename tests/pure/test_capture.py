@@ -183,6 +183,11 @@ def capture(capsys: pytest.CaptureFixture[str], sshd: Sshd, stacks: Path) -> tup
     return code, out.out + out.err
 
 
+def copies_in(folder: Path) -> list[Path]:
+    """The file copies in a capture's folder (not its per-node binaries records)."""
+    return [p for p in folder.iterdir() if not p.name.endswith(".binaries.json")]
+
+
 def stack_values(stacks: Path) -> dict:
     return yaml.safe_load((stacks / "Pulumi.t.yaml").read_text())["config"]
 
@@ -199,7 +204,7 @@ def test_capture_then_plan_from_the_nodes_own_files(
     code, out = capture(capsys, sshd, stacks)
     assert code == 0, out
     assert "b1  ok      containerd 1.7." in out and "2 files, 1 new" in out
-    copies = sorted(p.name for p in (stacks / "captured" / "t").iterdir())
+    copies = sorted(p.name for p in copies_in(stacks / "captured" / "t"))
     assert len(copies) == 2 and copies[0].endswith(("-config.toml", "-50-mirror.toml"))
     after = (stacks / "Pulumi.t.yaml").read_text()
     # Comments, quoting and order kept; only the nodes' lines gained baselineFiles.
@@ -236,7 +241,7 @@ def test_capture_then_plan_from_the_nodes_own_files(
     code, out = capture(capsys, sshd, stacks)
     assert code == 0 and "unchanged" in out and out.count("files, 0 new") == 3
     assert (stacks / "Pulumi.t.yaml").read_text() == after
-    assert sorted(p.name for p in (stacks / "captured" / "t").iterdir()) == copies
+    assert sorted(p.name for p in copies_in(stacks / "captured" / "t")) == copies
 
 
 def test_nodes_with_the_same_files_share_the_cluster_entry(
@@ -250,7 +255,7 @@ def test_nodes_with_the_same_files_share_the_cluster_entry(
     values = stack_values(stacks)
     assert set(values["gpuplane:cluster"]["baselineFiles"]) == {CONFIG, MIRROR}
     assert all("baselineFiles" not in n for n in values["gpuplane:nodes"])
-    assert len(list((stacks / "captured" / "t").iterdir())) == 2   # one copy per content
+    assert len(copies_in(stacks / "captured" / "t")) == 2   # one copy per content
 
 
 def test_bad_nodes_are_reported_and_the_others_captured(
@@ -287,7 +292,7 @@ def test_bad_nodes_are_reported_and_the_others_captured(
     nodes = stack_values(stacks)["gpuplane:nodes"]
     assert set(nodes[0]["baselineFiles"]) == {CONFIG}
     assert all("baselineFiles" not in n for n in nodes[1:])
-    assert len(list((stacks / "captured" / "t").iterdir())) == 1   # only good's file
+    assert len(copies_in(stacks / "captured" / "t")) == 1   # only good's file
 
 
 def test_a_node_without_a_top_level_config_is_recorded_as_null_and_planned(

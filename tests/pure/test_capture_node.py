@@ -17,7 +17,16 @@ from pathlib import Path
 
 import pytest
 from support.oracle import binary, unavailable
-from test_capture import CAPTURED, CONFIG, ROOT, PodApi, Sshd, node_root, sshd  # noqa: F401
+from test_capture import (  # noqa: F401
+    CAPTURED,
+    CONFIG,
+    ROOT,
+    PodApi,
+    Sshd,
+    copies_in,
+    node_root,
+    sshd,
+)
 
 from gpuplane.capture.remote import capture_script, parse_answer
 from gpuplane.cli.main import main
@@ -374,7 +383,7 @@ def test_sudo_reads_what_the_login_user_may_not(
     code, out = run_capture(capsys, stacks, sshd, roots)
     assert code == 0, out
     assert "n1  ok      containerd 1.7." in out and "1 files, 1 new" in out
-    copy = next((stacks / "captured/t").iterdir())
+    copy = next(iter(copies_in(stacks / "captured/t")))
     assert copy.read_text() == CAPTURED
 
 

@@ -5,6 +5,7 @@ writes onto "no file" merges in real containerd as the model says."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,62 @@ def test_a_plan_from_no_file_matches_real_containerd(containerd_line: str, mode:
     assert oracle.effective_from_dump(line, real.config) == plan.effective.to_dict()
     if mode is not ToolkitMode.NONE:
         assert {"runc", "nvidia"} <= set(plan.effective.runtimes)
+
+
+def _dump_at_etc(line: str, etc_containerd: Path) -> oracle.DumpResult:
+    """`config dump` of /etc/containerd/config.toml with `etc_containerd` mounted over
+    /etc/containerd in a private mount namespace: containerd's defaults name the absolute
+    /etc/containerd/conf.d, which no stand-in root can move."""
+    import shutil
+    import subprocess
+    import tomllib
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        oracle.unavailable("a private mount namespace needs root and unshare(1)")
+    exe = oracle.binary(line)
+    proc = subprocess.run(
+        ["unshare", "-m", "sh", "-c", 'mount --bind "$1" /etc/containerd && exec "$2" '
+         "--config /etc/containerd/config.toml config dump", "sh", str(etc_containerd),
+         str(exe)], capture_output=True, text=True, timeout=60, check=False, cwd="/")
+    if proc.returncode != 0:
+        return oracle.DumpResult(False, None, proc.stderr.strip(), proc.returncode)
+    return oracle.DumpResult(True, tomllib.loads(proc.stdout), proc.stderr.strip(),
+                             proc.returncode, proc.stdout)
+
+
+@pytest.mark.real
+def test_check_of_a_drop_in_without_a_top_level_file_matches_real_containerd(
+        containerd_line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A drop-in in /etc/containerd/conf.d on a node without config.toml: real containerd
+    (2.x: its `config dump` runs on the defaults) does not read it; `gpuplane containerd
+    check` says so, and its printed fix makes real containerd read it."""
+    import json
+
+    from gpuplane.cli.main import main
+
+    line = containerd_line
+    if line.startswith("1."):
+        pytest.skip("1.x's `config dump` refuses a missing file (see the test above)")
+    etc = tmp_path / "node" / "etc" / "containerd"
+    (etc / "conf.d").mkdir(parents=True)
+    key = oracle.cri_runtime_table_key(line)
+    (etc / "conf.d" / "99-nvidia.toml").write_text(
+        f'version = 3\n[plugins."{key}".containerd.runtimes.nvidia]\n'
+        'runtime_type = "io.containerd.runc.v2"\n')
+    argv = ["containerd", "check", "--root", str(tmp_path / "node"), "--config",
+            "/etc/containerd/config.toml", "--containerd-version", line, "--format", "json"]
+
+    assert main(argv) == 1
+    out = json.loads(capsys.readouterr().out)
+    real = _dump_at_etc(line, etc)
+    assert real.ok, real.error
+    assert "nvidia" not in oracle.effective_from_dump(line, real.config)["runtimes"]
+    assert out["no_file"] and "nvidia" not in out["effective"]["runtimes"]
+    finding = next(f for f in out["findings"] if "99-nvidia.toml" in f["message"])
+    version = finding["fix"].split("`version = ")[1].split("`")[0]
+    (etc / "config.toml").write_text(
+        f'version = {version}\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    real = _dump_at_etc(line, etc)
+    assert real.ok, real.error
+    assert "nvidia" in oracle.effective_from_dump(line, real.config)["runtimes"]
+    assert main(argv) == 0, capsys.readouterr().out

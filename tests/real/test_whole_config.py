@@ -113,6 +113,13 @@ def test_fm01_missing_binary_name_is_a_finding(tmp_path: Path) -> None:
     top = f"version = 2\n{NVIDIA_V2.replace('version = 2', '')}"
     root = tmp_path / "node"
     _write(root, {TOP: top})
+    # The config alone says nothing of the binary: not checked, never missing.
+    checked = check_node_config(LocalFiles(root), TOP, ContainerdVersion.parse("2.1"),
+                                runtime_name="nvidia")
+    assert [f.severity for f in checked.findings
+            if "/usr/bin/nvidia-container-runtime" in f.message] == [Severity.INFO]
+    # The root shows /usr/bin/ without the binary: missing.
+    (root / "usr" / "bin").mkdir(parents=True)
     checked = check_node_config(LocalFiles(root), TOP, ContainerdVersion.parse("2.1"),
                                 runtime_name="nvidia")
     assert any(f.id == "FM01" and "/usr/bin/nvidia-container-runtime" in f.message

@@ -114,6 +114,12 @@ def _print_text(stack: str, result: CaptureResult) -> None:
             print(f"  {node.name:{width}}  ok      containerd {node.version}, "
                   f"{sum(v is not None for v in node.files.values())} files, "
                   f"{node.new_copies} new{missing}")
+        if node.binaries:
+            print(f"{pad}runtime binaries: " + ", ".join(
+                f"{path} {'present' if there else 'ABSENT'}"
+                for path, there in sorted(node.binaries.items())))
+        if node.record is not None:
+            print(f"{pad}binaries record: {node.record} (containerd check --binaries)")
         if node.role is not None:
             print(f"{pad}role: {node.role.describe()}")
         if node.cgroup_driver is not None:
@@ -133,6 +139,8 @@ def _as_json(stack: str, result: CaptureResult) -> dict[str, Any]:
             "name": n.name, "host": n.host, "ok": not n.problems,
             "containerdVersion": n.version, "files": n.files, "newCopies": n.new_copies,
             "missing": list(n.missing), "problems": n.problems, "notes": n.notes,
+            "runtimeBinaries": dict(sorted(n.binaries.items())),
+            "binariesRecord": None if n.record is None else str(n.record),
             "role": None if role is None else (role.role if role.known else "unknown"),
             "activeUnits": None if role is None else list(role.active),
             "kubeletCgroupDriver": None if driver is None else {

@@ -34,6 +34,9 @@ from gpuplane.distros.profiles import PROFILES, DistroProfile
 from gpuplane.rules.kubelet_node import driver_source_paths, role_units
 
 MAX_FILE_BYTES = 1024 * 1024   # a containerd config is a few KiB; more is not a config
+# sed: the absolute path of a `BinaryName = "..."` (or '...') line, the way TOML spells it.
+_BINARY_NAME = ("s|^[[:space:]]*BinaryName[[:space:]]*=[[:space:]]*[\"']\\(/[^\"']*\\)"
+                "[\"'].*|\\1|p")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class NodeReport:
     kubelet_files: dict[str, str] = field(default_factory=dict)  # cgroup driver sources
     kubelet_unreadable: dict[str, str] = field(default_factory=dict)  # path -> why
     units: dict[str, str] = field(default_factory=dict)  # unit -> active/inactive/unknown
+    # Each absolute `BinaryName` the captured files name -> whether it is on the node.
+    binaries: dict[str, bool] = field(default_factory=dict)
 
 
 def capture_script(profile: DistroProfile, root: str = "", *, in_pod: bool = False) -> str:
@@ -80,6 +85,16 @@ def capture_script(profile: DistroProfile, root: str = "", *, in_pod: bool = Fal
         lines += [f'for f in "$R"{shlex.quote(d)}/*.toml; do',
                   '  [ -f "$f" ] && emit "${f#"$R"}"',
                   "done"]
+    # Each absolute BinaryName those files name, and whether it is there (`BINARY
+    # present|absent PATH`): the copies alone cannot tell (capture.record).
+    globs = " ".join(f'"$R"{shlex.quote(p)}' for p in files)
+    globs += "".join(f' "$R"{shlex.quote(d)}/*.toml' for d in profile.read_dropin_dirs)
+    lines += [f"for f in {globs}; do",
+              '  [ -f "$f" ] && [ -r "$f" ] && sed -n ' + shlex.quote(_BINARY_NAME) + ' "$f"',
+              "done | sort -u | while IFS= read -r p; do",
+              '  if [ -e "$R$p" ]; then echo "BINARY present $p"; '
+              'else echo "BINARY absent $p"; fi',
+              "done"]
     # The first of the distribution's candidate binaries that is there (RKE2: `bin` links
     # into `data/<digest>/bin`; gpuplane.distros.profiles lists where each distribution puts it).
     lines += ['b=""',
@@ -130,6 +145,7 @@ def parse_answer(text: str) -> NodeReport:
     kube: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     units: dict[str, str] = {}
+    binaries: dict[str, bool] = {}
     lines = iter(text.splitlines())
     for line in lines:
         word, _, rest = line.partition(" ")
@@ -165,6 +181,10 @@ def parse_answer(text: str) -> NodeReport:
             path, _, size = rest.rpartition(" ")
             problems.append(f"{path}: {size} bytes, over the {MAX_FILE_BYTES} byte limit for "
                             "a containerd config; not captured")
+        elif word == "BINARY":
+            state, _, path = rest.partition(" ")
+            if path.startswith("/") and state in ("present", "absent"):
+                binaries[path] = state == "present"
         elif word == "VERSION":
             version = rest
         elif word == "DISTRO" and rest.strip() not in distros:
@@ -172,7 +192,7 @@ def parse_answer(text: str) -> NodeReport:
     if not version:
         problems.append("no `containerd --version` answer (the script did not finish)")
     return NodeReport(files, tuple(missing), version, tuple(problems), tuple(distros),
-                      kube, unreadable, units)
+                      kube, unreadable, units, binaries)
 
 
 def _text_of(path: str, encoded: str, size: int, into: dict[str, str]) -> str | None:

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuplane.capture.record import record_name, record_text
 from gpuplane.capture.remote import NodeReport, capture_script, parse_answer
 from gpuplane.capture.ssh import Target, run_script
 from gpuplane.capture.stackedit import updated_text, write_atomically
@@ -54,6 +55,9 @@ class NodeResult:
     role: NodeRole | None = None          # None: the node did not answer
     cgroup_driver: StatedDriver | None = None
     notes: list[str] = field(default_factory=list)   # worth knowing, not a failure
+    # Each absolute BinaryName the files name -> on the node (capture.record).
+    binaries: dict[str, bool] = field(default_factory=dict)
+    record: Path | None = None    # where that record was written
 
 
 @dataclass
@@ -218,6 +222,7 @@ def _capture_nodes(cfg: StackConfig, remote_root: str, kube: KubeAccess | None,
         if note:
             result.notes.append(note)
         result.files = dict(report.files)   # node path -> text until stored
+        result.binaries = dict(report.binaries)
         if kube is not None:
             result.problems += platform_problems(cfg, kube.client, node.name,
                                                  dict(report.files))
@@ -253,6 +258,12 @@ def _store(stack: StackFile, cfg: StackConfig, name: str, nodes: list[NodeResult
             stored[cfg.profile.config_path] = None
         node.files = stored
         per_node[index] = stored
+        # Whether the binaries the files name exist: the copies alone cannot say.
+        out.mkdir(parents=True, exist_ok=True)
+        node.record = out / record_name(node.name)
+        text = record_text(node.name, node.binaries)
+        if not node.record.is_file() or node.record.read_text(encoding="utf-8") != text:
+            _write_new(node.record, text)
     result = CaptureResult(stack, nodes, out)
     if per_node:
         text = stack.path.read_text(encoding="utf-8")

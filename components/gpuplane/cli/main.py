@@ -55,6 +55,11 @@ def root_parser() -> argparse.ArgumentParser:
                        help="release line (default: ask `containerd --version` on PATH)")
     check.add_argument("--root", metavar="DIR",
                        help="directory standing in for / (paths in configs are node paths)")
+    check.add_argument("--binaries", type=Path, metavar="FILE",
+                       help="the <node>.binaries.json `gpuplane nodes capture` wrote: "
+                            "whether each runtime's BinaryName exists on the node. Without "
+                            "it a BinaryName is judged only where --root (or the node "
+                            "itself) holds its directory, else reported as not checked")
     check.add_argument("--runtime-name", default="nvidia", metavar="NAME",
                        help="the GPU runtime pods use (RuntimeClass handler; default: "
                             "nvidia, as in the stacks): judged as used, so FM01/FM07 on it "
@@ -124,6 +129,7 @@ def root_parser() -> argparse.ArgumentParser:
 
 
 def _containerd_check(ns: argparse.Namespace) -> int:
+    from gpuplane.capture.record import load_binaries
     from gpuplane.cli.check_report import check_to_json, render_check
     from gpuplane.containerd import ConfigError, ContainerdVersion
     from gpuplane.kube.runtimeclasses import handler_error
@@ -159,9 +165,10 @@ def _containerd_check(ns: argparse.Namespace) -> int:
                                 f"RuntimeClasses: {exc}")
     try:
         files, config = _node_files(ns.config, ns.root)
+        binaries = load_binaries(ns.binaries) if ns.binaries else None
         result = check_node_config(files, config, version,
                                    runtime_name=ns.runtime_name or None,
-                                   runtime_classes=classes)
+                                   runtime_classes=classes, binaries=binaries)
     except ConfigError as exc:
         return _input_error(str(exc))
     if ns.format == "json":
@@ -194,14 +201,16 @@ def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
     base = Path(root)
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
-    if config.startswith("/") and ((base / config.lstrip("/")).is_file()
-                                   or not Path(config).exists()):
-        # A node path; absent: the node has no top-level file (containerd's defaults).
-        return LocalFiles(base), os.path.normpath(config)
     local = Path(config).resolve()
     if local.is_relative_to(base.resolve()):
+        # A host path into the copy; absent: the node has no such file.
         return LocalFiles(base), "/" + local.relative_to(base.resolve()).as_posix()
-    raise ConfigError(config, f"not found under --root {root}")
+    if config.startswith("/"):
+        # A node path, whatever this machine holds there; absent on the node: no top-level
+        # file, containerd's built-in defaults (judged as such, like the planner does).
+        return LocalFiles(base), os.path.normpath(config)
+    raise ConfigError(config, f"not under --root {root}: give the node path (e.g. "
+                      "/etc/containerd/config.toml) or a path inside --root")
 
 
 def _explain(ns: argparse.Namespace) -> int:

@@ -40,7 +40,7 @@ def glob_read(files: FileSource, pattern: str) -> list[tuple[str, str]]:
         paths = ["/" + "/".join(parts)]
     else:
         prefix = "/" + "/".join(parts[:first])
-        paths = [prefix] if first == 0 or _dir_exists(files, prefix) else []
+        paths = [prefix] if first == 0 or dir_exists(files, prefix) else []
     for index in range(first, len(parts)):
         part = parts[index]
         nxt: list[str] = []
@@ -52,7 +52,7 @@ def glob_read(files: FileSource, pattern: str) -> list[tuple[str, str]]:
                 nxt.append(posixpath.join(base, part))
         paths = nxt
         if index != len(parts) - 1:
-            paths = [p for p in paths if _dir_exists(files, p)]
+            paths = [p for p in paths if dir_exists(files, p)]
     found = []
     for path in paths:
         text = files.read(path)
@@ -61,7 +61,9 @@ def glob_read(files: FileSource, pattern: str) -> list[tuple[str, str]]:
     return found
 
 
-def _dir_exists(files: FileSource, path: str) -> bool:
+def dir_exists(files: FileSource, path: str) -> bool:
+    """Whether `path` is a directory in `files` (an empty one only where the source can
+    tell, see `is_dir`)."""
     return bool(files.listdir(path)) or _is_dir(files, path)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -171,10 +172,56 @@ def local_chart_problem(source: ChartSource, root: Path, chart: str, chart_versi
     return None
 
 
+def local_chart_path(chart: str, repo: str | None = None) -> Path | None:
+    """The local chart a Release's or Chart's `chart` names, as the Kubernetes provider
+    finds it (pulumi/pulumi-kubernetes provider/pkg/provider/helm_release.go@v4.25.0,
+    `locateChart` / `localChart`): with no repository, a path that exists (a directory
+    with Chart.yaml, or a file: a `.tgz`) relative to the working directory, which Pulumi
+    sets to the program's directory for the provider (pulumi/pulumi
+    sdk/go/common/resource/plugin/plugin.go@v3.260.0, `cmd.Dir = pwd`). Anything else,
+    e.g. `nvidia/gpu-operator` with no such folder, is a chart a repository resolves:
+    None."""
+    if repo or not chart or "://" in chart:
+        return None
+    path = Path(chart)
+    if path.is_dir():
+        return path if (path / "Chart.yaml").is_file() else None
+    return path if path.is_file() else None
+
+
+def chart_version_of(chart: Any, version: Any, repo: Any = None) -> str | None:
+    """The chart version a Release or Chart installs. A local chart is installed as it is,
+    whatever `version` says, and the provider's Check records its Chart.yaml version as
+    the release's (helm_release.go@v4.25.0, `new.Version = chart.Metadata.Version`): it
+    is pinned by its content, never resolved to "whatever was published last". Anything
+    else: `version` as written. None: not set, and not a readable local chart."""
+    local = local_chart_path(chart, repo if isinstance(repo, str) else None) \
+        if isinstance(chart, str) else None
+    if local is not None:
+        try:
+            found = read_chart_meta(local).get("version")
+        except (OSError, ValueError, UnicodeDecodeError):
+            found = None
+        if found:
+            return str(found)
+    if isinstance(version, str) and version.strip():
+        return version
+    return None
+
+
+def release_version(props: Mapping[str, Any]) -> str | None:
+    """The chart version a `helm.v3.Release` or `helm.v4.Chart` (its inputs: `chart`,
+    `version`, `repositoryOpts.repo`) installs, by chart_version_of."""
+    repo = props.get("repositoryOpts")
+    return chart_version_of(props.get("chart"), props.get("version"),
+                            repo.get("repo") if isinstance(repo, Mapping) else None)
+
+
 def chart_name_of(chart: str, fallback: str | None = None) -> str | None:
     """The chart a `helm.v3.Release`'s `chart` input installs: a name as is, the last
-    component of an `oci://` reference, Chart.yaml's name for a local path (a path that
-    cannot be read: `fallback`)."""
+    component of an `oci://` reference, Chart.yaml's name for a local path, the chart of
+    a `<repo>/<chart>` reference to a repository added by `helm repo add` (a path that
+    cannot be read otherwise: `fallback`)."""
     if "://" in chart:
         return chart.rsplit("/", 1)[-1].partition(":")[0] or fallback
     if "/" not in chart and not chart.endswith(".tgz") and chart not in (".", ".."):
@@ -182,8 +229,13 @@ def chart_name_of(chart: str, fallback: str | None = None) -> str | None:
     try:
         return str(read_chart_meta(Path(chart)).get("name") or fallback)
     except (OSError, ValueError, UnicodeDecodeError):
+        repo, _, name = chart.partition("/")
+        if (repo and name and "/" not in name and not repo.startswith(".")
+                and not chart.endswith(".tgz") and not Path(chart).exists()):
+            return name
         return fallback
 
 
-__all__ = ["KIND_TEXT", "UPSTREAM", "ChartSource", "chart_name_of", "local_chart_problem",
-           "oci_tag_problem", "parse_chart_source", "read_chart_meta"]
+__all__ = ["KIND_TEXT", "UPSTREAM", "ChartSource", "chart_name_of", "chart_version_of",
+           "local_chart_path", "local_chart_problem", "oci_tag_problem", "parse_chart_source",
+           "read_chart_meta", "release_version"]

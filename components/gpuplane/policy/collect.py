@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from gpuplane.core.chartsource import chart_name_of
+from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings
@@ -178,7 +178,7 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
             _time_slicing(v, intent, out)
     _runtime_classes(views, intent, out)
     operator = [v for v in views if v.type == RELEASE and _chart(v) == "gpu-operator"]
-    version = str(operator[0].props.get("version") or "") if operator else ""
+    version = (release_version(operator[0].props) or "") if operator else ""
     values = (operator[0].props.get("values") or {}) if operator else {}
     found = toolkit_version(values, version)
     node_findings([v for v in views if v.type in NODE_COMMANDS], intent, out,
@@ -221,7 +221,7 @@ def _chart(v: View) -> str | None:
 def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     chart = _chart(v)
     values = v.props.get("values") or {}
-    version = v.props.get("version")
+    version = release_version(v.props)
     where = f"Release {v.props.get('name', v.name)}"
     if chart == "gpu-operator":
         from gpuplane.rules.operator import check_operator_values

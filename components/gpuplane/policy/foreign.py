@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuplane.core.chartsource import chart_name_of
+from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent, DevicePlugin, ToolkitWhere
 from gpuplane.policy.views import StackFindings, View
@@ -77,7 +77,7 @@ def installs(views: list[View]) -> list[Install]:
                 if isinstance(chart, str) and chart else None
             if found in ("gpu-operator", "hami"):
                 kind = "Release" if v.type == RELEASE_V3 else "Chart"
-                out.append(Install(found, props.get("values") or {}, props.get("version"),
+                out.append(Install(found, props.get("values") or {}, release_version(props),
                                    f"{kind} {name or v.name}", v.urn))
         elif (props.get("apiVersion"), props.get("kind")) == CLUSTER_POLICY \
                 or v.type == f"kubernetes:{CLUSTER_POLICY[0]}:{CLUSTER_POLICY[1]}":

@@ -7,7 +7,7 @@ import posixpath
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from gpuplane.containerd import (
     FileSource,
     effective_config,
 )
-from gpuplane.containerd.files import has_meta
+from gpuplane.containerd.files import LocalFiles, dir_exists, has_meta
 from gpuplane.containerd.options import decoded
 from gpuplane.core.findings import Finding, has_errors
 from gpuplane.rules import ContainerdFacts, check_containerd
@@ -51,6 +51,7 @@ def check_node_config(
     files: FileSource, config: str, version: ContainerdVersion, facts: dict[str, Any] | None = None,
     *, runtime_name: str | None = None,
     runtime_classes: Sequence[tuple[str | None, str]] = (),
+    binaries: Mapping[str, bool] | None = None,
 ) -> NodeCheck:
     """Run every containerd rule on `config` (a node path) read through `files`.
 
@@ -61,6 +62,7 @@ def check_node_config(
     `runtime_classes`: (RuntimeClass, handler) of the node's cluster (RuntimeClass None:
     a handler named by hand); every handler is judged as used too, and the findings on it
     name its RuntimeClasses.
+    `binaries`: node path -> present, as a capture recorded it (see binary_states).
     Raises gpuplane.containerd.ConfigError for a file that cannot be parsed.
     """
     effective = effective_config(config, files, version, missing_ok=True)
@@ -70,8 +72,9 @@ def check_node_config(
     used = {handler for _, handler in classes} | ({runtime_name} if runtime_name else set())
     if used:
         extra["expected_runtimes"] = frozenset(extra.get("expected_runtimes", ())) | used
-        # `files` is the node itself (or a copy under --root): binaries can be looked for.
-        extra.setdefault("missing_binaries", missing_binaries(files, effective))
+        if "missing_binaries" not in extra:
+            missing, unchecked = binary_states(files, effective, binaries)
+            extra["missing_binaries"], extra["unchecked_binaries"] = missing, unchecked
     named = tuple((name, handler) for name, handler in classes if name is not None)
     if named:
         extra["runtime_classes"] = tuple(extra.get("runtime_classes", ())) + named
@@ -90,14 +93,30 @@ def runtime_binaries(effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def missing_binaries(files: FileSource, effective: EffectiveConfig) -> tuple[tuple[str, str], ...]:
-    """(runtime, BinaryName) for each absolute BinaryName that is not a file on the node."""
-    out = []
+def binary_states(files: FileSource, effective: EffectiveConfig,
+                  recorded: Mapping[str, bool] | None = None,
+                  ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(missing, not checked): (runtime, BinaryName) for each absolute BinaryName.
+
+    What a capture `recorded` (node path -> present) decides first. Otherwise a binary is
+    judged only where `files` shows its directory: the node's own filesystem always does;
+    a copy under --root (often only the config files a user or a bug report kept) only
+    where it holds that directory. Anything else is not checked, never called missing.
+    """
+    whole_node = isinstance(files, LocalFiles) and files.root is None
+    missing, unchecked = [], []
     for name, path in runtime_binaries(effective):
         directory, base = posixpath.split(posixpath.normpath(path))
-        if base not in files.listdir(directory):
-            out.append((name, path))
-    return tuple(out)
+        if recorded is not None and path in recorded:
+            present = recorded[path]
+        elif whole_node or dir_exists(files, directory):
+            present = base in files.listdir(directory)
+        else:
+            unchecked.append((name, path))
+            continue
+        if not present:
+            missing.append((name, path))
+    return tuple(missing), tuple(unchecked)
 
 
 def find_unread_files(files: FileSource, effective: EffectiveConfig) -> tuple[str, ...]:

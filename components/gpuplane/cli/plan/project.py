@@ -44,6 +44,13 @@ class Project:
     def main_file(self) -> Path:
         return self.program / "__main__.py" if self.program.is_dir() else self.program
 
+    @property
+    def pwd(self) -> Path:
+        """The working directory Pulumi gives the program and its providers (the program's
+        directory; pulumi/pulumi pkg/engine/project.go@v3.260.0 `getPwdMain`): where a
+        relative local chart path is found."""
+        return self.program if self.program.is_dir() else self.program.parent
+
     def runner(self) -> Callable[[], Any]:
         """The program as a callable for the mock engine."""
         return lambda: run_main(self.program)
@@ -115,6 +122,21 @@ def run_main(program: Path) -> None:
     folder = program if program.is_dir() else program.parent
     with _in_program_dir(folder):
         runpy.run_path(str(program), run_name="__main__")
+
+
+@contextmanager
+def in_dir(folder: Path | None) -> Iterator[None]:
+    """Run in `folder` (None: where we are), as the engine runs the pack beside the
+    program: relative paths the program's resources name resolve as they do there."""
+    if folder is None:
+        yield
+        return
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 @contextmanager

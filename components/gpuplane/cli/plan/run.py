@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuplane.cli.plan.engine import Registered, no_full_gc, run_program
 from gpuplane.cli.plan.policies import run_policies
-from gpuplane.cli.plan.project import Project, find_project, program_failure, project_at
+from gpuplane.cli.plan.project import Project, find_project, in_dir, program_failure, project_at
 from gpuplane.cli.plan.report import build_report, cluster_view, program_report
 from gpuplane.config import NAMESPACE, StackConfigError
 from gpuplane.config.stackfile import StackFile, load_stack_file, project_root
@@ -67,7 +67,8 @@ def _plan(name: str, stack: StackFile, stacks_dir: Path, pack_config: dict[str, 
                              pack_config)
         except Exception as exc:   # the program's own failure, in its own words
             raise _failed(exc, project) from None
-    findings = run_policies(resources, pack_config)
+    with in_dir(project.pwd if project else None):
+        findings = run_policies(resources, pack_config)
     if not clusters:
         return program_report(name, resources, findings)
     # Every cluster's own findings; the report's cluster facts and nodes are the first's,

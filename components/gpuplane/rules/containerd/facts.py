@@ -46,6 +46,9 @@ class ContainerdFacts:
     # (runtime, path) for each runtime whose BinaryName names an absolute path that is not
     # on the node (gpuplane.rules.nodecheck looks; the rules stay pure).
     missing_binaries: tuple[tuple[str, str], ...] = ()
+    # (runtime, path) for each absolute BinaryName nothing could check (files copied
+    # without their directories, no capture record): named as not checked, never missing.
+    unchecked_binaries: tuple[tuple[str, str], ...] = ()
     # (RuntimeClass, handler) for each RuntimeClass of the node's cluster: its handler is a
     # runtime pods use (also in `expected_runtimes`); findings name the RuntimeClass.
     runtime_classes: tuple[tuple[str, str], ...] = ()

@@ -51,8 +51,8 @@ def fm01(a: Analysis) -> list[Finding]:
             f"{path} looks like a containerd drop-in, but no `imports` entry reads it: its "
             "settings have no effect.",
             a.where(path),
-            f'Add "{posixpath.join(posixpath.dirname(path), "*.toml")}" to `imports` in '
-            f"{top.path}, or remove the file.",
+            _import_fix(a, posixpath.join(posixpath.dirname(path), "*.toml"))
+            + ", or remove the file.",
         ))
     relative = {posixpath.normpath(posixpath.join("/", raw)) for _, raw in _load_globs(eff, "cwd")}
     for importer, pattern in _load_globs(eff, "empty"):
@@ -126,9 +126,22 @@ def _missing_planned(a: Analysis, read: set[str]) -> tuple[list[Finding], set[st
                 + (note if name == eff.default_runtime else ""),
                 imports_at,
                 f"Write the {name} runtime into a drop-in that an `imports` glob of "
-                f"{top.path} reads (read now: {', '.join(sorted(read))}).",
+                f"{top.path} reads (read now: {', '.join(sorted(read))})." if not eff.no_file
+                else _import_fix(a, "/etc/containerd/conf.d/*.toml")
+                + f", and write the {name} runtime into a drop-in there.",
             ))
     return out, covered
+
+
+def _import_fix(a: Analysis, glob: str) -> str:
+    """How to make containerd read `glob`: an `imports` entry in the top-level file, or,
+    on a node without one, the file itself (containerd's defaults read no drop-in)."""
+    top = a.eff.files[0].path
+    if not a.eff.no_file:
+        return f'Add "{glob}" to `imports` in {top}'
+    return (f"Create {top} (the node has none, and containerd's built-in defaults read no "
+            f'drop-in) holding `version = {a.eff.containerd_version.max_config_version}` and '
+            f'`imports = ["{glob}"]`')
 
 
 def _cwd_globs(a: Analysis) -> list[tuple[str, str, str]]:

@@ -55,7 +55,9 @@ def no_top_level_file(a: Analysis) -> list[Finding]:
 
 def missing_binary(a: Analysis) -> list[Finding]:
     """A runtime whose BinaryName does not exist: every container of it fails to start
-    (`exec: ...: no such file or directory`). An error for a runtime pods use."""
+    (`exec: ...: no such file or directory`). An error for a runtime pods use. A
+    BinaryName nothing could check (a copy of the config files alone) is an info naming
+    it, never called missing."""
     used = {a.eff.default_runtime, *a.facts.expected_runtimes}
     out = []
     for name, path in a.facts.missing_binaries:
@@ -69,4 +71,16 @@ def missing_binary(a: Analysis) -> list[Finding]:
             "`nvidia-container-runtime`), or set BinaryName in runtime "
             f"{name}'s options to where it is installed.")
         )
+    unchecked = [(n, p) for n, p in a.facts.unchecked_binaries if n in used]
+    if unchecked:
+        named = ", ".join(f"runtime {n}: {p}" for n, p in unchecked)
+        out.append(Finding(
+            "FM01", Severity.INFO,
+            f"binaries not checked ({named}): the files given do not show their "
+            "directories and no capture recorded them, so whether they exist on the node "
+            "is not known.",
+            a.where(runtime_at(a, unchecked[0][0], "BinaryName")),
+            "Check on the node: `ls -l " + " ".join(p for _, p in unchecked) + "`; or "
+            "pass the record `gpuplane nodes capture` wrote (--binaries FILE), or copy "
+            "those directories under --root too."))
     return out
