@@ -124,14 +124,81 @@ def test_a_missing_ssh_key_names_the_key_and_the_fix(
     stack(project, "ssh", key="")
     code, _, err = plan(capsys)
     assert code == 2 and "gpuplane:sshPrivateKey" in err and "Traceback" not in err
+    stack(project, "pod", key="")   # valid as it is; the program turns it to ssh
     (project / "__main__.py").write_text(textwrap.dedent("""
         import pulumi
         from gpuplane import GpuCluster, GpuClusterArgs, parse_stack_config
         cfg = {k: pulumi.Config("gpuplane").get_object(k) for k in
                ("cluster", "ssh", "nodes", "gpuOperator")}
+        cfg["cluster"]["nodeAccess"] = "ssh"
         cfg["sshPrivateKey"] = "unused"
         GpuCluster("gpu", GpuClusterArgs(config=parse_stack_config(cfg)))
     """))
     code, _, err = plan(capsys)
     assert code == 2 and "Traceback" not in err, err
     assert "gpuplane:sshPrivateKey" in err and "pulumi config set --secret" in err
+
+
+# ---- keys without a namespace, read as the Pulumi CLI reads them -----------------------
+
+BARE_STACK = """\
+config:
+  gpuplane:cluster:
+    distro: kubeadm
+    kubernetesVersion: "1.31.4"
+    containerdVersion: "1.7"
+    nodeAccess: pod
+  gpuplane:nodes:
+    - {name: n1, gpus: 8}
+    - {name: n2, gpus: 8}
+    - {name: n3, gpus: 8}
+    - {name: n4, gpus: 8}
+  gpuplane:gpuOperator: {chartVersion: v25.10.1}
+  rollout:
+    canary: true
+    maxUnavailable: 3
+"""
+
+
+def bare_project(tmp_path: Path, name: str, extra: str = "") -> Path:
+    (tmp_path / "Pulumi.yaml").write_text(f"name: {name}\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(DOCS_PROGRAM))
+    (tmp_path / "Pulumi.dev.yaml").write_text(BARE_STACK + extra)
+    return tmp_path
+
+
+def test_a_bare_key_in_a_project_named_gpuplane_is_gpuplanes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rollout:` in a project named gpuplane is `gpuplane:rollout` to the Pulumi CLI
+    (stackConfigNamespacedWithProject, sdk/go/common/workspace/loaders.go@v3.260.0)."""
+    folder = bare_project(tmp_path, "gpuplane")
+    code = main(["plan", "--stack", "dev", "--format", "json", "--project", str(folder)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["batches"] == [["n1"], ["n2", "n3", "n4"]]
+
+
+def test_a_bare_unknown_key_in_a_project_named_gpuplane_is_an_error_at_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = bare_project(tmp_path, "gpuplane", "  rolout: {canary: false}\n")
+    code = main(["plan", "--stack", "dev", "--format", "json", "--project", str(folder)])
+    err = capsys.readouterr().err
+    line = BARE_STACK.count("\n") + 1
+    assert code == 2 and f"Pulumi.dev.yaml:{line}: gpuplane:rolout: unknown key" in err, err
+
+
+def test_a_bare_gpuplane_key_in_another_project_is_warned_about(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pulumi gives `rollout:` to the project `infra` (`infra:rollout`), not to gpuplane:
+    the plan says so with the line and the fix instead of planning batches of 1 in
+    silence; the project's own keys that gpuplane does not know are not warned about."""
+    folder = bare_project(tmp_path, "infra", "  replicas: 3\n")
+    code = main(["plan", "--stack", "dev", "--format", "json", "--project", str(folder)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    line = BARE_STACK.index("  rollout:")
+    line = BARE_STACK[:line].count("\n") + 1
+    assert (f"Pulumi.dev.yaml:{line}: `rollout` has no namespace, so Pulumi reads it as "
+            "`infra:rollout`") in out.err
+    assert "fix: write `gpuplane:rollout`" in out.err and "replicas" not in out.err
+    assert json.loads(out.out)["batches"] == [["n1"], ["n2"], ["n3"], ["n4"]]
