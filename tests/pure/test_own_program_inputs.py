@@ -202,3 +202,44 @@ def test_a_bare_gpuplane_key_in_another_project_is_warned_about(
             "`infra:rollout`") in out.err
     assert "fix: write `gpuplane:rollout`" in out.err and "replicas" not in out.err
     assert json.loads(out.out)["batches"] == [["n1"], ["n2"], ["n3"], ["n4"]]
+
+
+# ---- blocks the configuration turns off: errors, never dropped in silence ---------------
+
+@pytest.mark.parametrize(("extra", "key", "says"), [
+    ("  gpuplane:hami: {deviceSplitCount: 4, namespace: hami}\n", "gpuplane:hami",
+     "deviceSplitCount, namespace set, but HAMi is not installed"),
+    ("  gpuplane:nodePod: {image: 'busybox:1.37'}\n", "gpuplane:nodePod",
+     "image set, but cluster.nodeAccess is ssh"),
+])
+def test_a_block_the_config_turns_off_is_an_error_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, key: str,
+        says: str) -> None:
+    stack = BARE_STACK.replace("  rollout:\n    canary: true\n    maxUnavailable: 3\n", "")
+    stack = stack.replace("nodeAccess: pod", "nodeAccess: ssh").replace(
+        "{name: n1, gpus: 8}", "{name: n1, host: h1, gpus: 8}")
+    stack = stack.replace("{name: n2, gpus: 8}", "{name: n2, host: h2, gpus: 8}").replace(
+        "{name: n3, gpus: 8}", "{name: n3, host: h3, gpus: 8}").replace(
+        "{name: n4, gpus: 8}", "{name: n4, host: h4, gpus: 8}")
+    (tmp_path / "Pulumi.yaml").write_text("name: infra\nruntime: python\n")
+    (tmp_path / "__main__.py").write_text(textwrap.dedent(DOCS_PROGRAM))
+    (tmp_path / "Pulumi.dev.yaml").write_text(stack + KEY + extra)
+    code = main(["plan", "--stack", "dev", "--project", str(tmp_path)])
+    err = capsys.readouterr().err
+    line = (stack + KEY).count("\n") + 1
+    assert code == 2 and f"Pulumi.dev.yaml:{line}: {key}: {says}" in err, err
+    assert f"remove {key}" in err
+
+
+def test_time_slicing_settings_beside_hami_are_an_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not only `replicas`: a renamed resource or ConfigMap would be dropped as well."""
+    from support.stack_cases import config_of
+
+    from gpuplane.config import StackConfigError, parse_stack_config
+
+    cfg = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-shared").items()}
+    cfg["timeSlicing"] = {"renameByDefault": True}
+    with pytest.raises(StackConfigError) as err:
+        parse_stack_config(cfg)
+    assert [p.key for p in err.value.problems] == ["gpuplane:timeSlicing"]
