@@ -243,3 +243,26 @@ def test_time_slicing_settings_beside_hami_are_an_error(
     with pytest.raises(StackConfigError) as err:
         parse_stack_config(cfg)
     assert [p.key for p in err.value.problems] == ["gpuplane:timeSlicing"]
+
+
+def test_under_pulumi_a_bad_captured_file_is_one_clean_error(tmp_path: Path) -> None:
+    """Outside the offline plan (`pulumi up` runs one's own program): a `baselineFiles`
+    entry that cannot be read is a `pulumi.RunError` naming the key and the fix, which
+    Pulumi prints without a traceback, and nothing is registered."""
+    import pulumi
+
+    from gpuplane import GpuCluster, GpuClusterArgs
+    from gpuplane.cli.plan.engine import run_program
+    from gpuplane.config import parse_stack_config
+
+    cfg = parse_stack_config({
+        "cluster": {"distro": "kubeadm", "kubernetesVersion": "1.31.4",
+                    "containerdVersion": "1.7", "nodeAccess": "pod",
+                    "baselineFiles": {CONFIG: "captured/missing.toml"}},
+        "nodes": [{"name": "n1", "gpus": 8}],
+        "gpuOperator": {"chartVersion": "v25.10.1"}})
+    with pytest.raises(pulumi.RunError) as err:
+        run_program(lambda: GpuCluster("gpu", GpuClusterArgs(config=cfg)), project="infra",
+                    stack="dev", config={}, secret_keys=[], root_directory=tmp_path)
+    assert "gpuplane:cluster.baselineFiles" in str(err.value)
+    assert "cannot read captured/missing.toml" in str(err.value)
