@@ -5,7 +5,9 @@ project installs (`pip install dist/gpuplane-….whl`); `dist/policypack/` is th
 that wheel inside and a requirements.txt that installs gpuplane from it, so a pack
 published with `pulumi policy publish dist/policypack` installs wherever Pulumi runs it
 (Pulumi makes a virtualenv for a downloaded Python pack and installs its requirements.txt
-there: installRequiredPolicy, pkg/backend/httpstate/policypack.go at pulumi v3.260.0).
+there: installRequiredPolicy, pkg/backend/httpstate/policypack.go at pulumi v3.260.0; pip
+runs `-r requirements.txt` in the pack's folder, sdk/python/toolchain/pip.go at v3.260.0,
+so `./gpuplane-….whl` names the wheel beside it).
 
     python scripts/dist.py [--out DIR]
 """
