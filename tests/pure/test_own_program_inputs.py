@@ -71,8 +71,11 @@ def project(tmp_path: Path) -> Iterator[Path]:
 
 
 def stack(folder: Path, access: str, key: str = KEY) -> None:
-    (folder / "Pulumi.dev.yaml").write_text(
-        STACK.replace("{ACCESS}", access).replace("{KEY}", key))
+    """The stack with that node access; SSH settings only where it is ssh."""
+    text = STACK.replace("{ACCESS}", access).replace("{KEY}", key if access == "ssh" else "")
+    if access != "ssh":
+        text = text.replace("  gpuplane:ssh: {user: ubuntu, sudo: true}\n", "")
+    (folder / "Pulumi.dev.yaml").write_text(text)
 
 
 def plan(capsys: pytest.CaptureFixture[str], fmt: str = "json") -> tuple[int, str, str]:
@@ -129,7 +132,7 @@ def test_a_missing_ssh_key_names_the_key_and_the_fix(
         import pulumi
         from gpuplane import GpuCluster, GpuClusterArgs, parse_stack_config
         cfg = {k: pulumi.Config("gpuplane").get_object(k) for k in
-               ("cluster", "ssh", "nodes", "gpuOperator")}
+               ("cluster", "nodes", "gpuOperator")}
         cfg["cluster"]["nodeAccess"] = "ssh"
         cfg["sshPrivateKey"] = "unused"
         GpuCluster("gpu", GpuClusterArgs(config=parse_stack_config(cfg)))
@@ -266,3 +269,23 @@ def test_under_pulumi_a_bad_captured_file_is_one_clean_error(tmp_path: Path) -> 
                     stack="dev", config={}, secret_keys=[], root_directory=tmp_path)
     assert "gpuplane:cluster.baselineFiles" in str(err.value)
     assert "cannot read captured/missing.toml" in str(err.value)
+
+
+@pytest.mark.parametrize(("access", "extra", "key"), [
+    ("pod", {"ssh": {"user": "ubuntu"}}, "gpuplane:ssh"),
+    ("pod", {"sshPrivateKey": "<secret>"}, "gpuplane:sshPrivateKey"),
+    ("none", {"rollout": {"maxUnavailable": 2}}, "gpuplane:rollout"),
+])
+def test_settings_the_node_access_never_reads_are_errors(
+        access: str, extra: dict[str, object], key: str) -> None:
+    from gpuplane.config import StackConfigError, parse_stack_config
+
+    cfg = {"cluster": {"distro": "kubeadm", "kubernetesVersion": "1.31.4",
+                       "containerdVersion": "1.7", "nodeAccess": access},
+           "nodes": [{"name": "n1", "gpus": 8}],
+           "gpuOperator": {"chartVersion": "v25.10.1"}}
+    parse_stack_config(cfg)   # valid without them
+    with pytest.raises(StackConfigError) as err:
+        parse_stack_config({**cfg, **extra})
+    assert [p.key for p in err.value.problems] == [key]
+    assert f"remove {key}" in err.value.problems[0].message or "config rm" in str(err.value)

@@ -67,6 +67,7 @@ class StackConfig(_Section, StackViews):
     with HAMi, no `gpuOperator` unless `devicePlugin` is `hami`, `containerdBaseDir` off
     k8s-snap, `timeSlicing.replicas: 1`, a `hami` block while `devicePlugin` is not `hami`
     (or a `timeSlicing` block while it is), a `nodePod` block without `nodeAccess: pod`,
+    `ssh` or `sshPrivateKey` without `nodeAccess: ssh`, `rollout` with `nodeAccess: none`,
     a `containerdVersion` other than the line RKE2 or K3s bundle with that
     `kubernetesVersion`, a `chart` that is not a chart source Helm installs from or a
     local chart that is not that chart at its `chartVersion`, an OCI `chart` tagged with
@@ -442,6 +443,30 @@ def _node_pod_unused(cfg: StackConfig) -> Iterator[Problem]:
                              f"{cfg.cluster.node_access}, which runs no node-agent pods, so "
                              "they would be ignored; set gpuplane:cluster.nodeAccess: pod or "
                              "remove gpuplane:nodePod")
+
+
+@_check(STACK_CHECKS, "cluster", "ssh", "ssh_private_key", "rollout")
+def _node_access_unused(cfg: StackConfig) -> Iterator[Problem]:
+    """SSH settings without `nodeAccess: ssh`, a rollout without node access: read by
+    nothing (`nodes capture` over SSH needs `nodeAccess: ssh` too)."""
+    access = cfg.cluster.node_access
+    if access != "ssh":
+        written = _written(cfg.ssh) if "ssh" in cfg.model_fields_set else []
+        if written:
+            yield _at("ssh", f"{', '.join(written)} set, but cluster.nodeAccess is {access}, "
+                             "which reaches no node over SSH, so they would be ignored; set "
+                             "gpuplane:cluster.nodeAccess: ssh or remove gpuplane:ssh")
+        if cfg.ssh_private_key is not None:
+            yield _at("sshPrivateKey", f"set, but cluster.nodeAccess is {access}, which "
+                                       "reaches no node over SSH, so the key is never used; "
+                                       "set gpuplane:cluster.nodeAccess: ssh or remove it "
+                                       "(`pulumi config rm gpuplane:sshPrivateKey`)")
+    written = _written(cfg.rollout) if "rollout" in cfg.model_fields_set else []
+    if access == "none" and written:
+        yield _at("rollout", f"{', '.join(written)} set, but cluster.nodeAccess is none: "
+                             "gpuplane changes no node files, so nothing is rolled out; set "
+                             "gpuplane:cluster.nodeAccess: ssh or pod, or remove "
+                             "gpuplane:rollout")
 
 
 def _written(section: BaseModel, skip: AbstractSet[str] = frozenset()) -> list[str]:
