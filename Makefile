@@ -15,7 +15,7 @@ export GPUPLANE_CACHE ?= $(HOME)/.cache/gpuplane
 # mkdocs-material's banner about its successor is not a finding of the docs build.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: test test-fast plan venv containerd engine lint docs bench clean lock
+.PHONY: test test-fast plan venv containerd engine lint docs bench clean lock wheel
 
 # Every Python dependency at the exact version requirements.lock holds (`make lock`).
 $(BIN)/.installed: pyproject.toml requirements.lock
@@ -46,6 +46,11 @@ test: venv containerd
 test-fast: venv
 	$(BIN)/python -m pytest -q tests/pure $(PYTEST_ARGS)
 
+# gpuplane's wheel and its policy pack ready to publish (the wheel inside), in dist/: what
+# a project of one's own installs (docs/own-program.md).
+wheel: venv
+	$(BIN)/python scripts/dist.py --out dist
+
 plan: venv
 	$(BIN)/gpuplane plan --stack $(STACK) --format $(FORMAT)
 
@@ -72,4 +77,4 @@ lock: venv
 		--no-emit-find-links -c requirements.pins -o requirements.lock pyproject.toml
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache site
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache site dist

@@ -39,11 +39,12 @@ PLAN = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
 
 
 def _pod_stack(dest: Path, name: str = "kubeadm-pod", **edits: Any) -> Path:
-    """kubeadm-prod with `nodeAccess: pod` (no SSH key, no hosts needed) plus `edits`."""
+    """kubeadm-prod with `nodeAccess: pod` (no SSH settings or key, no hosts needed) plus
+    `edits`."""
     data = yaml.safe_load((STACKS / "Pulumi.kubeadm-prod.yaml").read_text())
     cfg = data["config"]
     cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
-    del cfg["gpuplane:sshPrivateKey"]
+    del cfg["gpuplane:sshPrivateKey"], cfg["gpuplane:ssh"]   # a pod stack has no SSH
     cfg.update(edits)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))

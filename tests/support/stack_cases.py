@@ -161,10 +161,11 @@ def broken_config(case: str, folder: Path) -> dict[str, Any]:
 
 def as_pod(cfg: dict[str, Any]) -> dict[str, Any]:
     """`nodeAccess: ssh` → `nodeAccess: pod` (the same agent, the same verdict), without
-    the SSH key the stack file only holds as a placeholder."""
+    the SSH settings and key, which a pod stack must not carry."""
     if cfg.get("gpuplane:cluster", {}).get("nodeAccess") == "ssh":
         cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
         cfg.pop("gpuplane:sshPrivateKey", None)
+        cfg.pop("gpuplane:ssh", None)
     return cfg
 
 

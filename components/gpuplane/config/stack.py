@@ -13,11 +13,19 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
@@ -64,7 +72,9 @@ class StackConfig(_Section, StackViews):
     Unknown keys are errors (`gpuplane:bogus: unknown key; known keys: ...`), and so are
     combinations that cannot work: the host toolkit without node access, time-slicing
     with HAMi, no `gpuOperator` unless `devicePlugin` is `hami`, `containerdBaseDir` off
-    k8s-snap, `timeSlicing.replicas: 1`, `hami.values` while `devicePlugin` is not `hami`,
+    k8s-snap, `timeSlicing.replicas: 1`, a `hami` block while `devicePlugin` is not `hami`
+    (or a `timeSlicing` block while it is), a `nodePod` block without `nodeAccess: pod`,
+    `ssh` or `sshPrivateKey` without `nodeAccess: ssh`, `rollout` with `nodeAccess: none`,
     a `containerdVersion` other than the line RKE2 or K3s bundle with that
     `kubernetesVersion`, a `chart` that is not a chart source Helm installs from or a
     local chart that is not that chart at its `chartVersion`, an OCI `chart` tagged with
@@ -418,14 +428,69 @@ def _docker_access(cfg: StackConfig) -> Iterator[Problem]:
 
 @_check(STACK_CHECKS, "device_plugin", "hami")
 def _hami_values(cfg: StackConfig) -> Iterator[Problem]:
-    if cfg.device_plugin != "hami" and cfg.hami.values:
+    """A `gpuplane:hami` block HAMi never reads (it is not installed) is an error, as
+    `hami.values` is: nothing the user wrote is dropped in silence."""
+    if cfg.device_plugin == "hami" or "hami" not in cfg.model_fields_set:
+        return
+    if cfg.hami.values:
         yield _at("hami.values", f"HAMi is not installed (devicePlugin is "
                                  f"{cfg.device_plugin}), so these raw values would be "
                                  "ignored; set devicePlugin: hami or remove hami.values")
+    written = _written(cfg.hami, skip={"values"})
+    if written:
+        yield _at("hami", f"{', '.join(written)} set, but HAMi is not installed (devicePlugin "
+                          f"is {cfg.device_plugin}), so they would be ignored; set "
+                          "gpuplane:devicePlugin: hami or remove gpuplane:hami")
+
+
+@_check(STACK_CHECKS, "cluster", "node_pod")
+def _node_pod_unused(cfg: StackConfig) -> Iterator[Problem]:
+    """`gpuplane:nodePod` configures the agent's pods, which only `nodeAccess: pod` runs."""
+    written = _written(cfg.node_pod) if "node_pod" in cfg.model_fields_set else []
+    if written and cfg.cluster.node_access != "pod":
+        yield _at("nodePod", f"{', '.join(written)} set, but cluster.nodeAccess is "
+                             f"{cfg.cluster.node_access}, which runs no node-agent pods, so "
+                             "they would be ignored; set gpuplane:cluster.nodeAccess: pod or "
+                             "remove gpuplane:nodePod")
+
+
+@_check(STACK_CHECKS, "cluster", "ssh", "ssh_private_key", "rollout")
+def _node_access_unused(cfg: StackConfig) -> Iterator[Problem]:
+    """SSH settings without `nodeAccess: ssh`, a rollout without node access: read by
+    nothing (`nodes capture` over SSH needs `nodeAccess: ssh` too)."""
+    access = cfg.cluster.node_access
+    if access != "ssh":
+        written = _written(cfg.ssh) if "ssh" in cfg.model_fields_set else []
+        if written:
+            yield _at("ssh", f"{', '.join(written)} set, but cluster.nodeAccess is {access}, "
+                             "which reaches no node over SSH, so they would be ignored; set "
+                             "gpuplane:cluster.nodeAccess: ssh or remove gpuplane:ssh")
+        if cfg.ssh_private_key is not None:
+            yield _at("sshPrivateKey", f"set, but cluster.nodeAccess is {access}, which "
+                                       "reaches no node over SSH, so the key is never used; "
+                                       "set gpuplane:cluster.nodeAccess: ssh or remove it "
+                                       "(`pulumi config rm gpuplane:sshPrivateKey`)")
+    written = _written(cfg.rollout) if "rollout" in cfg.model_fields_set else []
+    if access == "none" and written:
+        yield _at("rollout", f"{', '.join(written)} set, but cluster.nodeAccess is none: "
+                             "gpuplane changes no node files, so nothing is rolled out; set "
+                             "gpuplane:cluster.nodeAccess: ssh or pod, or remove "
+                             "gpuplane:rollout")
+
+
+def _written(section: BaseModel, skip: AbstractSet[str] = frozenset()) -> list[str]:
+    """The keys of `section` the stack wrote, as spelt there (camelCase)."""
+    fields = type(section).model_fields
+    return [fields[name].alias or to_camel(name)
+            for name in sorted(section.model_fields_set - skip)]
 
 
 @_check(STACK_CHECKS, "device_plugin", "time_slicing")
 def _hami_time_slicing(cfg: StackConfig) -> Iterator[Problem]:
-    if cfg.device_plugin == "hami" and cfg.time_slicing.replicas > 1:
+    # Any key written beside HAMi, not only replicas: its settings would be dropped too.
+    sharing = cfg.time_slicing.replicas > 1 or \
+        bool(cfg.time_slicing.model_fields_set - {"replicas"})
+    if cfg.device_plugin == "hami" and sharing:
         yield _at("timeSlicing", "the operator's time-slicing needs its device plugin, which "
-                                 "HAMi replaces; use hami.deviceSplitCount instead")
+                                 "HAMi replaces; use hami.deviceSplitCount instead (and "
+                                 "remove gpuplane:timeSlicing)")

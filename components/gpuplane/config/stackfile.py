@@ -2,10 +2,17 @@
 
 Errors then point at the file and line a user must edit. `secure:` values cannot be
 decrypted offline; they become a placeholder that stays marked secret.
+
+A key written without a namespace (`rollout:`) is the project's own, as the Pulumi CLI
+reads a stack file (`stackConfigNamespacedWithProject`, sdk/go/common/workspace/loaders.go
+at pulumi v3.260.0): `<project name>:rollout`, the name from Pulumi.yaml. In a project
+named `gpuplane` that is `gpuplane:rollout`; elsewhere it is not gpuplane's, and one that
+looks like a gpuplane key is warned about (file:line and the fix), never dropped in silence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +27,7 @@ from gpuplane.config import (
     parse_stack_config,
 )
 from gpuplane.config.sections import NUMBER_NOT_VERSION, number_version_message
+from gpuplane.config.stack import KEYS
 
 SECRET_PLACEHOLDER = "[secret: not decrypted offline]"
 _SECRET_FIX = ("{what} in plain text in the stack file (anyone who can read the repository "
@@ -43,6 +51,9 @@ class StackFile:
     # The text of each plain-number scalar as written ("1.30"), which the parsed number
     # (1.3) has lost: a version's quoting fix must quote what the user wrote.
     numbers: dict[str, str] = field(default_factory=dict)
+    # Keys the stack has that gpuplane does not read though they look like its own
+    # (`rollout:` in a project not named gpuplane): `file:line: ...` with the fix.
+    warnings: list[str] = field(default_factory=list)
 
     def line_of(self, key: str) -> int | None:
         """The line of `key` or of its nearest parent present in the file."""
@@ -116,7 +127,9 @@ def available_stacks(stacks_dir: Path) -> list[str]:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
+def load_stack_file(name: str, stacks_dir: Path, project: str | None = None) -> StackFile:
+    """`project`: the Pulumi project's name, the namespace of a key written without one
+    (default: the `name` of the Pulumi.yaml at or above `stacks_dir`, else `gpuplane`)."""
     path = stack_path(name, stacks_dir)
     if not path.is_file():
         known = ", ".join(available_stacks(stacks_dir)) or "none"
@@ -131,16 +144,27 @@ def load_stack_file(name: str, stacks_dir: Path) -> StackFile:
     if not isinstance(data, dict) or not isinstance(data.get("config", {}), dict):
         raise StackFileError(f"{path}: expected a mapping with a `config:` mapping")
     stack = StackFile(name, path, {})
-    _record_lines(_child(node, "config"), "", stack.lines, stack.numbers)
-    for full, value in (data.get("config") or {}).items():
-        ns, _, key = str(full).partition(":")
+    owner = project if project is not None else project_name(stacks_dir)
+
+    def namespaced(key: str) -> str:   # as the Pulumi CLI reads the key
+        return key if ":" in key else f"{owner}:{key}"
+
+    _record_lines(_child(node, "config"), "", stack.lines, stack.numbers, namespaced)
+    for raw, value in (data.get("config") or {}).items():
+        full = namespaced(str(raw))
+        ns, _, key = full.partition(":")
+        if ":" not in str(raw) and ns != NAMESPACE and key in KEYS:
+            stack.warnings.append(
+                f"{path}:{stack.lines.get(full, 0)}: `{raw}` has no namespace, so Pulumi "
+                f"reads it as `{full}` (the project {owner!r}'s own key) and gpuplane never "
+                f"sees it; fix: write `{NAMESPACE}:{raw}`")
         if isinstance(value, dict) and set(value) == {"secure"}:
             value = SECRET_PLACEHOLDER
-            stack.secret_keys.append(str(full))
+            stack.secret_keys.append(full)
         if ns == NAMESPACE:
             stack.values[key] = value
         else:
-            stack.other[str(full)] = value
+            stack.other[full] = value
     return stack
 
 
@@ -201,11 +225,13 @@ def _child(node: Any, key: str) -> Any:
 _NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
-def _record_lines(node: Any, prefix: str, out: dict[str, int],
-                  numbers: dict[str, str]) -> None:
+def _record_lines(node: Any, prefix: str, out: dict[str, int], numbers: dict[str, str],
+                  top: Callable[[str], str] = str) -> None:
+    """`out[key] = line` for every key below `node`, `numbers[key]` = the text of each
+    plain-number scalar; `top` names a top-level key."""
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
-            key = f"{prefix}.{k.value}" if prefix else str(k.value)
+            key = f"{prefix}.{k.value}" if prefix else top(str(k.value))
             out[key] = k.start_mark.line + 1
             _record_lines(v, key, out, numbers)
     elif isinstance(node, yaml.SequenceNode):
@@ -215,6 +241,18 @@ def _record_lines(node: Any, prefix: str, out: dict[str, int],
             _record_lines(v, key, out, numbers)
     elif isinstance(node, yaml.ScalarNode) and node.tag in _NUMBER_TAGS and not node.style:
         numbers[prefix] = node.value
+
+
+def project_name(stacks_dir: Path) -> str:
+    """The `name` of the Pulumi.yaml at or above `stacks_dir` (the namespace Pulumi gives
+    a stack key written without one); `gpuplane` where there is none or it has no name."""
+    path = project_root(stacks_dir) / "Pulumi.yaml"
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return NAMESPACE
+    name = data.get("name") if isinstance(data, dict) else None
+    return name if isinstance(name, str) and name else NAMESPACE
 
 
 def project_root(stacks_dir: Path) -> Path:
@@ -233,5 +271,6 @@ __all__ = [
     "StackFileError",
     "available_stacks",
     "load_stack_file",
+    "project_name",
     "project_root",
 ]

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
-from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig
+from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig, StackConfigError
 from gpuplane.config.helm_values import hami_values, operator_values, time_slicing_data
 from gpuplane.config.platform_input import platform_input
 from gpuplane.core.findings import Finding, levelled
@@ -34,7 +34,14 @@ from gpuplane.rules.stack_levers import planned_fix
 from gpuplane.stack import child_options
 from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpuplane.stack.hami import Hami, HamiArgs
-from gpuplane.stack.inputs import Sources, missing_key_problem, node_inputs, project_root, ssh_key
+from gpuplane.stack.inputs import (
+    Sources,
+    invalid_stack,
+    missing_key_problem,
+    node_inputs,
+    project_root,
+    ssh_key,
+)
 from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import log_findings, refuse
@@ -103,7 +110,10 @@ class GpuCluster(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions | None = None) -> None:
         cfg = args.config
         # Read before anything is registered: a bad key leaves nothing behind.
-        inputs = node_inputs(cfg, args.baselines, project_root())
+        try:
+            inputs = node_inputs(cfg, args.baselines, project_root())
+        except StackConfigError as exc:
+            raise invalid_stack(exc) from None
         private_key = ssh_key(args.private_key)
         super().__init__("gpuplane:index:GpuCluster", name, None, opts)
         self.baseline_sources = inputs.sources
@@ -159,7 +169,7 @@ class GpuCluster(pulumi.ComponentResource):
         else:
             log_findings(self, self.plan_findings)   # the advice, shown by the CLI too
         if writes and cfg.cluster.node_access != "pod" and private_key is None:
-            raise missing_key_problem(name)
+            raise invalid_stack(missing_key_problem(name))
 
         ns = k8s.core.v1.Namespace(
             f"{name}-operator-namespace" if op is not None else f"{name}-namespace",

@@ -9,7 +9,9 @@ stack: a plan that names captured files is a plan made from them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,29 @@ import pulumi
 from gpuplane.config import NAMESPACE, ChartRelease, StackConfig, StackConfigError
 from gpuplane.config.baselines import node_baselines
 from gpuplane.core.chartsource import local_chart_problem
+
+# Set only by the offline plan (`plain_errors`): it locates bad input in the stack file
+# (file:line) itself, so the structured errors go through as they are.
+_PLAIN_ERRORS: ContextVar[bool] = ContextVar("gpuplane_plain_errors", default=False)
+
+
+@contextmanager
+def plain_errors() -> Iterator[None]:
+    token = _PLAIN_ERRORS.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN_ERRORS.reset(token)
+
+
+def invalid_stack(exc: StackConfigError) -> Exception:
+    """Bad input as `pulumi preview`/`up` show it: one clean error naming each key and its
+    fix (`pulumi.RunError` is reported as its message alone, no Python traceback); under
+    the offline plan, the structured error it locates in the stack file."""
+    if _PLAIN_ERRORS.get():
+        return exc
+    return pulumi.RunError(f"the stack config is invalid (nothing was changed):\n{exc}")
+
 
 # What a node planned from `GpuClusterArgs.baselines` (not from `baselineFiles`) shows as
 # the key and the local copy of each of its files.
@@ -104,5 +129,5 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
         raise StackConfigError(problems)
 
 
-__all__ = ["GIVEN_KEY", "GIVEN_SOURCE", "NodeInputs", "check_local_charts",
-           "missing_key_problem", "node_inputs", "project_root", "ssh_key"]
+__all__ = ["GIVEN_KEY", "GIVEN_SOURCE", "NodeInputs", "check_local_charts", "invalid_stack",
+           "missing_key_problem", "node_inputs", "plain_errors", "project_root", "ssh_key"]

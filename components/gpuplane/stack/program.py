@@ -6,46 +6,24 @@ and reports bad input its own way.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-
 import pulumi
 
 from gpuplane.config import NAMESPACE, StackConfigError, config_from_pulumi
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.stack.cluster import GpuCluster, GpuClusterArgs
-from gpuplane.stack.inputs import check_local_charts
-
-# Set only by the offline plan (`plain_errors`): it locates bad input in the stack file
-# (file:line) itself, so `main()` lets the structured errors through.
-_PLAIN_ERRORS: ContextVar[bool] = ContextVar("gpuplane_plain_errors", default=False)
-
-
-@contextmanager
-def plain_errors() -> Iterator[None]:
-    token = _PLAIN_ERRORS.set(True)
-    try:
-        yield
-    finally:
-        _PLAIN_ERRORS.reset(token)
+from gpuplane.stack.inputs import check_local_charts, invalid_stack, plain_errors
 
 
 def main() -> None:
     """`run()` for `pulumi preview`/`up`: bad input (a stack key, a captured node file) is
     one clean error naming the key and the fix, as `gpuplane plan` prints it, instead of a
     Python traceback (`pulumi.RunError` is reported as its message alone)."""
-    if _PLAIN_ERRORS.get():
-        run()
-        return
     try:
         run()
     except StackConfigError as exc:
-        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n{exc}") \
-            from None
+        raise invalid_stack(exc) from None
     except ConfigError as exc:
-        raise pulumi.RunError(f"the stack config is invalid (nothing was changed):\n"
-                              f"{captured_file_problem(exc)}") from None
+        raise invalid_stack(captured_file_problem(exc)) from None
 
 
 def captured_file_problem(exc: ConfigError) -> StackConfigError:

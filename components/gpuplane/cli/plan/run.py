@@ -7,6 +7,7 @@ A stacks dir outside any Pulumi project runs gpuplane's bundled program.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,10 @@ def plan_stack(name: str, stacks_dir: Path, pack_config: dict[str, Any] | None =
     if project is None:
         found = find_project(stacks_dir)
         project = project_at(found) if found is not None else None
-    stack = load_stack_file(name, stacks_dir)
+    # Keys without a namespace are the project's, as the Pulumi CLI reads them.
+    stack = load_stack_file(name, stacks_dir, project.name if project else NAMESPACE)
+    for warning in stack.warnings:   # keys gpuplane will not read: said, never dropped
+        print(f"gpuplane: warning: {warning}", file=sys.stderr)
     if stack.values:   # gpuplane:* keys: checked before the program runs, file:line named
         stack.config()
     # The registrations stay alive until the report is built: full collections would
