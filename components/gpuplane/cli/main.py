@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import json
 import os
+import posixpath
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -139,11 +141,15 @@ def _containerd_check(ns: argparse.Namespace) -> int:
     for flag, value in (("--kubeconfig", ns.kubeconfig), ("--context", ns.context)):
         if value is not None and not ns.runtime_classes_from_cluster:
             return _input_error(f"{flag} applies only with --runtime-classes-from-cluster")
+    source = "--containerd-version"
     try:
         if ns.containerd_version:
             version = ContainerdVersion.parse(ns.containerd_version)
         else:
             version = detect_containerd_version()
+            # Said in the report: the local containerd may not be the node's.
+            source = (f"the local `{shutil.which('containerd')} --version`; pass "
+                      "--containerd-version X.Y for the node's")
     except ValueError as exc:
         return _input_error(f"--containerd-version: {exc}")
     except VersionUnknown as exc:
@@ -163,11 +169,11 @@ def _containerd_check(ns: argparse.Namespace) -> int:
                                    runtime_name=ns.runtime_name or None,
                                    runtime_classes=classes)
     except ConfigError as exc:
-        return _input_error(str(exc))
+        return _input_error(_local_error(exc, ns.root))
     if ns.format == "json":
-        print(json.dumps(check_to_json(result), indent=2))
+        print(json.dumps(check_to_json(result, source), indent=2))
     else:
-        render_check(result, _console())
+        render_check(result, _console(), source)
     return EXIT_FINDINGS if result.failed else EXIT_OK
 
 
@@ -185,17 +191,48 @@ def _cluster_runtime_classes(kubeconfig: str | None,
     return [(rc.name, rc.handler) for rc in found]
 
 
+def _local_error(exc: Exception, root: str | None) -> str:
+    """A file error under `--root` names the local file the user opens, then the node
+    path the configs use; without `--root` they are the same."""
+    path = getattr(exc, "path", None)
+    if root is None or not isinstance(path, str) or not path.startswith("/"):
+        return str(exc)
+    local = os.path.join(root, path.lstrip("/"))
+    return str(exc).replace(path, f"{local} (node path {path})", 1)
+
+
+def _top_level_names() -> set[str]:
+    """The names of the top-level containerd configs the distributions use (config.toml,
+    containerd.toml): under --root, a missing one is a node that runs on containerd's
+    defaults; any other missing path named by --config is a mistake."""
+    from gpuplane.distros.profiles import Distro, profile
+
+    return {posixpath.basename(profile(d).config_path) for d in Distro}
+
+
 def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
-    """The file source and the config's node path, with or without a stand-in root."""
+    """The file source and the config's node path, with or without a stand-in root. A
+    path the user names that does not exist is an input error (exit 2), not a node without
+    a config, except containerd's own `config.toml` under `--root` (the node has none)."""
     from gpuplane.containerd import ConfigError
 
     if root is None:
+        if not Path(config).is_file():
+            raise ConfigError(config, "no such file; fix: give the path of the node's "
+                              "top-level config (to judge a node that has none, use --root "
+                              "DIR with its node path, e.g. /etc/containerd/config.toml)")
         return LocalFiles(), os.path.abspath(config)
     base = Path(root)
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
     if config.startswith("/") and ((base / config.lstrip("/")).is_file()
                                    or not Path(config).exists()):
+        names = _top_level_names()
+        if not (base / config.lstrip("/")).is_file() \
+                and posixpath.basename(config) not in names:
+            raise ConfigError(config, "no such file under --root; fix: check the path "
+                              f"(only a missing {' or '.join(sorted(names))} is judged as a "
+                              "node without a top-level config)")
         # A node path; absent: the node has no top-level file (containerd's defaults).
         return LocalFiles(base), os.path.normpath(config)
     local = Path(config).resolve()
@@ -479,7 +516,10 @@ def entry() -> NoReturn:
     the process ends at once. A normal exit frees the heap object by object, which after a
     10,000-node plan is 3.5 s of nothing (benchmarks/plan_scale.py's figures in
     docs/benchmarks.md); gpuplane registers no exit handlers that this skips."""
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:   # `gpuplane plan | head`: the reader has what it wanted
+        code = EXIT_OK
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):   # `| head`, a closed stream
             stream.flush()
