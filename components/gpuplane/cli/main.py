@@ -467,7 +467,16 @@ def _doctor(argv: list[str]) -> int:
 def _nodes(argv: list[str]) -> int:
     from gpuplane.capture.command import main as nodes
 
-    return nodes(argv)
+    def stacks_dir_of(given: Path | None) -> Path:
+        """The stacks dir `gpuplane plan` would use (one discovery for both commands)."""
+        from gpuplane.cli.plan.project import ProjectError
+
+        try:
+            return _plan_project(None, given)[1]
+        except ProjectError:   # a Pulumi.yaml plan cannot read: its stacks dir as given
+            return given or Path("stacks")
+
+    return nodes(argv, stacks_dir_of)
 
 
 def passthrough_parsers() -> dict[str, argparse.ArgumentParser]:
