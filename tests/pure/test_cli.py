@@ -64,11 +64,13 @@ def test_json_contract_and_exit_1_on_errors(node: Path, capsys) -> None:
     code, out, _ = run_check(capsys, node, "--containerd-version", "1.7", "--format", "json")
     data = json.loads(out)
     assert code == 1
-    assert set(data) == {"containerd_version", "config_version", "files", "effective",
+    assert set(data) == {"containerd_version", "containerd_version_source",
+                         "config_version", "files", "effective",
                          "findings", "cri_served", "no_file", "disabled_plugins", "settings",
                          "runtime_classes"}
     assert data["runtime_classes"] == []
     assert data["containerd_version"] == "1.7" and data["config_version"] == 2
+    assert data["containerd_version_source"] == "--containerd-version"
     assert data["files"] == [CONFIG, "/etc/containerd/conf.d/00-k8s-runc.toml",
                              "/etc/containerd/conf.d/99-nvidia.toml"]
     assert set(data["effective"]) == {"default_runtime", "cdi", "runtimes"}
@@ -112,13 +114,16 @@ def test_malformed_toml_names_file_and_line(node: Path, capsys) -> None:
     write(node, {"/etc/containerd/conf.d/99-nvidia.toml": "version = 2\n[plugins\nx = 1\n"})
     code, out, err = run_check(capsys, node, "--containerd-version", "1.7")
     assert code == 2 and out == ""
-    assert "/etc/containerd/conf.d/99-nvidia.toml:2" in err
+    assert "(node path /etc/containerd/conf.d/99-nvidia.toml):2" in err
+    assert f"{node}/etc/containerd/conf.d/99-nvidia.toml (node path" in err
 
 
 def test_missing_config_and_bad_version_exit_2(node: Path, tmp_path: Path, capsys) -> None:
     # No top-level file (#39): judged as containerd's built-in defaults, not refused; the
-    # nvidia runtime pods use is then nowhere (FM01, an error).
-    code = main(["containerd", "check", "--root", str(node), "--config", "/etc/nope.toml",
+    # nvidia runtime pods use is then nowhere (FM01, an error). (A top-level file's name:
+    # any other missing path is a typo, exit 2, tests/pure/test_containerd_check_inputs.py.)
+    code = main(["containerd", "check", "--root", str(node), "--config",
+                 "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
                  "--containerd-version", "1.7", "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["no_file"] is True

@@ -55,3 +55,44 @@ def test_catalogue_fixes_name_stack_keys_in_full() -> None:
     bare = re.compile(r"(?<![:\w.])`(" + "|".join(sections) + r")\.\w+")
     for rule in RULES.values():
         assert not bare.search(rule.fix), (rule.id, rule.fix)
+
+
+def test_every_lever_names_stack_keys_and_only_where_the_fix_has_none() -> None:
+    from gpuplane.core.findings import Finding, Severity
+    from gpuplane.core.intent import ClusterIntent
+    from gpuplane.rules.stack_levers import _HINTS, planned_fix, stack_lever
+
+    intent = ClusterIntent()
+    for rule in _HINTS:
+        node = Finding(rule, Severity.ERROR, "m", "/etc/containerd/config.toml:1", "Edit it.")
+        lever = stack_lever(node, intent)
+        assert lever is not None and "`gpuplane:" in lever, rule
+        assert planned_fix(node, intent).fix.endswith("On the node files that does: Edit it.")
+        named = Finding(rule, Severity.ERROR, "m", "w", "Set `gpuplane:x`.")
+        assert planned_fix(named, intent) == named
+        advice = Finding(rule, Severity.INFO, "m", "w", "Edit it.")
+        assert planned_fix(advice, intent) == advice
+
+
+def test_containerd_check_fix_names_the_file_change(tmp_path: Path, capsys) -> None:
+    """`containerd check` judges a local file: its FM07 fix is the file's own setting."""
+    import json
+
+    from gpuplane.cli.main import main
+
+    config = tmp_path / "config.toml"
+    config.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+                      '  default_runtime_name = "runc"\n'
+                      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+                      '  runtime_type = "io.containerd.runc.v2"\n'
+                      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+                      '  SystemdCgroup = true\n'
+                      '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+                      '  runtime_type = "io.containerd.runc.v2"\n')
+    main(["containerd", "check", "--config", str(config), "--containerd-version", "1.7",
+          "--format", "json"])
+    fm07 = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["id"] == "FM07"]
+    assert fm07, "the two runtimes disagree on SystemdCgroup"
+    for f in fm07:
+        assert f["where"].startswith(str(config)) and "SystemdCgroup" in f["fix"], f
+        assert not f["fix"].startswith("Set `gpuplane:"), f

@@ -44,3 +44,17 @@ def test_counted() -> None:
         "0 resources", "1 resource", "2 resources"]
     assert counted(1, "batch", "batches") == "1 batch"
     assert counted(3, "batch", "batches") == "3 batches"
+
+
+@pytest.mark.parametrize(("stack", "line"), [
+    ("k8s-snap-dgx", "GPU sharing: time-slicing, 4 pods per GPU (gpuplane:timeSlicing.replicas"),
+    ("kubeadm-prod", "GPU sharing: off, one pod per GPU (gpuplane:timeSlicing.replicas: 0;"),
+    ("hami-shared", "GPU sharing: HAMi"),
+])
+def test_sharing_is_said_in_text_and_markdown(capsys: pytest.CaptureFixture[str], stack: str,
+                                              line: str) -> None:
+    """Time-slicing's replicas, or that sharing is off (`replicas: 0`), in both plans."""
+    assert main(["plan", "--stack", stack]) == 0
+    assert line in capsys.readouterr().out.splitlines()[2]
+    assert main(["plan", "--stack", stack, "--format", "markdown"]) == 0
+    assert line in capsys.readouterr().out

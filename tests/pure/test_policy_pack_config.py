@@ -97,3 +97,13 @@ def test_the_flags_are_the_packs_schema() -> None:
     """One list of facts: the pack's config schema is what the command's flags set."""
     assert set(CONFIG_SCHEMA.properties) == set(FACTS) | {
         "platform", "nvidiaDefault", "runtimeClass", "devicePlugin", "cdi", "maxGpusPerNode"}
+
+
+@pytest.mark.parametrize("version", ["1.10", "3.0"])
+def test_a_containerd_line_the_plan_refuses_is_refused_here(
+        capsys: pytest.CaptureFixture[str], version: str) -> None:
+    """One check for both: `plan` refuses containerd 1.10 (ContainerdVersion.parse), and so
+    does the pack's config (its schema's pattern alone takes it)."""
+    code, out, err = run(capsys, "--distro", "k3s", "--containerd-version", version)
+    assert code == 2 and out == "", out
+    assert f"--containerd-version: containerd {version} is not supported" in err, err

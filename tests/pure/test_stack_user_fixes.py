@@ -44,7 +44,8 @@ def _edit(project: Path, name: str, old: str, new: str) -> Path:
      'X.Y.Z) (unquoted, 1.30 reads as the number 1.3)'),
     ("chartVersion: v25.10.1", "chartVersion: 25.10",
      'gpuplane:gpuOperator.chartVersion: 25.10 is a YAML number, not a version; quote it: '
-     '"25.10" (unquoted, 25.10 reads as the number 25.1)'),
+     'the exact chart release, e.g. "v25.10.1" (a chart version without its patch is a '
+     'range, which FM18 refuses) (unquoted, 25.10 reads as the number 25.1)'),
     ('containerdVersion: "1.7.24"', "containerdVersion: 2.0",
      'gpuplane:cluster.containerdVersion: 2.0 is a YAML number, not a version; quote it: '
      '"2.0"\n'),
@@ -63,10 +64,13 @@ def test_unquoted_version_fix_quotes_the_raw_text(capsys: pytest.CaptureFixture[
     assert fix in err + "\n", err
 
 
+@pytest.mark.parametrize(("old", "applied"), [
+    ('kubernetesVersion: "1.31.4"', 'kubernetesVersion: "1.31.0"'),
+    ("chartVersion: v25.10.1", 'chartVersion: "v25.10.1"')])
 def test_quoted_version_fix_applied_plans(capsys: pytest.CaptureFixture[str],
-                                          project: Path) -> None:
-    """Applying the printed fix (the e.g. form) leads to a stack that plans."""
-    _edit(project, "kubeadm-prod", 'kubernetesVersion: "1.31.4"', 'kubernetesVersion: "1.31.0"')
+                                          project: Path, old: str, applied: str) -> None:
+    """Applying the printed fix (the e.g. form) leads to a stack that plans clean."""
+    _edit(project, "kubeadm-prod", old, applied)
     code, _, err = plan(capsys, project / "stacks", "kubeadm-prod")
     assert code == 0, err
 

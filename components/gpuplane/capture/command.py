@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,10 @@ def parser() -> argparse.ArgumentParser:
                     "node failed or disagrees with the stack (the others are captured), "
                     "2 bad input.")
     cap.add_argument("--stack", required=True, help="stack name: stacks/Pulumi.<NAME>.yaml")
-    cap.add_argument("--stacks-dir", default="stacks", type=Path)
+    cap.add_argument("--stacks-dir", type=Path, metavar="DIR",
+                     help="where Pulumi.<NAME>.yaml is; default: as `gpuplane plan` finds "
+                          "it (the project's stackConfigDir, else its directory, or `stacks` "
+                          "outside a project)")
     cap.add_argument("--identity", type=Path, metavar="FILE",
                      help="SSH private key (default: the stack's gpuplane:sshPrivateKey "
                           "secret through `pulumi config get`, when the stack has one)")
@@ -63,12 +67,18 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str],
+         stacks_dir_of: Callable[[Path | None], Path] | None = None) -> int:
+    """`stacks_dir_of`: the stacks dir for `--stacks-dir` (None: not given), found as
+    `gpuplane plan` finds it (the CLI passes its project discovery, a layer above)."""
     nodes = parser()
     ns = nodes.parse_args(argv)
     if not hasattr(ns, "handler"):
         nodes.print_help(sys.stderr)
         return EXIT_INPUT
+    if hasattr(ns, "stacks_dir"):
+        ns.stacks_dir = (stacks_dir_of(ns.stacks_dir) if stacks_dir_of is not None
+                         else ns.stacks_dir or Path("stacks"))
     return int(ns.handler(ns))
 
 

@@ -15,11 +15,15 @@ from gpuplane.rules.nodecheck import NodeCheck
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def check_to_json(check: NodeCheck) -> dict[str, Any]:
-    """The documented JSON of `gpuplane containerd check --format json`."""
+def check_to_json(check: NodeCheck, version_source: str = "--containerd-version"
+                  ) -> dict[str, Any]:
+    """The documented JSON of `gpuplane containerd check --format json`.
+    `version_source`: where the containerd release line came from (the flag, or the
+    local `containerd --version` when the flag was left out)."""
     eff = check.effective
     return {
         "containerd_version": str(eff.containerd_version),
+        "containerd_version_source": version_source,
         "config_version": eff.config_version,
         "files": [f.path for f in eff.files],
         "effective": eff.to_dict(),
@@ -34,12 +38,13 @@ def check_to_json(check: NodeCheck) -> dict[str, Any]:
     }
 
 
-def render_check(check: NodeCheck, console: Console) -> None:
+def render_check(check: NodeCheck, console: Console,
+                 version_source: str = "--containerd-version") -> None:
     """Merge order, effective CRI view and findings, in the CLI's one table style."""
     eff = check.effective
     console.print(Text.assemble(
         ("containerd ", "bold"), (str(eff.containerd_version), "bold"),
-        f"  config version {eff.config_version}  {check.config}"),
+        f" (from {version_source})  config version {eff.config_version}  {check.config}"),
         soft_wrap=not console.is_terminal)
     if check.runtime_classes:
         console.print(Text(

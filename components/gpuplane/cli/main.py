@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import json
 import os
+import posixpath
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -145,11 +147,15 @@ def _containerd_check(ns: argparse.Namespace) -> int:
     for flag, value in (("--kubeconfig", ns.kubeconfig), ("--context", ns.context)):
         if value is not None and not ns.runtime_classes_from_cluster:
             return _input_error(f"{flag} applies only with --runtime-classes-from-cluster")
+    source = "--containerd-version"
     try:
         if ns.containerd_version:
             version = ContainerdVersion.parse(ns.containerd_version)
         else:
             version = detect_containerd_version()
+            # Said in the report: the local containerd may not be the node's.
+            source = (f"the local `{shutil.which('containerd')} --version`; pass "
+                      "--containerd-version X.Y for the node's")
     except ValueError as exc:
         return _input_error(f"--containerd-version: {exc}")
     except VersionUnknown as exc:
@@ -170,11 +176,11 @@ def _containerd_check(ns: argparse.Namespace) -> int:
                                    runtime_name=ns.runtime_name or None,
                                    runtime_classes=classes, binaries=binaries)
     except ConfigError as exc:
-        return _input_error(str(exc))
+        return _input_error(_local_error(exc, ns.root))
     if ns.format == "json":
-        print(json.dumps(check_to_json(result), indent=2))
+        print(json.dumps(check_to_json(result, source), indent=2))
     else:
-        render_check(result, _console())
+        render_check(result, _console(), source)
     return EXIT_FINDINGS if result.failed else EXIT_OK
 
 
@@ -192,25 +198,59 @@ def _cluster_runtime_classes(kubeconfig: str | None,
     return [(rc.name, rc.handler) for rc in found]
 
 
+def _local_error(exc: Exception, root: str | None) -> str:
+    """A file error under `--root` names the local file the user opens, then the node
+    path the configs use; without `--root` they are the same."""
+    path = getattr(exc, "path", None)
+    if root is None or not isinstance(path, str) or not path.startswith("/"):
+        return str(exc)
+    local = os.path.join(root, path.lstrip("/"))
+    return str(exc).replace(path, f"{local} (node path {path})", 1)
+
+
+def _top_level_names() -> set[str]:
+    """The names of the top-level containerd configs the distributions use (config.toml,
+    containerd.toml): under --root, a missing one is a node that runs on containerd's
+    defaults; any other missing path named by --config is a mistake."""
+    from gpuplane.distros.profiles import Distro, profile
+
+    return {posixpath.basename(profile(d).config_path) for d in Distro}
+
+
 def _node_files(config: str, root: str | None) -> tuple[LocalFiles, str]:
-    """The file source and the config's node path, with or without a stand-in root."""
+    """The file source and the config's node path, with or without a stand-in root. A
+    path the user names that does not exist is an input error (exit 2), not a node without
+    a config, except containerd's own `config.toml` under `--root` (the node has none)."""
     from gpuplane.containerd import ConfigError
 
     if root is None:
+        if not Path(config).is_file():
+            raise ConfigError(config, "no such file; fix: give the path of the node's "
+                              "top-level config (to judge a node that has none, use --root "
+                              "DIR with its node path, e.g. /etc/containerd/config.toml)")
         return LocalFiles(), os.path.abspath(config)
     base = Path(root)
     if not base.is_dir():
         raise ConfigError(root, "--root is not a directory")
     local = Path(config).resolve()
     if local.is_relative_to(base.resolve()):
-        # A host path into the copy; absent: the node has no such file.
-        return LocalFiles(base), "/" + local.relative_to(base.resolve()).as_posix()
-    if config.startswith("/"):
-        # A node path, whatever this machine holds there; absent on the node: no top-level
-        # file, containerd's built-in defaults (judged as such, like the planner does).
-        return LocalFiles(base), os.path.normpath(config)
-    raise ConfigError(config, f"not under --root {root}: give the node path (e.g. "
-                      "/etc/containerd/config.toml) or a path inside --root")
+        # A host path into the copy.
+        node_path = "/" + local.relative_to(base.resolve()).as_posix()
+    elif config.startswith("/"):
+        # A node path, whatever this machine holds there.
+        node_path = os.path.normpath(config)
+    else:
+        raise ConfigError(config, f"not under --root {root}: give the node path (e.g. "
+                          "/etc/containerd/config.toml) or a path inside --root")
+    if not (base / node_path.lstrip("/")).is_file():
+        names = _top_level_names()
+        if posixpath.basename(node_path) not in names:
+            raise ConfigError(config, "no such file under --root; fix: check the path "
+                              f"(only a missing {' or '.join(sorted(names))} is judged as a "
+                              "node without a top-level config)")
+        # Absent on the node: no top-level file, containerd's built-in defaults (judged
+        # as such, like the planner does).
+    return LocalFiles(base), node_path
 
 
 def _explain(ns: argparse.Namespace) -> int:
@@ -439,7 +479,16 @@ def _doctor(argv: list[str]) -> int:
 def _nodes(argv: list[str]) -> int:
     from gpuplane.capture.command import main as nodes
 
-    return nodes(argv)
+    def stacks_dir_of(given: Path | None) -> Path:
+        """The stacks dir `gpuplane plan` would use (one discovery for both commands)."""
+        from gpuplane.cli.plan.project import ProjectError
+
+        try:
+            return _plan_project(None, given)[1]
+        except ProjectError:   # a Pulumi.yaml plan cannot read: its stacks dir as given
+            return given or Path("stacks")
+
+    return nodes(argv, stacks_dir_of)
 
 
 def passthrough_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -488,7 +537,10 @@ def entry() -> NoReturn:
     the process ends at once. A normal exit frees the heap object by object, which after a
     10,000-node plan is 3.5 s of nothing (benchmarks/plan_scale.py's figures in
     docs/benchmarks.md); gpuplane registers no exit handlers that this skips."""
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:   # `gpuplane plan | head`: the reader has what it wanted
+        code = EXIT_OK
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BrokenPipeError, ValueError):   # `| head`, a closed stream
             stream.flush()

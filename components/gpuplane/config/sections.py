@@ -94,17 +94,29 @@ def number_version_message(key: str, raw: str) -> str:
     differs from the text, and ask a Kubernetes version for its patch release at once
     (`"1.31"` would be refused next)."""
     message = f"{raw} {NUMBER_NOT_VERSION}; quote it: "
+    version = ".".join([*raw.split("."), "0"][:2])
     if key.endswith("kubernetesVersion") and raw.count(".") < 2:
-        parts = [*raw.split("."), "0"][:2]
-        version = ".".join(parts)
         message += (f"\"{version}.<patch>\" with the nodes' patch release, e.g. "
                     f"\"{version}.0\" (a Kubernetes version is X.Y.Z)")
+    elif key.endswith("gpuOperator.chartVersion") and raw.count(".") < 2:
+        # An X.Y chart is a range (FM18 refuses it): the exact release, the newest known.
+        message += (f"the exact chart release, e.g. \"{_newest_chart(version)}\" (a chart "
+                    "version without its patch is a range, which FM18 refuses)")
     else:
         message += f"\"{raw}\""
     number = str(yaml_number(raw))
     if number != raw:
         message += f" (unquoted, {raw} reads as the number {number})"
     return message
+
+
+def _newest_chart(minor: str) -> str:
+    """The newest GPU Operator chart gpuplane knows in the `minor` line (`25.10` ->
+    v25.10.1), else `v<minor>.0`."""
+    from gpuplane.toolkit.operator import CHART_TOOLKITS, chart_tuple
+
+    line = [tag for tag in CHART_TOOLKITS if tag.startswith(f"v{minor}.")]
+    return max(line, key=lambda t: chart_tuple(t) or (0, 0, 0)) if line else f"v{minor}.0"
 
 
 def yaml_number(raw: str) -> int | float | str:

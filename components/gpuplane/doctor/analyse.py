@@ -45,6 +45,21 @@ class DoctorReport:
     def failed(self) -> bool:
         return any(d.finding.severity is Severity.ERROR for d in self.diagnoses)
 
+    @property
+    def unchecked(self) -> list[str]:
+        """The notes of rules not run for want of data (a snapshot without some kinds, a
+        permission missing: "... not collected"): with any, no error found is not proof of
+        health."""
+        return [n for n in self.notes if "not checked" in n and "not collected" in n]
+
+    @property
+    def verdict(self) -> str:
+        """`problems` (an error finding; exit 1), else `incomplete` where something was
+        not checked, else `healthy` (both exit 0: nothing found wrong)."""
+        if self.failed:
+            return "problems"
+        return "incomplete" if self.unchecked else "healthy"
+
 
 def analyse(snapshot: Snapshot) -> DoctorReport:
     view = ClusterView(snapshot)

@@ -42,7 +42,7 @@ def report_to_json(report: DoctorReport) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "formatVersion": FORMAT_VERSION,
-        "verdict": "problems" if report.failed else "healthy",
+        "verdict": report.verdict,
         "summary": counts(report),
         "cluster": report.snapshot,
         "intent": {"source": report.intent_source, "inferred": report.inferred,
@@ -114,9 +114,13 @@ def render_report(report: DoctorReport, console: Console) -> None:
             console.print(Text(f"  - {note}"), soft_wrap=True)
     console.print()
     n = counts(report)
-    verdict = ("PROBLEMS", "bold red") if report.failed else ("HEALTHY", "bold green")
-    console.print(Text.assemble(verdict, f": {n['error']} error(s), {n['warning']} "
-                                f"warning(s), {n['info']} info"), soft_wrap=True)
+    style = {"problems": "bold red", "incomplete": "bold yellow", "healthy": "bold green"}
+    unchecked = (f"; {len(report.unchecked)} not checked (see Notes): not proof of health"
+                 if report.verdict == "incomplete" else "")
+    console.print(Text.assemble(
+        (report.verdict.upper(), style[report.verdict]),
+        f": {n['error']} error(s), {n['warning']} warning(s), {n['info']} info{unchecked}"),
+        soft_wrap=True)
 
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "render_report", "report_to_json"]

@@ -63,7 +63,22 @@ def facts_problems(facts: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
         message = (f"{error.instance!r} is not a version such as \"1.7\" or \"1.31.0\""
                    if error.validator == "pattern" else error.message)
         problems.append(f"{key}: {message}" if key else message)
-    return problems
+    return problems + _release_problems(facts, {p.split(":")[0] for p in problems})
+
+
+def _release_problems(facts: Mapping[str, Any], reported: set[str]) -> list[str]:
+    """The release line the plan accepts, by the plan's own check: the schema's pattern
+    takes `1.10`, which no containerd is (and unquoted YAML makes of 1.10 what 1.1 is)."""
+    from gpuplane.containerd.versions import ContainerdVersion
+
+    version = facts.get("containerdVersion")
+    if not isinstance(version, str) or "containerdVersion" in reported:
+        return []
+    try:
+        ContainerdVersion.parse(version)
+    except ValueError as exc:
+        return [f"containerdVersion: {exc}"]
+    return []
 
 
 def spread_facts(facts: Mapping[str, Any], policies: Iterable[str],

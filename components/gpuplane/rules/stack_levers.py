@@ -42,10 +42,22 @@ _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
                        "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9.2 or "
                        "later for containerd 2.x (toolkit >= 1.17.4; v24.9.0/v24.9.1 pin "
                        "1.17.0/1.17.3)."),
+    "FM04": lambda i: (f"set {distro_keys(i)} to what the node runs (on RKE2/K3s also "
+                       "`gpuplane:gpuOperator.runtimeSetup`); gpuplane then writes the "
+                       "distribution's template or drop-in, never the file it regenerates."),
+    "FM05": lambda i: (f"set {distro_keys(i)} (or `gpuplane:cluster.platform`) to what "
+                       "manages the node's containerd; gpuplane then writes only where that "
+                       "writer leaves the files alone."),
+    "FM06": lambda i: ("keep `gpuplane:rollout.canary: true` and a small "
+                       "`gpuplane:rollout.maxUnavailable`; gpuplane restarts containerd only "
+                       "where the merged config changes."),
     "FM07": lambda i: ("set `gpuplane:cluster.kubeletCgroupDriver` to the kubelet's cgroup "
                        "driver and `gpuplane:runtime.systemdCgroup` to match it (true for "
                        "systemd, false for cgroupfs); gpuplane writes it into every "
                        "runc-based runtime."),
+    "FM17": lambda i: (f"set {distro_keys(i)} to what the node runs; gpuplane derives the "
+                       "toolkit's CONTAINERD_* env from them (leave toolkit.env out of "
+                       "`gpuplane:gpuOperator.values`)."),
     "FM09": lambda i: ("keep `gpuplane:runtime.nvidiaDefault: false` unless nvidia must be the "
                        "default; gpuplane's node agent restores runc as the default when the "
                        "stack is destroyed."),

@@ -39,6 +39,9 @@ class Project:
     root: Path         # the directory of Pulumi.yaml
     program: Path      # the directory or file the language host runs
     stacks_dir: Path   # `stackConfigDir`, else the project root
+    # `runtime.options.virtualenv`: where `pulumi up` finds the program's packages; the
+    # plan runs the program with gpuplane's own Python (program_failure says so).
+    virtualenv: Path | None = None
 
     @property
     def main_file(self) -> Path:
@@ -95,8 +98,11 @@ def load_project(folder: Path) -> Project:
         raise ProjectError(f"{path}: {where} has no program ({target} does not exist); fix: "
                            "write the program there, or point `main` at it")
     stacks = data.get("stackConfigDir")
+    options = runtime.get("options") if isinstance(runtime, dict) else None
+    venv = options.get("virtualenv") if isinstance(options, dict) else None
     return Project(name=name, root=root, program=program,
-                   stacks_dir=(root / str(stacks)) if stacks else root)
+                   stacks_dir=(root / str(stacks)) if stacks else root,
+                   virtualenv=(root / str(venv)).resolve() if venv else None)
 
 
 BUNDLED = "gpuplane"
@@ -161,7 +167,22 @@ def program_failure(exc: BaseException, project: Project) -> ProgramFailed:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if Path(f.filename).resolve().is_relative_to(project.root)]
     where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else str(project.main_file)
-    return ProgramFailed(f"{where}: the program failed: {type(exc).__name__}: {exc}")
+    return ProgramFailed(f"{where}: the program failed: {type(exc).__name__}: {exc}"
+                         + (_import_hint(project) if isinstance(exc, ImportError) else ""))
+
+
+def _import_hint(project: Project) -> str:
+    """Why a package `pulumi up` finds can be missing here: the plan runs the program
+    in gpuplane's own Python, not in the virtualenv Pulumi.yaml names."""
+    here = Path(sys.prefix).resolve()
+    if project.virtualenv is not None and project.virtualenv != here:
+        venv = project.virtualenv
+        return (f"; gpuplane runs the program with its own Python ({sys.executable}), not "
+                f"the virtualenv Pulumi.yaml names ({venv}); fix: install gpuplane into that "
+                f"virtualenv and run it from there (`{venv}/bin/pip install <gpuplane wheel>`"
+                f", then `{venv}/bin/gpuplane plan`)")
+    return (f"; gpuplane runs the program with its own Python ({sys.executable}): the "
+            "program's packages must be installed there")
 
 
 __all__ = ["PROJECT_FILE", "ProgramFailed", "Project", "ProjectError", "find_project",

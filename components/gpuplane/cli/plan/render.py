@@ -77,6 +77,23 @@ def headline(plan: dict[str, Any]) -> str:
             f"{_writes(plan)}, {tally}")
 
 
+def sharing_line(plan: dict[str, Any]) -> str | None:
+    """How the GPUs are shared, said every time (time-slicing off is a choice too, and
+    `replicas: 0` turns it off); None for a program without a GpuCluster."""
+    cfg = plan.get("config")
+    if not cfg:
+        return None
+    if cfg["devicePlugin"] == "hami":
+        return "GPU sharing: HAMi (pods request gpumem / gpucores shares of a GPU)"
+    replicas = cfg["timeSlicing"]["replicas"]
+    if replicas >= 2:
+        return (f"GPU sharing: time-slicing, {replicas} pods per GPU "
+                f"(gpuplane:timeSlicing.replicas; ConfigMap {cfg['timeSlicing']['configMap']}"
+                f", profile {cfg['timeSlicing']['profile']})")
+    return ("GPU sharing: off, one pod per GPU (gpuplane:timeSlicing.replicas: 0; 2 or "
+            "more shares each GPU by time-slicing)")
+
+
 def _writes(plan: dict[str, Any]) -> str:
     """The node writes and containerd restarts; files that leave the merged config as it
     was are written without a restart, and the headline says so rather than suggesting
@@ -244,6 +261,9 @@ def render_text(plan: dict[str, Any], console: Console) -> None:
     print_line(console, ("gpuplane plan ", "bold"), headline(plan))
     print_line(console, ("verdict: ", "bold"),
                (verdict_line(plan), "bold red" if rejected(plan) else "bold green"))
+    sharing = sharing_line(plan)
+    if sharing:
+        print_line(console, sharing)
     if rejected(plan):
         _rejected_text(plan, console)
     if plan.get("clusters"):
@@ -421,8 +441,10 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
     fit a comment."""
     out: list[tuple[str, str, bool]] = []
     icon = "❌" if rejected(plan) else "✅"
+    sharing = sharing_line(plan)
     out.append(("headline", f"### {icon} gpuplane plan `{plan['stack']}`: "
-                f"{verdict_line(plan)}\n\n{headline(plan)}\n", True))
+                f"{verdict_line(plan)}\n\n{headline(plan)}\n"
+                + (f"\n{sharing}\n" if sharing else ""), True))
     if rejected(plan):
         body = ["#### Rejected: this change is blocked", "", "**It tried to:**", ""]
         body += [f"- {line}" for line in attempted(plan)]
