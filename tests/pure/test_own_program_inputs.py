@@ -289,3 +289,14 @@ def test_settings_the_node_access_never_reads_are_errors(
         parse_stack_config({**cfg, **extra})
     assert [p.key for p in err.value.problems] == [key]
     assert f"remove {key}" in err.value.problems[0].message or "config rm" in str(err.value)
+
+
+def test_own_program_checks_a_local_chart_as_the_bundled_one_does(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack(project, "pod")
+    text = (project / "Pulumi.dev.yaml").read_text().replace(
+        "{chartVersion: v25.10.1}", "{chartVersion: v25.10.1, chart: ./charts/gpu-operator}")
+    (project / "Pulumi.dev.yaml").write_text(text)
+    code, _, err = plan(capsys)
+    assert code == 2 and "Traceback" not in err, err
+    assert "gpuplane:gpuOperator.chart" in err and "charts/gpu-operator" in err, err
