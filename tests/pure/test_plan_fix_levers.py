@@ -28,15 +28,16 @@ def test_every_plan_fix_names_a_stack_key(case: str, tmp_path: Path) -> None:
 
 
 def test_fm07_fix_leads_with_the_keys_and_applied_plans_clean(tmp_path: Path) -> None:
-    """The FM07 fix names `gpuplane:runtime.systemdCgroup` and
-    `gpuplane:cluster.kubeletCgroupDriver` first; setting systemdCgroup as it says (false
-    for the stack's cgroupfs kubelet) gives a plan without FM07."""
+    """The FM07 fix names `gpuplane:runtime.systemdCgroup` with the value the stack's
+    kubelet driver needs, or the other `gpuplane:cluster.kubeletCgroupDriver`; applied as
+    it says (false for the stack's cgroupfs kubelet), the plan has no FM07."""
     cfg = broken_config("kubeadm-prod/FM07-cgroupfs-kubelet", tmp_path)
     fm07 = [f for f in _plan(tmp_path / "a", cfg)["findings"] if f["id"] == "FM07"]
     assert fm07
     for f in fm07:
-        assert f["fix"].startswith("Set `gpuplane:cluster.kubeletCgroupDriver`"), f
-        assert "`gpuplane:runtime.systemdCgroup`" in f["fix"]
+        assert f["fix"].startswith("Set `gpuplane:runtime.systemdCgroup: false` to match "
+                                   "the kubelet's cgroupfs cgroup driver"), f
+        assert "`gpuplane:cluster.kubeletCgroupDriver: systemd`" in f["fix"]
     cfg.setdefault("gpuplane:runtime", {})["systemdCgroup"] = False
     report = _plan(tmp_path / "b", cfg)
     assert not [f for f in report["findings"] if f["id"] == "FM07"], report["findings"]

@@ -55,7 +55,7 @@ def test_rejected_plan_reads_as_rejected_not_as_removals(tmp_path: Path) -> None
     assert "#### Rejected: this change is blocked" in md
     # What it tried, why it is blocked, the fix.
     assert "- set `gpuplane:runtime.systemdCgroup`: `true` → `false`" in md
-    assert "**FM07**" in md and "**fix:** Set `gpuplane:cluster.kubeletCgroupDriver`" in md
+    assert "**FM07**" in md and "**fix:** Set `gpuplane:runtime.systemdCgroup: true`" in md
     assert "On the node files that does: Set SystemdCgroup = true" in md
     assert "would change (rejected)" in md and "+        SystemdCgroup = false" in md
     assert "removed" not in md.replace("not removed", "")

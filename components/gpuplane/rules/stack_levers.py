@@ -32,6 +32,16 @@ def _fm01(i: ClusterIntent) -> str:
             "where this containerd reads it and points the toolkit there.")
 
 
+def _fm07(i: ClusterIntent) -> str:
+    driver = i.kubelet_cgroup_driver
+    other = "cgroupfs" if driver == "systemd" else "systemd"
+    want = "true" if driver == "systemd" else "false"
+    return (f"set `gpuplane:runtime.systemdCgroup: {want}` to match the kubelet's {driver} "
+            "cgroup driver (as `gpuplane:cluster.kubeletCgroupDriver` says), or, if the "
+            f"kubelet uses {other}, `gpuplane:cluster.kubeletCgroupDriver: {other}`; gpuplane "
+            "writes SystemdCgroup into every runc-based runtime.")
+
+
 _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
     "FM01": _fm01,
     "FM02": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
@@ -51,10 +61,7 @@ _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
     "FM06": lambda i: ("keep `gpuplane:rollout.canary: true` and a small "
                        "`gpuplane:rollout.maxUnavailable`; gpuplane restarts containerd only "
                        "where the merged config changes."),
-    "FM07": lambda i: ("set `gpuplane:cluster.kubeletCgroupDriver` to the kubelet's cgroup "
-                       "driver and `gpuplane:runtime.systemdCgroup` to match it (true for "
-                       "systemd, false for cgroupfs); gpuplane writes it into every "
-                       "runc-based runtime."),
+    "FM07": lambda i: _fm07(i),
     "FM17": lambda i: (f"set {distro_keys(i)} to what the node runs; gpuplane derives the "
                        "toolkit's CONTAINERD_* env from them (leave toolkit.env out of "
                        "`gpuplane:gpuOperator.values`)."),
