@@ -323,8 +323,10 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
     """RKE2/K3s detected mode (gpuplane.distros.rancher_mode): toolkit.env must leave the toolkit's
     config alone. Pointed at the distribution's template, the toolkit writes a template
     of its own, which replaces the built-in one and with it the detected runtimes and the
-    distribution's settings (error); pointed at any other file, it edits one their
-    containerd never reads, which says something that is not so (warning)."""
+    distribution's settings (FM17, error); pointed at the config the distribution
+    generates, its edit is lost when that file is generated again at the next start
+    (FM04, error); pointed at any other file, it edits one their containerd never reads,
+    which says something that is not so (warning)."""
     value, name = _first(env, ENV_NAMES["CONTAINERD_CONFIG"])
     if not value:
         return []
@@ -338,6 +340,14 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
            "or set `gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the "
            "whole template and point the toolkit at it.")
     changes = ((USER_ENV, None),)
+    if _norm(value) == _norm(prof.config_path):
+        return [finding(
+            "FM04",
+            f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: that is "
+            f"the config {prof.title} generates from its template at every start, so the "
+            "toolkit's edit there is lost at the next restart of "
+            f"{prof.title}; the runtimes come from the distribution's detection.",
+            where, fix, changes=changes)]
     if _norm(value) in own or _norm(value) == fallback:
         read = (f" ({prof.title} on containerd {version} renders {fallback} as version 2 "
                 f"when {prof.edit_path(version)} is absent, in place of its built-in "
@@ -397,7 +407,21 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
             "use true or false as the value.")]
     if detected:
         # The toolkit's default lands in /etc/containerd, which RKE2's/K3s's containerd
-        # never reads; the detected runtimes are never the default.
+        # never reads; the detected runtimes are never the default. Asked for by hand
+        # against the stack's word, it is still said (beside any FM17 on the same list).
+        if sets and not want and why.startswith("toolkit.env sets"):
+            title = profile(ctx.intent.distro, ctx.intent.containerd_base_dir).title
+            return [finding(
+                "FM09",
+                f"gpuplane:runtime.nvidiaDefault is false but {why}: in detected mode "
+                f"{title}'s containerd never reads the file the toolkit sets it in, so it "
+                f"does not make nvidia {title}'s default runtime, and that file, left in "
+                "/etc/containerd after an uninstall, makes nvidia the default of any other "
+                "containerd on the host that reads it (Docker's).",
+                where,
+                "Remove the set-as-default entry from toolkit.env in "
+                "`gpuplane:gpuOperator.values`; to make nvidia the default runtime set "
+                "`gpuplane:runtime.nvidiaDefault: true`.", severity=Severity.WARNING)]
         return []
     if want and not sets:
         rule = "FM13" if ctx.hami else "FM11"
