@@ -97,9 +97,9 @@ def verdict(findings: list[dict[str, Any]]) -> dict[str, str]:
     rank = {"error": 2, "warning": 1, "info": 0}
     out: dict[str, str] = {}
     for f in findings:
-        if f["id"] in TOOLKIT_IDS and not f["message"].startswith("not judged"):
-            if rank.get(f["severity"], 0) >= rank.get(out.get(f["id"], "info"), 0):
-                out[f["id"]] = f["severity"]
+        if f["id"] in TOOLKIT_IDS and not f["message"].startswith("not judged") \
+                and rank.get(f["severity"], 0) >= rank.get(out.get(f["id"], "info"), 0):
+            out[f["id"]] = f["severity"]
     return out
 
 

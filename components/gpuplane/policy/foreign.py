@@ -38,6 +38,10 @@ def _k8s_snap(config: Mapping[str, Any]) -> bool:
     return config.get("distro") == "k8s-snap"
 
 
+def _rancher(config: Mapping[str, Any]) -> bool:
+    return config.get("distro") in ("rke2", "k3s")
+
+
 _TOOLKIT_PATH = frozenset({"FM01", "FM04", "FM05", "FM15", "FM17"})
 
 
@@ -70,6 +74,12 @@ FACTS = (
          "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
     Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
          lambda f: f.id == "FM08"),
+    # RKE2/K3s: whether the release's own detection adds the operator's runtimes decides
+    # the path a GpuCluster takes (gpuplane.distros.rancher_mode) and with it what
+    # toolkit.env must say.
+    Fact("kubernetesVersion", "FM04/FM17 (whether RKE2/K3s detect the operator's runtimes "
+         "themselves, from their release)", lambda f: f.id in _TOOLKIT_PATH,
+         applies=_rancher),
     # Not judged at all without it (check_hami_values(cluster_version_known=False)).
     Fact("kubernetesVersion", "FM13 (HAMi's scheduler image against the cluster's "
          "Kubernetes)", lambda f: False, chart="hami"),
@@ -187,9 +197,11 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
         else:
             out.add([f], urn)
     charts = {i.chart for i in found}
+    said: set[str] = set()
     for fact in FACTS:
-        if not fact.missing(config) or fact.chart not in charts:
+        if not fact.missing(config) or fact.chart not in charts or fact.key in said:
             continue
+        said.add(fact.key)
         ids = sorted({f.id for f in held.get(fact.key, [])})
         out.add([Finding(
             ids[0] if ids else _first_rule(fact), Severity.WARNING,
