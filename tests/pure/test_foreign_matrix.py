@@ -201,3 +201,27 @@ def test_rke2_k3s_without_the_kubernetes_version_say_so(distro: str, tmp_path: P
     said = [m for m in advice(report) if "`kubernetesVersion`" in m]
     assert len(said) == 1 and "held back" in said[0], report["findings"]
     assert verdict(report["findings"]) == {}
+
+
+@pytest.mark.parametrize("cluster", ["gke-cos", "gke-ubuntu", "aks-ubuntu"])
+def test_a_wrong_config_source_is_not_called_another_containerd(cluster: str) -> None:
+    """Item 7's kind of slip in FM17: where the paths are the kubelet's and only the config
+    source is wrong (the platform's `config dump`), the message tells that mechanism and
+    the fix names the source, not the distribution."""
+    f = facts(cluster)
+    intent = replace(ClusterIntent(), platform=f["platform"],
+                     containerd_version=f["containerdVersion"],
+                     kubernetes_version=f["kubernetesVersion"], toolkit="operator")
+    found = [x for x in check_operator_values(VALUES["defaults"], intent, chart_version=CHART,
+                                              where="Release x") if x.id == "FM17"]
+    assert len(found) == 1, found
+    assert "daemon the kubelet does not use" not in found[0].message
+    assert "the kubelet's containerd" in found[0].message
+    assert "RUNTIME_CONFIG_SOURCE" in found[0].fix
+    assert "gpuplane:cluster.distro: kubeadm` to what the nodes run" not in found[0].fix
+    # The printed raw-Helm entry, applied, leaves nothing of FM17.
+    entry = found[0].fix.rsplit("\n", 1)[-1].removeprefix("- {name: ").removesuffix("}")
+    name, _, value = entry.partition(", value: ")
+    fixed = {**VALUES["defaults"], "toolkit": {"env": [{"name": name, "value": value}]}}
+    again = check_operator_values(fixed, intent, chart_version=CHART, where="Release x")
+    assert "FM17" not in {x.id for x in again}, again

@@ -274,6 +274,7 @@ def _toolkit_env_paths(ctx: OperatorValues, env: Mapping[str, str | None],
         fixes.append(f"- {{name: {key}, value: {expected[key]}}}")
     source = env.get("RUNTIME_CONFIG_SOURCE") or DEFAULT_SOURCE
     source_only = False
+    paths_wrong = bool(wrong)   # another daemon; else the right one from a wrong source
     # The installer reads RUNTIME_CONFIG_SOURCE from toolkit 1.18; 1.17 edits CONTAINERD_CONFIG.
     if "RUNTIME_CONFIG_SOURCE" in expected and Installer.of(_toolkit(ctx)).writes_dropin \
             and not _source_reads(source, prof, version, config):
@@ -300,19 +301,35 @@ def _toolkit_env_paths(ctx: OperatorValues, env: Mapping[str, str | None],
         return out
     base = f", containerd base dir {intent.containerd_base_dir}" \
         if intent.containerd_base_dir else ""
+    raw = "raw Helm toolkit.env:\n" + "\n".join(fixes)
+    if paths_wrong:
+        message = (f"toolkit.env points the toolkit at another containerd than the kubelet's "
+                   f"({prof.title}{base}): {'; '.join(wrong)}. The toolkit configures a "
+                   "daemon the kubelet does not use, and GPU pods fail with `no runtime for "
+                   "\"nvidia\" is configured`.")
+        fix = (f"Set `gpuplane:cluster.distro: {prof.name}`"
+               + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
+                  if intent.containerd_base_dir else "")
+               + " to what the nodes run and remove toolkit.env from "
+               "`gpuplane:gpuOperator.values`, where a list replaces the whole env gpuplane "
+               "renders; " + raw)
+    else:
+        # The kubelet's containerd is the one configured; what is wrong is where the
+        # toolkit takes the config it writes back from.
+        title = plat.title if plat is not None else prof.title
+        message = (f"toolkit.env points the toolkit at the kubelet's containerd "
+                   f"({title}{base}), but the config it starts from does not fit: "
+                   f"{'; '.join(wrong)}."
+                   + (" The config the toolkit writes back is built from that copy, not from "
+                      f"{prof.config_path}, so the node's own settings there are not carried "
+                      "over." if source_only else ""))
+        fix = ("Remove RUNTIME_CONFIG_SOURCE from toolkit.env in "
+               "`gpuplane:gpuOperator.values` (gpuplane renders it from "
+               "`gpuplane:cluster.distro`" + (" and `gpuplane:cluster.platform`"
+                                              if plat is not None else "")
+               + "), or set it to the file; " + raw)
     out.append(finding(
-        "FM17",
-        f"toolkit.env points the toolkit at another containerd than the kubelet's "
-        f"({prof.title}{base}): {'; '.join(wrong)}. The toolkit configures a daemon the "
-        "kubelet does not use, and GPU pods fail with `no runtime for \"nvidia\" is "
-        "configured`.",
-        where,
-        f"Set `gpuplane:cluster.distro: {prof.name}`"
-        + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
-           if intent.containerd_base_dir else "")
-        + " to what the nodes run and remove toolkit.env from "
-        "`gpuplane:gpuOperator.values`, where a list replaces the whole env gpuplane "
-        "renders; raw Helm toolkit.env:\n" + "\n".join(fixes),
+        "FM17", message, where, fix,
         severity=Severity.WARNING if source_only else None,
         changes=((USER_ENV, None),) if env else ()))
     return out
