@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from support import control_plane, oracle, pulumi_engine
+from support import foreign_matrix as matrix
 from support.charts import chart_dirs, helm
 
 from gpuplane.cli.main import main as gpuplane
@@ -270,3 +271,48 @@ def test_the_script_runs_a_broken_program_on_a_throwaway_control_plane(env: Env)
     assert "Traceback" not in bad.stderr
     bad = script("apply", str(folder), "dev")
     assert bad.returncode == 2 and "expected one of preview, up, destroy" in bad.stderr
+
+
+# ---------------------------------------------------------------- the foreign matrix (#46)
+
+def _flags(facts: dict[str, Any]) -> list[str]:
+    """`gpuplane policy-pack config` flags for a matrix cell's facts."""
+    out: list[str] = []
+    for key, value in facts.items():
+        out += ["--" + "".join(f"-{c.lower()}" if c.isupper() else c for c in key), str(value)]
+    return out
+
+
+MATRIX_PROGRAMS = {"release": lambda c, v: release(c, v), "chart": lambda c, v: chart_v4(c, v),
+                   "cluster-policy": lambda c, v: cluster_policy(c, v)}
+
+
+@pytest.mark.parametrize("form", matrix.FORMS)
+@pytest.mark.parametrize("cluster", matrix.CLUSTERS)
+def test_the_foreign_matrix_under_the_cli(cluster: str, form: str, env: Env) -> None:
+    """Each cell of the foreign matrix (tests/support/foreign_matrix.py: the chart's toolkit
+    defaults, on every distribution and platform, in every install form), one preview
+    each: the CLI's mandatory and advisory rule ids are `gpuplane plan`'s errors and
+    warnings, and the toolkit-path verdict is the one tests/pure/test_foreign_matrix.py
+    holds against a GpuCluster of the same cluster."""
+    values = matrix.VALUES["defaults"]
+    text = json.dumps(values).replace("false", "False").replace("true", "True")
+    folder = project(env.root, f"matrix/{cluster}/{form}",
+                     MATRIX_PROGRAMS[form](env.chart, text))
+    facts = env.root / f"matrix-{cluster}.json"
+    if not facts.exists():
+        assert gpuplane(["policy-pack", "config", *_flags(matrix.facts(cluster)),
+                         "--output", str(facts)]) == 0
+    errors, advice = offline(folder, facts)
+    res = env.engine.run_project("preview", folder, "dev", policy_pack=PACK_DIR,
+                                 policy_config=facts)
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out, out[-4000:]
+    assert rule_ids(res.mandatory()) == errors, (res.violations, errors)
+    assert rule_ids(res.advisory()) == advice, (res.violations, advice)
+    assert res.ok == (not errors), out[-4000:]
+    toolkit = {v["policyName"] for v in res.violations} & {
+        f"gpuplane-{i.lower()}" for i in matrix.TOOLKIT_IDS}
+    print(f"MATRIX {cluster} {form} offline={sorted(errors)}/{sorted(advice)} "
+          f"cli={sorted(rule_ids(res.mandatory()))}/{sorted(rule_ids(res.advisory()))} "
+          f"toolkit={sorted(rule_ids(toolkit))}")

@@ -59,8 +59,12 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
     """Cluster facts from the pack config, for workload stacks without gpuplane's intent."""
     cfg = dict(config or {})
     gpus = int(cfg.get("maxGpusPerNode", 0) or 0)
+    distro = str(cfg.get("distro", ClusterIntent.distro))
+    base_dir = str(cfg.get("containerdBaseDir") or "").rstrip("/")
     return ClusterIntent(
-        distro=str(cfg.get("distro", ClusterIntent.distro)),
+        distro=distro,
+        # k8s-snap's layout only (gpuplane.distros.profiles.profile); "/" is the default.
+        containerd_base_dir=base_dir or None if distro == "k8s-snap" else None,
         platform=cfg.get("platform") or None,
         containerd_version=str(cfg.get("containerdVersion", ClusterIntent.containerd_version)),
         nvidia_default=bool(cfg.get("nvidiaDefault", False)),

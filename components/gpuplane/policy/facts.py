@@ -26,6 +26,10 @@ FACTS_SCHEMA: dict[str, dict[str, Any]] = {
     "containerdVersion": {"type": "string", "pattern": _VERSION,
                           "description": "the nodes' containerd, as "
                           "gpuplane:cluster.containerdVersion (e.g. \"1.7\")"},
+    "containerdBaseDir": {"type": "string", "pattern": "^/",
+                          "description": "k8s-snap only: the containerd base dir k8sd was "
+                          "bootstrapped with, as gpuplane:cluster.containerdBaseDir (\"/\": "
+                          "the default layout)"},
     "platform": {"type": "string", "enum": [p.value for p in Platform],
                  "description": "the managed platform, as gpuplane:cluster.platform; "
                  "unset: self-managed"},

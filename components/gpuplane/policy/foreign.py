@@ -2,7 +2,8 @@
 HAMi installed by a plain `helm.v3.Release`, a `helm.v4.Chart` (and the ClusterPolicy it
 renders) or a `ClusterPolicy` custom resource, time-slicing ConfigMaps beside them.
 
-The cluster facts come from the pack's config (keys named like the stack keys). Each
+The cluster facts come from the pack's config (keys named like the stack keys); a
+`platform` also gives what the platform decides (`implied_facts`). Each
 rule runs once, through the rulebook's own functions; a finding that depends on a fact
 the config does not give is held back, and that fact is named once, as advice, with the
 rules it holds back: never judged against a guessed cluster, never silently skipped.
@@ -29,6 +30,21 @@ RUNTIMECLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
 RUNTIME_FACTS = frozenset({"runtimeClass", "nvidiaDefault"})
 
 
+def _always(config: Mapping[str, Any]) -> bool:
+    return True
+
+
+def _k8s_snap(config: Mapping[str, Any]) -> bool:
+    return config.get("distro") == "k8s-snap"
+
+
+def _rancher(config: Mapping[str, Any]) -> bool:
+    return config.get("distro") in ("rke2", "k3s")
+
+
+_TOOLKIT_PATH = frozenset({"FM01", "FM04", "FM05", "FM15", "FM17"})
+
+
 @dataclass(frozen=True)
 class Fact:
     """A pack config key some findings depend on: without it they are held back."""
@@ -37,16 +53,33 @@ class Fact:
     rules: str                              # what it decides, for the advice
     depends: Callable[[Finding], bool]      # does this finding rest on the fact?
     chart: str = "gpu-operator"             # the install whose rules need it
+    # Whether the cluster the config describes needs the fact at all.
+    applies: Callable[[Mapping[str, Any]], bool] = _always
+
+    def missing(self, config: Mapping[str, Any]) -> bool:
+        return self.key not in config and self.applies(config)
 
 
 FACTS = (
     Fact("distro", "FM01/FM05/FM15/FM17 (where the toolkit writes and what containerd "
          "reads on this distribution)",
-         lambda f: f.id in {"FM01", "FM04", "FM05", "FM15", "FM17"}),
+         lambda f: f.id in _TOOLKIT_PATH),
+    # k8s-snap keeps containerd under the base dir k8sd was bootstrapped with (`/`, or
+    # B/k8s-containerd beside another containerd): `distro` alone does not say which
+    # containerd the kubelet uses, and the toolkit's defaults fit only the first.
+    Fact("containerdBaseDir", "FM01/FM05/FM17 (which containerd the kubelet uses on "
+         "k8s-snap: its base dir, `/` by default)", lambda f: f.id in _TOOLKIT_PATH,
+         applies=_k8s_snap),
     Fact("containerdVersion", "FM03/FM16 (the toolkit's config version and CDI against the "
          "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
     Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
          lambda f: f.id == "FM08"),
+    # RKE2/K3s: whether the release's own detection adds the operator's runtimes decides
+    # the path a GpuCluster takes (gpuplane.distros.rancher_mode) and with it what
+    # toolkit.env must say.
+    Fact("kubernetesVersion", "FM04/FM17 (whether RKE2/K3s detect the operator's runtimes "
+         "themselves, from their release)", lambda f: f.id in _TOOLKIT_PATH,
+         applies=_rancher),
     # Not judged at all without it (check_hami_values(cluster_version_known=False)).
     Fact("kubernetesVersion", "FM13 (HAMi's scheduler image against the cluster's "
          "Kubernetes)", lambda f: False, chart="hami"),
@@ -88,6 +121,24 @@ def installs(views: list[View]) -> list[Install]:
     return out
 
 
+def implied_facts(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a `platform` fact decides, as the facts it stands for (a fact the config gives
+    wins): the distribution (a platform's containerd is the kubeadm layout,
+    gpuplane.platforms.profiles.on_platform) and, where the image ships the driver or the
+    operator's driver cannot run there, `driver: preinstalled`. The toolkit the image
+    ships and the config it writes come with the platform itself (rules.platform)."""
+    from gpuplane.platforms.profiles import DRIVER, Platform, platform_profile
+
+    name = config.get("platform")
+    if name not in {p.value for p in Platform}:
+        return {}
+    plat = platform_profile(str(name))
+    out: dict[str, Any] = {"distro": "kubeadm"}
+    if DRIVER in plat.preinstalled or plat.operator_driver_unsupported:
+        out["driver"] = "preinstalled"
+    return out
+
+
 def foreign_intent(config: Mapping[str, Any], found: list[Install],
                    base: ClusterIntent) -> ClusterIntent:
     """`base` (the config's facts) completed from what the stack installs."""
@@ -98,14 +149,32 @@ def foreign_intent(config: Mapping[str, Any], found: list[Install],
         "hami" if any(i.chart == "hami" for i in found) else "gpu-operator")
     toolkit: ToolkitWhere = "operator" if operator and flag(
         operator[0].values, "toolkit.enabled", True) else "host"
-    return replace(base, device_plugin=plugin, toolkit=toolkit,
-                   driver_preinstalled=config.get("driver", "preinstalled") != "managed")
+    out = replace(base, device_plugin=plugin, toolkit=toolkit,
+                  driver_preinstalled=config.get("driver", "preinstalled") != "managed")
+    return replace(out, runtime_setup=_runtime_setup(out))
+
+
+def _runtime_setup(intent: ClusterIntent) -> str:
+    """RKE2/K3s: the path a GpuCluster of this cluster takes with `runtimeSetup: auto`
+    (gpuplane.distros.rancher_mode.choose), so that the toolkit rules judge the release
+    as they judge gpuplane's own; elsewhere the intent's."""
+    from gpuplane.distros.profiles import profile
+    from gpuplane.distros.rancher_mode import choose
+    from gpuplane.toolkit.options import PlanOptions, ToolkitMode
+
+    options = PlanOptions(toolkit=ToolkitMode.OPERATOR if intent.toolkit == "operator"
+                          else ToolkitMode.HOST, nvidia_default=intent.nvidia_default,
+                          runtime_name=intent.runtime_class)
+    found = choose(profile(intent.distro, intent.containerd_base_dir), options,
+                   intent.kubernetes_version)
+    return found.path if found else intent.runtime_setup
 
 
 def foreign_findings(views: list[View], config: Mapping[str, Any], base: ClusterIntent,
                      out: StackFindings) -> None:
     """Every rule over the GPU installs of a stack gpuplane did not make."""
     found = installs(views)
+    config = {**implied_facts(config), **config}
     for f, urn in [*_device_plugin_daemonsets(views, found),
                    *_runtime_classes(views, found, config, base)]:
         out.add([f], urn)   # needs no fact beyond the runtime's
@@ -122,15 +191,17 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
         if (f.id, f.message) in seen:     # a Chart and the ClusterPolicy it renders
             continue
         seen.add((f.id, f.message))
-        fact = next((x for x in FACTS if x.key not in config and x.depends(f)), None)
+        fact = next((x for x in FACTS if x.missing(config) and x.depends(f)), None)
         if fact is not None:
             held.setdefault(fact.key, []).append(f)
         else:
             out.add([f], urn)
     charts = {i.chart for i in found}
+    said: set[str] = set()
     for fact in FACTS:
-        if fact.key in config or fact.chart not in charts:
+        if not fact.missing(config) or fact.chart not in charts or fact.key in said:
             continue
+        said.add(fact.key)
         ids = sorted({f.id for f in held.get(fact.key, [])})
         out.add([Finding(
             ids[0] if ids else _first_rule(fact), Severity.WARNING,
@@ -140,7 +211,8 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
                if ids else ""),
             "policy config", f"Set `{fact.key}` in the pack's config (--policy-pack-config; "
             "keys named like the stack keys: distro, containerdVersion, platform, "
-            "kubernetesVersion, driver).")], found[0].urn)
+            "kubernetesVersion, driver, containerdBaseDir; `gpuplane policy-pack config` "
+            "writes them).")], found[0].urn)
 
 
 def _first_rule(fact: Fact) -> str:
@@ -250,4 +322,4 @@ def _sharing_configs(views: list[View], found: list[Install]) -> list[tuple[Find
 
 
 __all__ = ["CHART_V4", "FACTS", "RELEASE_V3", "Install", "foreign_findings", "foreign_intent",
-           "installs"]
+           "implied_facts", "installs"]

@@ -274,6 +274,7 @@ def _toolkit_env_paths(ctx: OperatorValues, env: Mapping[str, str | None],
         fixes.append(f"- {{name: {key}, value: {expected[key]}}}")
     source = env.get("RUNTIME_CONFIG_SOURCE") or DEFAULT_SOURCE
     source_only = False
+    paths_wrong = bool(wrong)   # another daemon; else the right one from a wrong source
     # The installer reads RUNTIME_CONFIG_SOURCE from toolkit 1.18; 1.17 edits CONTAINERD_CONFIG.
     if "RUNTIME_CONFIG_SOURCE" in expected and Installer.of(_toolkit(ctx)).writes_dropin \
             and not _source_reads(source, prof, version, config):
@@ -300,19 +301,35 @@ def _toolkit_env_paths(ctx: OperatorValues, env: Mapping[str, str | None],
         return out
     base = f", containerd base dir {intent.containerd_base_dir}" \
         if intent.containerd_base_dir else ""
+    raw = "raw Helm toolkit.env:\n" + "\n".join(fixes)
+    if paths_wrong:
+        message = (f"toolkit.env points the toolkit at another containerd than the kubelet's "
+                   f"({prof.title}{base}): {'; '.join(wrong)}. The toolkit configures a "
+                   "daemon the kubelet does not use, and GPU pods fail with `no runtime for "
+                   "\"nvidia\" is configured`.")
+        fix = (f"Set `gpuplane:cluster.distro: {prof.name}`"
+               + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
+                  if intent.containerd_base_dir else "")
+               + " to what the nodes run and remove toolkit.env from "
+               "`gpuplane:gpuOperator.values`, where a list replaces the whole env gpuplane "
+               "renders; " + raw)
+    else:
+        # The kubelet's containerd is the one configured; what is wrong is where the
+        # toolkit takes the config it writes back from.
+        title = plat.title if plat is not None else prof.title
+        message = (f"toolkit.env points the toolkit at the kubelet's containerd "
+                   f"({title}{base}), but the config it starts from does not fit: "
+                   f"{'; '.join(wrong)}."
+                   + (" The config the toolkit writes back is built from that copy, not from "
+                      f"{prof.config_path}, so the node's own settings there are not carried "
+                      "over." if source_only else ""))
+        fix = ("Remove RUNTIME_CONFIG_SOURCE from toolkit.env in "
+               "`gpuplane:gpuOperator.values` (gpuplane renders it from "
+               "`gpuplane:cluster.distro`" + (" and `gpuplane:cluster.platform`"
+                                              if plat is not None else "")
+               + "), or set it to the file; " + raw)
     out.append(finding(
-        "FM17",
-        f"toolkit.env points the toolkit at another containerd than the kubelet's "
-        f"({prof.title}{base}): {'; '.join(wrong)}. The toolkit configures a daemon the "
-        "kubelet does not use, and GPU pods fail with `no runtime for \"nvidia\" is "
-        "configured`.",
-        where,
-        f"Set `gpuplane:cluster.distro: {prof.name}`"
-        + (f" and `gpuplane:cluster.containerdBaseDir: {intent.containerd_base_dir}`"
-           if intent.containerd_base_dir else "")
-        + " to what the nodes run and remove toolkit.env from "
-        "`gpuplane:gpuOperator.values`, where a list replaces the whole env gpuplane "
-        "renders; raw Helm toolkit.env:\n" + "\n".join(fixes),
+        "FM17", message, where, fix,
         severity=Severity.WARNING if source_only else None,
         changes=((USER_ENV, None),) if env else ()))
     return out
@@ -323,8 +340,10 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
     """RKE2/K3s detected mode (gpuplane.distros.rancher_mode): toolkit.env must leave the toolkit's
     config alone. Pointed at the distribution's template, the toolkit writes a template
     of its own, which replaces the built-in one and with it the detected runtimes and the
-    distribution's settings (error); pointed at any other file, it edits one their
-    containerd never reads, which says something that is not so (warning)."""
+    distribution's settings (FM17, error); pointed at the config the distribution
+    generates, its edit is lost when that file is generated again at the next start
+    (FM04, error); pointed at any other file, it edits one their containerd never reads,
+    which says something that is not so (warning)."""
     value, name = _first(env, ENV_NAMES["CONTAINERD_CONFIG"])
     if not value:
         return []
@@ -338,6 +357,14 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
            "or set `gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the "
            "whole template and point the toolkit at it.")
     changes = ((USER_ENV, None),)
+    if _norm(value) == _norm(prof.config_path):
+        return [finding(
+            "FM04",
+            f"{name} is {value} while gpuplane:gpuOperator.runtimeSetup is detected: that is "
+            f"the config {prof.title} generates from its template at every start, so the "
+            "toolkit's edit there is lost at the next restart of "
+            f"{prof.title}; the runtimes come from the distribution's detection.",
+            where, fix, changes=changes)]
     if _norm(value) in own or _norm(value) == fallback:
         read = (f" ({prof.title} on containerd {version} renders {fallback} as version 2 "
                 f"when {prof.edit_path(version)} is absent, in place of its built-in "
@@ -397,7 +424,21 @@ def _nvidia_default(ctx: OperatorValues) -> list[Finding]:
             "use true or false as the value.")]
     if detected:
         # The toolkit's default lands in /etc/containerd, which RKE2's/K3s's containerd
-        # never reads; the detected runtimes are never the default.
+        # never reads; the detected runtimes are never the default. Asked for by hand
+        # against the stack's word, it is still said (beside any FM17 on the same list).
+        if sets and not want and why.startswith("toolkit.env sets"):
+            title = profile(ctx.intent.distro, ctx.intent.containerd_base_dir).title
+            return [finding(
+                "FM09",
+                f"gpuplane:runtime.nvidiaDefault is false but {why}: in detected mode "
+                f"{title}'s containerd never reads the file the toolkit sets it in, so it "
+                f"does not make nvidia {title}'s default runtime, and that file, left in "
+                "/etc/containerd after an uninstall, makes nvidia the default of any other "
+                "containerd on the host that reads it (Docker's).",
+                where,
+                "Remove the set-as-default entry from toolkit.env in "
+                "`gpuplane:gpuOperator.values`; to make nvidia the default runtime set "
+                "`gpuplane:runtime.nvidiaDefault: true`.", severity=Severity.WARNING)]
         return []
     if want and not sets:
         rule = "FM13" if ctx.hami else "FM11"
