@@ -177,8 +177,7 @@ class GpuCluster(pulumi.ComponentResource):
                 namespace=cfg.node_pod_namespace, image=cfg.node_pod.image,
                 timeout_seconds=cfg.node_pod.timeout_seconds, kubeconfig=args.kubeconfig,
                 after=[ns] if own else []), opts=child)
-            if self.rollout.done is not None:
-                before_operator.append(self.rollout.done)
+            before_operator += self.rollout.finished
         elif writes and private_key is not None:
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
                                   n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]

@@ -23,11 +23,12 @@ registered, and the failed node runs again at the next `up`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
@@ -235,7 +236,11 @@ class ContainerdPodRollout(pulumi.ComponentResource):
     k depends on every node of batch k-1, canary first."""
 
     commands: dict[str, NodeAgentPod]
-    done: pulumi.Input[pulumi.Resource] | None
+    finished: list[pulumi.Output[pulumi.Resource]]
+    """The nodes of the last batch once every node applied its plan, for `depends_on` of
+    what comes after the rollout (the operator); the program stops (`pulumi.RunError`)
+    when the agent failed on any node."""
+    done: pulumi.Output[pulumi.Resource] | None
     """A node of the last batch once every node applied its plan, for `depends_on`; the
     program stops (`pulumi.RunError`) when the agent failed on any node."""
 
@@ -253,24 +258,86 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 ap = agent_plan(plan)
                 programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         self.commands = {}
-        # The canary waits for its namespace; each later batch for the gate of the one
-        # before it: a node whose agent failed stops the rollout there (gpuplane.kube.gate).
-        previous: list[pulumi.Input[pulumi.Resource]] = list(after)
-        for batch in batches:
-            current: list[NodeAgentPod] = []
-            for node in batch:
-                plan_id, stdin = programs[id(plans[node])]
-                pod = NodeAgentPod(
-                    f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
-                    namespace=args.namespace, image=args.image,
-                    timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
-                    opts=child_options(self, opts, depends_on=list(previous)))
-                self.commands[node] = pod
-                current.append(pod)
-            previous = [gate(current, [judged(p, p.error, failure) for p in current],
-                             _stopped)]
-        self.done = previous[0] if batches else None
-        self.register_outputs({"nodes": list(self.commands)})
+        self._opts, self._args, self._programs = opts, args, programs
+        self._batches = [list(b) for b in batches]
+        # The canary waits for its namespace; each later batch for the one before it (in
+        # `up`, for its gate: a node whose agent failed stops the rollout there).
+        self.finished = []
+        if batches:
+            last = self._batch(0, list(after))
+            self.finished = [_bare(last.apply(_nth(i))) for i in range(len(self._batches[-1]))]
+        self.done = self.finished[0] if self.finished else None
+        self.register_outputs({"nodes": [n for b in self._batches for n in b]})
+
+    def _batch(self, index: int, depends_on: list[pulumi.Input[pulumi.Resource]]
+               ) -> pulumi.Output[list[str]]:
+        """Batch `index`, and (once it is done) the next ones, to the URNs of the last
+        batch: a batch's resources are made
+        when the one before it is released, never before.
+
+        Why not every node at once, each batch `depends_on` the gate of the one before (as
+        it was): under the real engine the SDK then holds each waiting node's outputs as
+        pending tasks and, whenever one batch returns, re-waits on all of them
+        (`pulumi.runtime.stack.wait_for_rpcs`), and each node's dependency walks the whole
+        chain before it for cycles (`pulumi.runtime.resource_cycle_breaker`): both grow
+        with the fleet at every node, which made a 1,000-node preview 8x slower than a
+        300-node one (docs/benchmarks.md). Made here, a batch depends on the URNs of the
+        batch before it (`pulumi.resource.DependencyResource`: the same `dependsOn` for
+        the engine, nothing for the SDK to walk), and only one batch is pending at a time.
+        """
+        args = self._args
+        current: list[NodeAgentPod] = []
+        for node in self._batches[index]:
+            plan_id, stdin = self._programs[id(args.plans[node])]
+            pod = NodeAgentPod(
+                f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
+                namespace=args.namespace, image=args.image,
+                timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
+                opts=child_options(self, self._opts, depends_on=depends_on))
+            self.commands[node] = pod
+            current.append(pod)
+        urns = pulumi.Output.all(*[p.urn for p in current])
+        if not pulumi.runtime.is_dry_run():
+            # The agents' verdicts are known only after `up` ran them (gpuplane.kube.gate).
+            verdict = gate(current, [judged(p, p.error, failure) for p in current], _stopped)
+            urns = pulumi.Output.all(verdict, urns).apply(lambda v: v[1])
+        if index + 1 == len(self._batches):
+            return _bare(urns)
+        return _bare(urns.apply(lambda u: self._batch(index + 1, [_stand_in(x) for x in u])))
+
+
+def _stand_in(urn: str) -> pulumi.Resource:
+    """A resource known by its URN alone: a dependency of that URN for the engine, with no
+    dependencies of its own for the SDK to walk."""
+    return pulumi.resource.DependencyResource(urn)
+
+
+def _nth(i: int) -> Callable[[list[str]], pulumi.Resource]:
+    return lambda urns: _stand_in(urns[i])
+
+
+T = TypeVar("T")
+
+
+def _bare(output: pulumi.Output[T]) -> pulumi.Output[T]:
+    """`output` without the resources it was computed from: what depends on it depends on
+    its value (the URNs of a batch), not on every node of the chain before it."""
+    async def known() -> bool:
+        try:
+            return await output.is_known()
+        except Exception:   # the value's own future raises it
+            return False
+
+    async def secret() -> bool:
+        try:
+            return await output.is_secret()
+        except Exception:   # the value's own future raises it
+            return False
+
+    # Tasks, not coroutines: a failed value (a stopped rollout) leaves neither un-awaited.
+    value = cast("Awaitable[T]", output.future())
+    return pulumi.Output(set(), value, asyncio.ensure_future(known()),
+                         asyncio.ensure_future(secret()))
 
 
 def _stopped(failed: list[str]) -> str:
