@@ -186,7 +186,7 @@ class GpuCluster(pulumi.ComponentResource):
                 private_key=private_key), opts=child)
             # The last batch waits for every earlier one: depending on it alone keeps the
             # dependency graph linear in nodes.
-            before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
+            before_operator += self.rollout.finished
 
         time_slicing = None
         if sharing_data is not None:

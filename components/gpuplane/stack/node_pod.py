@@ -23,12 +23,11 @@ registered, and the failed node runs again at the next `up`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
@@ -40,6 +39,7 @@ from gpuplane.kube.gate import gate, judged
 from gpuplane.kube.provider import KubeResourceProvider
 from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack import child_options
+from gpuplane.stack.batches import in_batches, urns_of
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
@@ -247,7 +247,7 @@ class ContainerdPodRollout(pulumi.ComponentResource):
     def __init__(self, name: str, args: ContainerdPodRolloutArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdPodRollout", name, None, opts)
-        plans, batches, after = args.plans, args.batches, args.after
+        plans, batches, after = args.plans, [list(b) for b in args.batches], args.after
         # A plan with errors is never rolled out: refused before the first child (the
         # agent would refuse it too, but only as a traceback from inside the program).
         refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
@@ -258,86 +258,35 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 ap = agent_plan(plan)
                 programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         self.commands = {}
-        self._opts, self._args, self._programs = opts, args, programs
-        self._batches = [list(b) for b in batches]
-        # The canary waits for its namespace; each later batch for the one before it (in
-        # `up`, for its gate: a node whose agent failed stops the rollout there).
-        self.finished = []
-        if batches:
-            last = self._batch(0, list(after))
-            self.finished = [_bare(last.apply(_nth(i))) for i in range(len(self._batches[-1]))]
+
+        def make(batch: Sequence[str], depends_on: list[pulumi.Input[pulumi.Resource]]
+                 ) -> list[pulumi.Resource]:
+            for node in batch:
+                plan_id, stdin = programs[id(plans[node])]
+                self.commands[node] = NodeAgentPod(
+                    f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
+                    namespace=args.namespace, image=args.image,
+                    timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
+                    opts=child_options(self, opts, depends_on=depends_on))
+            return [self.commands[node] for node in batch]
+
+        # The canary waits for its namespace; each later batch for the one before it, made
+        # when that one is released (gpuplane.stack.batches): in `up`, after its gate, so a
+        # node whose agent failed stops the rollout there (gpuplane.kube.gate).
+        self.finished = in_batches(batches, make, after, _released)
         self.done = self.finished[0] if self.finished else None
-        self.register_outputs({"nodes": [n for b in self._batches for n in b]})
-
-    def _batch(self, index: int, depends_on: list[pulumi.Input[pulumi.Resource]]
-               ) -> pulumi.Output[list[str]]:
-        """Batch `index`, and (once it is done) the next ones, to the URNs of the last
-        batch: a batch's resources are made
-        when the one before it is released, never before.
-
-        Why not every node at once, each batch `depends_on` the gate of the one before (as
-        it was): under the real engine the SDK then holds each waiting node's outputs as
-        pending tasks and, whenever one batch returns, re-waits on all of them
-        (`pulumi.runtime.stack.wait_for_rpcs`), and each node's dependency walks the whole
-        chain before it for cycles (`pulumi.runtime.resource_cycle_breaker`): both grow
-        with the fleet at every node, which made a 1,000-node preview 8x slower than a
-        300-node one (docs/benchmarks.md). Made here, a batch depends on the URNs of the
-        batch before it (`pulumi.resource.DependencyResource`: the same `dependsOn` for
-        the engine, nothing for the SDK to walk), and only one batch is pending at a time.
-        """
-        args = self._args
-        current: list[NodeAgentPod] = []
-        for node in self._batches[index]:
-            plan_id, stdin = self._programs[id(args.plans[node])]
-            pod = NodeAgentPod(
-                f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
-                namespace=args.namespace, image=args.image,
-                timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
-                opts=child_options(self, self._opts, depends_on=depends_on))
-            self.commands[node] = pod
-            current.append(pod)
-        urns = pulumi.Output.all(*[p.urn for p in current])
-        if not pulumi.runtime.is_dry_run():
-            # The agents' verdicts are known only after `up` ran them (gpuplane.kube.gate).
-            verdict = gate(current, [judged(p, p.error, failure) for p in current], _stopped)
-            urns = pulumi.Output.all(verdict, urns).apply(lambda v: v[1])
-        if index + 1 == len(self._batches):
-            return _bare(urns)
-        return _bare(urns.apply(lambda u: self._batch(index + 1, [_stand_in(x) for x in u])))
+        self.register_outputs({"nodes": [n for b in batches for n in b]})
 
 
-def _stand_in(urn: str) -> pulumi.Resource:
-    """A resource known by its URN alone: a dependency of that URN for the engine, with no
-    dependencies of its own for the SDK to walk."""
-    return pulumi.resource.DependencyResource(urn)
-
-
-def _nth(i: int) -> Callable[[list[str]], pulumi.Resource]:
-    return lambda urns: _stand_in(urns[i])
-
-
-T = TypeVar("T")
-
-
-def _bare(output: pulumi.Output[T]) -> pulumi.Output[T]:
-    """`output` without the resources it was computed from: what depends on it depends on
-    its value (the URNs of a batch), not on every node of the chain before it."""
-    async def known() -> bool:
-        try:
-            return await output.is_known()
-        except Exception:   # the value's own future raises it
-            return False
-
-    async def secret() -> bool:
-        try:
-            return await output.is_secret()
-        except Exception:   # the value's own future raises it
-            return False
-
-    # Tasks, not coroutines: a failed value (a stopped rollout) leaves neither un-awaited.
-    value = cast("Awaitable[T]", output.future())
-    return pulumi.Output(set(), value, asyncio.ensure_future(known()),
-                         asyncio.ensure_future(secret()))
+def _released(current: list[pulumi.Resource]) -> pulumi.Output[list[str]]:
+    """A batch's URNs, in `up` once every agent's verdict is in (they are known only after
+    `up` ran them); the gate raises when one failed."""
+    urns = urns_of(current)
+    if pulumi.runtime.is_dry_run():
+        return urns
+    pods = [p for p in current if isinstance(p, NodeAgentPod)]
+    verdict = gate(pods, [judged(p, p.error, failure) for p in pods], _stopped)
+    return pulumi.Output.all(verdict, urns).apply(lambda v: list(v[1]))
 
 
 def _stopped(failed: list[str]) -> str:
