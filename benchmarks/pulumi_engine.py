@@ -26,7 +26,11 @@ each Node object, and these have no kubelet to run it (tests/engine/test_node_po
 `nodeAccess: ssh` is not measured: its node commands need pulumi-resource-command,
 which the Go module proxy does not serve (docs/real-engine.md).
 
-    .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod] [SIZES...]
+With `--per-node`: `pulumi preview` of kubeadm-prod at each size with `nodeAccess: none`
+and with `nodeAccess: pod`, in the same run, and the time per node (their difference
+divided by N): flat when the cost of a node does not grow with the fleet.
+
+    .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod | --per-node] [SIZES...]
         default sizes: 10 100 1000
 """
 
@@ -70,11 +74,11 @@ def _stack(dest: Path, nodes: int, charts: dict[str, Path], checks: bool) -> Pat
     return path
 
 
-def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
+def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path], access: str = "pod") -> Path:
     bundled = REPO / "stacks" / "Pulumi.kubeadm-prod.yaml"
     data: dict[str, Any] = yaml.safe_load(bundled.read_text())
     cfg = data["config"]
-    cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+    cfg["gpuplane:cluster"]["nodeAccess"] = access
     cfg.pop("gpuplane:sshPrivateKey", None)
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 8, "os": "ubuntu22.04",
                               "pool": "a100"} for i in range(nodes)]
@@ -82,9 +86,37 @@ def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path]) -> Path:
     cfg["gpuplane:checks"] = {"enabled": False}
     cfg["gpuplane:gpuOperator"].update(chart=str(charts["gpu-operator"]), skipAwait=True)
     dest.mkdir(parents=True, exist_ok=True)
-    path = dest / f"Pulumi.bench{nodes}.yaml"
+    path = dest / f"Pulumi.bench{nodes}{access}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def _per_node(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> int:
+    """`--per-node`: for each size, `pulumi preview` of kubeadm-prod with `nodeAccess: none`
+    (the baseline: the charts, no node resource) and with `nodeAccess: pod`, in this one
+    run; the difference divided by N is the time per node, which stays flat when the
+    rollout is linear in nodes. The load average is printed with each row."""
+    print("| GPU nodes | preview, none | preview, pod | pod / none | per node (pod - none) "
+          "| host peak RSS | load (1 min) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for n in sorted(sizes):
+        walls: dict[str, float] = {}
+        host = 0.0
+        for access in ("none", "pod"):
+            stack = f"bench{n}{access}"
+            engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
+            path = _pod_stack(root / stack / "stacks", n, charts, access)
+            res = engine.run("preview", stack, stack_file=path, timeout=3600)
+            if not res.ok:
+                print(f"preview of {n} nodes ({access}) failed:\n{res.stderr[-3000:]}",
+                      file=sys.stderr)
+                return 1
+            walls[access], host = res.seconds, res.host_peak_mb
+        per = (walls["pod"] - walls["none"]) / n * 1000
+        print(f"| {n:,} | {walls['none']:.1f} s | {walls['pod']:.1f} s | "
+              f"{walls['pod'] / walls['none']:.1f} | {per:.1f} ms | {host:.0f} MB | "
+              f"{os.getloadavg()[0]:.2f} |", flush=True)
+    return 0
 
 
 def main() -> int:
@@ -96,6 +128,8 @@ def main() -> int:
                       help="post-deploy checks on (the first up fails at their timeout)")
     mode.add_argument("--pod", action="store_true",
                       help="kubeadm-prod with nodeAccess: pod (preview only)")
+    mode.add_argument("--per-node", action="store_true",
+                      help="preview time per GPU node: nodeAccess pod against none")
     a = ap.parse_args()
     for why in (pulumi_engine.missing(), control_plane.missing()):
         if why:
@@ -112,6 +146,11 @@ def main() -> int:
         from kubernetes import client, config
 
         core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+        if a.per_node:
+            for i in range(max(a.sizes)):
+                core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
+                    name=f"gpu-{i:05d}")))
+            return _per_node(root, cp, a.sizes, charts)
         made = 0
         print("| GPU nodes | operation | wall | CLI peak RSS | Python host peak RSS | "
               "resources | state B/node |")

@@ -194,8 +194,7 @@ class GpuCluster(pulumi.ComponentResource):
                 namespace=cfg.node_pod_namespace, image=cfg.node_pod.image,
                 timeout_seconds=cfg.node_pod.timeout_seconds, kubeconfig=args.kubeconfig,
                 after=[ns] if own else []), opts=child)
-            if self.rollout.done is not None:
-                before_operator.append(self.rollout.done)
+            before_operator += self.rollout.finished
         elif writes and private_key is not None:
             targets = [NodeTarget(n.name, n.host or n.name, n.user or cfg.ssh.user,
                                   n.port or cfg.ssh.port, cfg.ssh.sudo) for n in cfg.nodes]
@@ -204,7 +203,7 @@ class GpuCluster(pulumi.ComponentResource):
                 private_key=private_key), opts=child)
             # The last batch waits for every earlier one: depending on it alone keeps the
             # dependency graph linear in nodes.
-            before_operator += [self.rollout.commands[n] for n in self.batches[-1]]
+            before_operator += self.rollout.finished
 
         time_slicing = None
         if sharing_data is not None:

@@ -39,6 +39,7 @@ from gpuplane.kube.gate import gate, judged
 from gpuplane.kube.provider import KubeResourceProvider
 from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack import child_options
+from gpuplane.stack.batches import in_batches, urns_of
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
@@ -235,14 +236,18 @@ class ContainerdPodRollout(pulumi.ComponentResource):
     k depends on every node of batch k-1, canary first."""
 
     commands: dict[str, NodeAgentPod]
-    done: pulumi.Input[pulumi.Resource] | None
+    finished: list[pulumi.Output[pulumi.Resource]]
+    """The nodes of the last batch once every node applied its plan, for `depends_on` of
+    what comes after the rollout (the operator); the program stops (`pulumi.RunError`)
+    when the agent failed on any node."""
+    done: pulumi.Output[pulumi.Resource] | None
     """A node of the last batch once every node applied its plan, for `depends_on`; the
     program stops (`pulumi.RunError`) when the agent failed on any node."""
 
     def __init__(self, name: str, args: ContainerdPodRolloutArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpuplane:index:ContainerdPodRollout", name, None, opts)
-        plans, batches, after = args.plans, args.batches, args.after
+        plans, batches, after = args.plans, [list(b) for b in args.batches], args.after
         # A plan with errors is never rolled out: refused before the first child (the
         # agent would refuse it too, but only as a traceback from inside the program).
         refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
@@ -253,24 +258,35 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                 ap = agent_plan(plan)
                 programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
         self.commands = {}
-        # The canary waits for its namespace; each later batch for the gate of the one
-        # before it: a node whose agent failed stops the rollout there (gpuplane.kube.gate).
-        previous: list[pulumi.Input[pulumi.Resource]] = list(after)
-        for batch in batches:
-            current: list[NodeAgentPod] = []
+
+        def make(batch: Sequence[str], depends_on: list[pulumi.Input[pulumi.Resource]]
+                 ) -> list[pulumi.Resource]:
             for node in batch:
                 plan_id, stdin = programs[id(plans[node])]
-                pod = NodeAgentPod(
+                self.commands[node] = NodeAgentPod(
                     f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
                     namespace=args.namespace, image=args.image,
                     timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
-                    opts=child_options(self, opts, depends_on=list(previous)))
-                self.commands[node] = pod
-                current.append(pod)
-            previous = [gate(current, [judged(p, p.error, failure) for p in current],
-                             _stopped)]
-        self.done = previous[0] if batches else None
-        self.register_outputs({"nodes": list(self.commands)})
+                    opts=child_options(self, opts, depends_on=depends_on))
+            return [self.commands[node] for node in batch]
+
+        # The canary waits for its namespace; each later batch for the one before it, made
+        # when that one is released (gpuplane.stack.batches): in `up`, after its gate, so a
+        # node whose agent failed stops the rollout there (gpuplane.kube.gate).
+        self.finished = in_batches(batches, make, after, _released)
+        self.done = self.finished[0] if self.finished else None
+        self.register_outputs({"nodes": [n for b in batches for n in b]})
+
+
+def _released(current: list[pulumi.Resource]) -> pulumi.Output[list[str]]:
+    """A batch's URNs, in `up` once every agent's verdict is in (they are known only after
+    `up` ran them); the gate raises when one failed."""
+    urns = urns_of(current)
+    if pulumi.runtime.is_dry_run():
+        return urns
+    pods = [p for p in current if isinstance(p, NodeAgentPod)]
+    verdict = gate(pods, [judged(p, p.error, failure) for p in pods], _stopped)
+    return pulumi.Output.all(verdict, urns).apply(lambda v: list(v[1]))
 
 
 def _stopped(failed: list[str]) -> str:

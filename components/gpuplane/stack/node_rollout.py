@@ -42,6 +42,7 @@ from gpuplane.agent.script import (
 )
 from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack import child_options
+from gpuplane.stack.batches import in_batches
 from gpuplane.stack.refusal import refuse
 
 
@@ -71,6 +72,8 @@ class ContainerdRollout(pulumi.ComponentResource):
     """The node agent over SSH, node by node (see the module's docstring)."""
 
     commands: dict[str, command.remote.Command]
+    finished: list[pulumi.Output[pulumi.Resource]]
+    """The last batch's commands (stand-ins), once every batch ran, for `depends_on`."""
 
     def __init__(self, name: str, args: ContainerdRolloutArgs,
                  opts: pulumi.ResourceOptions | None = None) -> None:
@@ -91,33 +94,40 @@ class ContainerdRollout(pulumi.ComponentResource):
         key = pulumi.Output.secret(private_key)
         agent = pulumi.FileAsset(str(agent_script_path()))
         self.commands = {}
-        previous: list[pulumi.Resource] = []
-        for batch in batches:
-            current: list[pulumi.Resource] = []
+        # The agent uploads do not wait for batches; every node's goes first.
+        copies = {node: command.remote.CopyToRemote(
+            f"gpuplane-agent-copy-{node}", connection=_connection(by_name[node], key),
+            remote_path=staged_agent_path(), source=agent, opts=child_options(self, opts))
+            for batch in batches for node in batch}
+
+        def make(batch: Sequence[str], previous: list[pulumi.Input[pulumi.Resource]]
+                 ) -> list[pulumi.Resource]:
             for node in batch:
                 target = by_name[node]
-                # Plain args (the generated classes make the connection secret): an
-                # Output here would be unwrapped again by each resource.
-                connection = command.remote.ConnectionArgs(
-                    host=target.host, user=target.user, port=target.port, private_key=key)
-                copy = command.remote.CopyToRemote(
-                    f"gpuplane-agent-copy-{node}", connection=connection,
-                    remote_path=staged_agent_path(), source=agent,
-                    opts=child_options(self, opts))
                 plan_id, stdin = programs[id(plans[node])]
-                cmd = command.remote.Command(
+                self.commands[node] = command.remote.Command(
                     f"containerd-{node}",
-                    connection=connection,
+                    connection=_connection(target, key),
                     create=apply_command(target.sudo),   # update: create again
                     # With the plan id, a replaced command's delete (which Pulumi runs
                     # after its successor's create) leaves the successor's files alone.
                     delete=restore_command(target.sudo, plan_id=plan_id),
                     stdin=stdin,
-                    opts=child_options(self, opts, depends_on=[copy, *previous]))
-                self.commands[node] = cmd
-                current.append(cmd)
-            previous = current
-        self.register_outputs({"nodes": list(self.commands)})
+                    opts=child_options(self, opts, depends_on=[copies[node], *previous]))
+            return [self.commands[node] for node in batch]
+
+        # Each batch is made once the one before it is registered (in `up`: done; a failed
+        # command fails its registration, so no later batch is made):
+        # gpuplane.stack.batches.
+        self.finished = in_batches(batches, make)
+        self.register_outputs({"nodes": [n for b in batches for n in b]})
+
+
+def _connection(target: NodeTarget, key: pulumi.Output[str]) -> command.remote.ConnectionArgs:
+    # Plain args (the generated classes make the connection secret): an Output here would
+    # be unwrapped again by each resource.
+    return command.remote.ConnectionArgs(host=target.host, user=target.user,
+                                         port=target.port, private_key=key)
 
 
 __all__ = ["ContainerdRollout", "ContainerdRolloutArgs", "NodeTarget"]

@@ -218,8 +218,11 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
 
 
 def _in_program_order(registered: list[Registered], constructed: list[Any]) -> None:
-    """Sort the records in the order the program constructed their resources, not the order
-    their registrations happened to finish in (which depends on when the loop ran)."""
+    """Sort the records in the order the program constructed their resources, each
+    component's children right after it, not the order their registrations happened to
+    finish in (which depends on when the loop ran). Children grouped under their parent:
+    a component that makes some children later, from an apply (the node-agent rollout's
+    batches, gpuplane.stack.node_pod), shows them in the same place however the loop ran."""
     order: dict[str, int] = {}
     for index, res in enumerate(constructed):
         data = res.__dict__.get("urn")
@@ -228,7 +231,17 @@ def _in_program_order(registered: list[Registered], constructed: list[Any]) -> N
                 and future.exception() is None:
             order.setdefault(future.result().value, index)
     registered.sort(key=lambda r: order.get(r.urn, len(order)))
-
+    known = {r.urn for r in registered}
+    children: dict[str, list[Registered]] = {}
+    for r in registered:
+        children.setdefault(r.parent if r.parent in known else "", []).append(r)
+    tree: list[Registered] = []
+    stack = list(reversed(children.get("", [])))
+    while stack:
+        r = stack.pop()
+        tree.append(r)
+        stack.extend(reversed(children.get(r.urn, [])))
+    registered[:] = tree
 
 @contextmanager
 def _no_source_positions() -> Iterator[None]:

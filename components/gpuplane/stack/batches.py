@@ -1,0 +1,88 @@
+"""A rollout's batches under the SDK, at a cost per node that does not grow with the fleet
+(issue 49; docs/benchmarks.md, "A node as a resource").
+
+Made all at once, with every node of batch k depending on the nodes of batch k-1, a
+fleet's nodes cost the SDK more the larger the fleet: each waiting node's outputs stay
+pending until the chain reaches it, and the SDK waits on every pending output again each
+time one finishes (`wait_for_rpcs`, pulumi/runtime/stack.py, pulumi 3.260.0); each
+dependency is walked back through the whole chain for cycles
+(pulumi/runtime/resource_cycle_breaker.py). Here a batch is made when the one before it is
+released, and depends on that batch's URNs through `pulumi.resource.DependencyResource`
+stand-ins: the engine gets the same `dependsOn`, only one batch is pending at a time, and
+a stand-in has no dependencies of its own to walk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar, cast
+
+import pulumi
+
+T = TypeVar("T")
+
+Make = Callable[[Sequence[str], list[pulumi.Input[pulumi.Resource]]], list[pulumi.Resource]]
+"""Makes one batch's resources (its node names, what they depend on)."""
+Release = Callable[[list[pulumi.Resource]], pulumi.Output[list[str]]]
+"""When the next batch may start: the URNs of a batch's resources, once it may."""
+
+
+def urns_of(resources: Sequence[pulumi.Resource]) -> pulumi.Output[list[str]]:
+    """Released as soon as the engine registered the batch (in `up`: once it is done)."""
+    return pulumi.Output.all(*[r.urn for r in resources])
+
+
+def in_batches(batches: Sequence[Sequence[str]], make: Make,
+               after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+               release: Release = urns_of) -> list[pulumi.Output[pulumi.Resource]]:
+    """Make `batches` in order, the first after `after`; return the last batch's resources
+    (stand-ins), each once the whole rollout is released, for what comes after it."""
+    if not batches:
+        return []
+
+    def batch(index: int, depends_on: list[pulumi.Input[pulumi.Resource]]
+              ) -> pulumi.Output[list[str]]:
+        released = release(make(batches[index], depends_on))
+        if index + 1 == len(batches):
+            return bare(released)
+        return bare(released.apply(
+            lambda urns: batch(index + 1, [stand_in(u) for u in urns])))
+
+    last = batch(0, list(after))
+    return [bare(last.apply(_nth(i))) for i in range(len(batches[-1]))]
+
+
+def stand_in(urn: str) -> pulumi.Resource:
+    """A resource known by its URN alone: a dependency on that URN for the engine, with no
+    dependencies of its own for the SDK to walk."""
+    return pulumi.resource.DependencyResource(urn)
+
+
+def _nth(i: int) -> Callable[[list[str]], pulumi.Resource]:
+    return lambda urns: stand_in(urns[i])
+
+
+def bare(output: pulumi.Output[T]) -> pulumi.Output[T]:
+    """`output` without the resources it was computed from: what depends on it depends on
+    its value (a batch's URNs), not on every node of the chain before it."""
+
+    async def known() -> bool:
+        try:
+            return await output.is_known()
+        except Exception:   # the value's own future raises it
+            return False
+
+    async def secret() -> bool:
+        try:
+            return await output.is_secret()
+        except Exception:   # the value's own future raises it
+            return False
+
+    # Tasks, not coroutines: a failed value (a stopped rollout) leaves neither un-awaited.
+    value = cast("Awaitable[T]", output.future())
+    return pulumi.Output(set(), value, asyncio.ensure_future(known()),
+                         asyncio.ensure_future(secret()))
+
+
+__all__ = ["Make", "Release", "bare", "in_batches", "stand_in", "urns_of"]
