@@ -6,16 +6,19 @@ where the rendered ClusterPolicy is what matters."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from support import charts
+from support.stack_cases import write_stack
 
 from gpuplane.checks.allocatable import AllocatableSeries, allocatable_findings
 from gpuplane.checks.live import CheckFailed, Waiter, run_allocatable_check
 from gpuplane.checks.manifests import gpu_limits
 from gpuplane.checks.settings import ChecksSettings
+from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfig, parse_stack_config
 from gpuplane.config.helm_values import operator_values, time_slicing_data
 from gpuplane.core.intent import ClusterIntent, NodeIntent
@@ -70,6 +73,27 @@ def test_unset_cdi_renders_the_charts_cdi_through_helm(tag: str) -> None:
 def test_cdi_the_stack_sets_wins_over_the_chart() -> None:
     assert operator_values(_stack("v25.10.1", {"cdi": False}), _ENV)["cdi"]["enabled"] is False
     assert operator_values(_stack("v25.3.4", {"cdi": True}), _ENV)["cdi"]["enabled"] is True
+
+
+def _errors(tmp_path: Path, op: dict[str, Any]) -> list[dict[str, Any]]:
+    write_stack(tmp_path, "case", {
+        "gpuplane:cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7",
+                             "nodeAccess": "none"},
+        "gpuplane:nodes": [{"name": "gpu-1", "gpus": 1, "os": "ubuntu22.04", "pool": "gpu"}],
+        "gpuplane:runtime": {"nvidiaDefault": True},
+        "gpuplane:gpuOperator": {"chartVersion": "v25.10.1", **op}})
+    report = plan_stack("case", tmp_path)
+    return [f for f in report["findings"] if f["severity"] == "error"]
+
+
+def test_nvidia_default_under_the_charts_cdi_default_is_refused_with_the_fix(
+        tmp_path: Path) -> None:
+    """The plan judges what the chart will run: v25.10's CDI default keeps nvidia from
+    becoming the default runtime (FM11), and the printed fix, applied, plans clean."""
+    errors = _errors(tmp_path / "unset", {})
+    assert [f["id"] for f in errors] == ["FM11"]
+    assert "gpuplane:gpuOperator.cdi: false" in errors[0]["fix"]
+    assert _errors(tmp_path / "fixed", {"cdi": False}) == []
 
 
 # ---------------------------------------------------------------- migStrategy agrees
