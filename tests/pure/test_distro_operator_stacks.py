@@ -36,8 +36,10 @@ def _stack(distro: Distro, chart: str, access: str, default: bool) -> dict[str, 
                              "containerdVersion": ctd, "nodeAccess": access},
         "gpuplane:nodes": [{"name": "gpu-1", "gpus": 1, "os": "ubuntu22.04", "pool": "gpu"}],
         "gpuplane:runtime": {"name": "nvidia", "nvidiaDefault": default},
+        # nvidia as the default runtime needs CDI off: from v25.10 the chart turns it on
+        # (FM11 otherwise; tests/pure/test_sharing_contradictions.py)
         "gpuplane:gpuOperator": {"chartVersion": chart, "driver": "preinstalled",
-                                 "toolkit": "operator"},
+                                 "toolkit": "operator", **({"cdi": False} if default else {})},
     }
 
 

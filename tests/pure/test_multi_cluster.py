@@ -157,13 +157,18 @@ def test_fm11_a_workload_goes_with_the_cluster_of_its_provider(
         project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """West names its nvidia runtime `gpu`, east `nvidia`: a pod asking for `gpu` on west's
     provider is judged by west alone; one on no cluster's provider must suit each."""
-    west = config_of("kind-smoke")
+    # CDI off on both (chart v25.10 turns it on): under CDI any runtime gets the devices
+    def legacy() -> dict[str, Any]:
+        cfg = config_of("kind-smoke")
+        cfg["gpuplane:gpuOperator"] = {**cfg["gpuplane:gpuOperator"], "cdi": False}
+        return cfg
+
+    west = legacy()
     west["gpuplane:runtime"] = {"name": "gpu"}
     on_west = POD.format(opts=", opts=pulumi.ResourceOptions(provider=provider)")
-    code, report = plan_two(project, capsys, config_of("kind-smoke"), west, extra=on_west)
+    code, report = plan_two(project, capsys, legacy(), west, extra=on_west)
     assert code == 0 and errors(report) == [], errors(report)
-    code, report = plan_two(project, capsys, config_of("kind-smoke"), west,
-                            extra=POD.format(opts=""))
+    code, report = plan_two(project, capsys, legacy(), west, extra=POD.format(opts=""))
     assert code == 1
     assert [f["where"].split(": ", 1)[0] for f in errors(report)] == ["GpuCluster east"]
 

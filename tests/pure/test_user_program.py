@@ -77,7 +77,10 @@ def test_the_users_program_is_planned_with_what_it_adds(
 def test_the_users_workload_is_judged_by_the_pack(
         project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     program(project, WITH_CLUSTER.replace('"runtimeClassName": "nvidia",', ""))
-    write_stack(project, "dev", config_of("kind-smoke"))
+    cfg = config_of("kind-smoke")
+    # CDI off (chart v25.10 turns it on): under CDI a pod needs no nvidia RuntimeClass
+    cfg["gpuplane:gpuOperator"] = {**cfg["gpuplane:gpuOperator"], "cdi": False}
+    write_stack(project, "dev", cfg)
     code, report, _ = plan(capsys)
     assert code == 1 and report is not None
     assert {f["id"] for f in report["findings"] if f["severity"] == "error"} == {"FM11"}

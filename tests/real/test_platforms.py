@@ -235,6 +235,9 @@ def test_hami_where_the_platform_has_no_extra_prerequisite(tmp_path: Path, name:
     """EKS's and AKS's images make NVIDIA's runtime the default: HAMi's own needs."""
     config = stack(name)
     config["gpuplane:devicePlugin"] = "hami"
+    # the chart's own CDI default (on from v25.10) is FM13 under HAMi
+    assert {f["id"] for f in errors(plan(tmp_path, config))} == {"FM13"}
+    config["gpuplane:gpuOperator"]["cdi"] = False
     assert errors(plan(tmp_path, config)) == []
 
 

@@ -119,7 +119,9 @@ BROKEN: dict[str, Broken] = {
         frozenset({"FM06", "FM18"})),
     "eks-al2023-nvidia/FM08-operator-toolkit": Broken(
         "eks-al2023-nvidia", _merge("gpuplane:gpuOperator", toolkit="operator"),
-        frozenset({"FM08"})),
+        # and FM11: the chart's own CDI default (on from v25.10) stops the toolkit making
+        # nvidia the default runtime this stack asks for
+        frozenset({"FM08", "FM11"})),
     "aks-ubuntu/FM08-managed-driver": Broken(
         "aks-ubuntu", _merge("gpuplane:gpuOperator", driver="managed"), frozenset({"FM08"})),
     "eks-al2023/FM08-managed-driver": Broken(
@@ -129,7 +131,9 @@ BROKEN: dict[str, Broken] = {
         frozenset({"FM12"})),
     "bottlerocket-nvidia/FM12-hami": Broken(
         "bottlerocket-nvidia", _all(_set("gpuplane:devicePlugin", "hami"),
-                                    _drop("gpuplane:timeSlicing")), frozenset({"FM12"})),
+                                    _drop("gpuplane:timeSlicing")),
+        # and FM13: the chart's own CDI default (on from v25.10) under HAMi
+        frozenset({"FM12", "FM13"})),
     "aks-ubuntu/FM11-runtime-class": Broken(
         "aks-ubuntu", _merge("gpuplane:runtime", name="nvidia"), frozenset({"FM01", "FM11"})),
     "gke-cos/FM17-config-dump-source": Broken(

@@ -62,11 +62,13 @@ def allocatable_settled(values: Sequence[int | None], expected: int, settle: int
 
 def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settle: int = 1,
                          hami_split: int = HAMI_DEFAULT_SPLIT) -> list[Finding]:
-    """FM10 (not multiplied), FM12 (flips back to physical) and friends, for one node."""
+    """FM10 (not multiplied), FM12 (flips back to physical) and friends, for one node, on
+    the resource name the device plugin advertises (`ClusterIntent.gpu_resource`)."""
     node = series.node
     expected = expected_allocatable(node.gpus, intent, hami_split)
     values = series.values
-    where = f"node {node.name} (status.allocatable[{GPU}])"
+    resource = intent.gpu_resource   # nvidia.com/gpu.shared under renameByDefault
+    where = f"node {node.name} (status.allocatable[{resource}])"
     if allocatable_settled(values, expected, settle):
         return []
     rule = device_plugin_id(intent)
@@ -77,24 +79,24 @@ def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settl
                          "(`kubectl get nodes`)")]
     last = values[-1] if values else None
     if last is None:
-        return [_finding(rule, f"node {node.name} advertises no {GPU} (expected {expected}; "
+        return [_finding(rule, f"node {node.name} advertises no {resource} (expected {expected}; "
                          f"seen {shown})", where, device_plugin_fix(intent, node.name))]
     if intent.device_plugin == "hami":
         if expected != node.gpus and node.gpus in values:
-            return [_finding("FM12", f"node {node.name}: {GPU} flips back to the physical "
+            return [_finding("FM12", f"node {node.name}: {resource} flips back to the physical "
                              f"count {node.gpus} (HAMi's split is {expected}; seen {shown}): "
                              "two device plugins are registering the resource", where,
                              "disable the operator's device plugin when HAMi manages the GPUs "
                              "(gpuplane sets `devicePlugin.enabled: false`; remove any "
                              "override in `gpuplane:gpuOperator.values`)")]
-        return [_finding("FM13", f"node {node.name}: {GPU} is {last}, HAMi should split "
+        return [_finding("FM13", f"node {node.name}: {resource} is {last}, HAMi should split "
                          f"{node.gpus} GPU(s) into {expected} (seen {shown})", where,
                          "set `gpuplane:hami.deviceSplitCount` as intended and "
                          "`gpuplane:nodes[].gpus` to the node's physical GPU count")]
     if intent.time_slicing_replicas > 1:
         what = ("not multiplied: it is the physical count" if last == node.gpus
                 else f"{last}, not the expected")
-        return [_finding("FM10", f"node {node.name}: {GPU} is {what} ({node.gpus} GPU(s) x "
+        return [_finding("FM10", f"node {node.name}: {resource} is {what} ({node.gpus} GPU(s) x "
                          f"{intent.time_slicing_replicas} replicas = {expected}; seen "
                          f"{shown})", where,
                          "make the time-slicing config reach the device plugin: "
@@ -102,7 +104,7 @@ def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settl
                          "`gpuplane:timeSlicing.replicas`, the ConfigMap named by "
                          "`gpuplane:timeSlicing.configMap` in `gpuplane:gpuOperator.namespace`, "
                          "and a device plugin restart after changes")]
-    return [_finding("FM08", f"node {node.name}: {GPU} is {last}, the stack says {node.gpus} "
+    return [_finding("FM08", f"node {node.name}: {resource} is {last}, the stack says {node.gpus} "
                      f"(seen {shown})", where,
                      "set `gpuplane:nodes[].gpus` to the node's GPU count; if it is right, a "
                      "GPU has fallen off (check `nvidia-smi` and Xid errors on the node)")]

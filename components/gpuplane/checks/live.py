@@ -254,7 +254,7 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
         for n in nodes:
             obj = cluster.node(n.name)
             found[n.name] = obj is not None
-            values[n.name].append(allocatable_of(obj))
+            values[n.name].append(allocatable_of(obj, intent.gpu_resource))
         if all(allocatable_settled(values[n.name],
                                    expected_allocatable(n.gpus, intent, hami_split), settle)
                for n in nodes) or waiter.expired():
@@ -265,7 +265,8 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
         hami_split)]
     if findings:
         raise CheckFailed(render_failure(
-            f"allocatable nvidia.com/gpu after {waiter.timeout:.0f}s", findings), findings)
+            f"allocatable {intent.gpu_resource} after {waiter.timeout:.0f}s", findings),
+            findings)
     return {"passed": True,
             "allocatable": {n.name: values[n.name][-1] for n in nodes}}
 

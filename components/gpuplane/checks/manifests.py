@@ -97,8 +97,10 @@ def runtime_class_for(intent: ClusterIntent) -> str | None:
 
 
 def gpu_limits(intent: ClusterIntent, settings: ChecksSettings) -> dict[str, str]:
-    """One GPU; under HAMi a slice of it (memory in MiB, cores in percent)."""
-    limits = {GPU: "1"}
+    """One GPU, by the name the device plugin advertises it (`nvidia.com/gpu.shared` under
+    time-slicing with renameByDefault); under HAMi a slice of it (memory in MiB, cores in
+    percent)."""
+    limits = {intent.gpu_resource: "1"}
     if intent.device_plugin == "hami":
         limits[GPUMEM] = str(settings.hami_gpumem)
         limits[GPUCORES] = str(settings.hami_gpucores)

@@ -14,6 +14,7 @@ import yaml
 
 from gpuplane.config import StackConfig
 from gpuplane.core.images import hami_mirror_values, operator_mirror_values
+from gpuplane.rules.opvalues import mig_strategy
 from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
 
 
@@ -101,11 +102,14 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
 
 def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
     """The device plugin's sharing config: one profile key holding YAML (keys under
-    `sharing.timeSlicing`, never under `flags`, where the plugin ignores them)."""
+    `sharing.timeSlicing`, never under `flags`, where the plugin ignores them). Its
+    `flags.migStrategy` is the operator's `mig.strategy` (the chart's `single` where
+    unset), so the plugin's config never contradicts what the operator runs it with."""
     ts = cfg.time_slicing
+    op = cfg.gpu_operator
     profile = {
         "version": "v1",
-        "flags": {"migStrategy": "none"},
+        "flags": {"migStrategy": mig_strategy(op.values if op else {})},
         "sharing": {"timeSlicing": {
             "renameByDefault": ts.rename_by_default,
             "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,

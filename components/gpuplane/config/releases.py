@@ -22,6 +22,7 @@ from gpuplane.distros.rancher_mode import RuntimeSetup
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
     OPERATOR_DROPIN_FROM,
+    chart_cdi_default,
     chart_tuple,
     known_toolkit_tag,
     toolkit_for_chart,
@@ -119,10 +120,21 @@ class GpuOperatorConfig(ChartRelease):
     default runtime, another runtime name, `runtime.systemdCgroup`, releases before the
     October 2024 ones). `auto`: `detected` where it gives what the stack asks, else
     `template`; `gpuplane plan` says which and why."""
-    cdi: bool = False
-    """`cdi.enabled` (containerd 1.7 and later)."""
+    cdi: bool | None = None
+    """`cdi.enabled` (containerd 1.7 and later); unset: the chart's own default, off up to
+    v25.3.x and on from v25.10.0 (so gpuplane never turns off what the chart turns on)."""
     toolkit_image: ImageConfig | None = None
     """Override of the chart's toolkit image; unset: the chart's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chart_cdi_default(cls, data: Any) -> Any:
+        """An unset `cdi` follows the pinned chart's own `cdi.enabled` default."""
+        if isinstance(data, dict) and data.get("cdi") is None:
+            chart = data.get("chartVersion", data.get("chart_version"))
+            if isinstance(chart, str):
+                return {**data, "cdi": chart_cdi_default(chart)}
+        return data
 
     @field_validator("chart_version")
     @classmethod

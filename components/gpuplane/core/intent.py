@@ -17,6 +17,7 @@ from typing import Any, Literal
 INTENT_CONFIGMAP = "gpuplane-intent"
 INTENT_KEY = "intent.json"
 INTENT_LABEL = "gpuplane.dev/intent"
+GPU_RESOURCE = "nvidia.com/gpu"     # what the device plugin advertises for a whole GPU
 
 DevicePlugin = Literal["gpu-operator", "hami", "platform"]
 ToolkitWhere = Literal["operator", "host", "none"]
@@ -67,6 +68,19 @@ class ClusterIntent:
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gpu_resource(self) -> str:
+        """The extended resource a whole-GPU or shared slot is advertised as: with
+        time-slicing and `renameByDefault` the device plugin renames `nvidia.com/gpu` to
+        `nvidia.com/gpu.shared` (NVIDIA/k8s-device-plugin api/config/v1/resources.go
+        `DefaultSharedRename`, suffix in api/config/v1/consts.go, at v0.18.0), so the
+        allocatable check must read, and the probe Job ask for, that name. HAMi keeps
+        `nvidia.com/gpu`."""
+        if self.device_plugin != "hami" and self.time_slicing_replicas > 0 \
+                and self.time_slicing_rename:
+            return f"{GPU_RESOURCE}.shared"
+        return GPU_RESOURCE
 
     @property
     def gpu_nodes(self) -> tuple[NodeIntent, ...]:

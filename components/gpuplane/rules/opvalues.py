@@ -14,9 +14,9 @@ from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.intent import ClusterIntent
-from gpuplane.rules._shared import at, flag, present
+from gpuplane.rules._shared import at, flag, lookup, present
+from gpuplane.toolkit.operator import CHART_CDI_DEFAULT_FROM
 
-CHART_CDI_DEFAULT_FROM = (25, 10, 0)     # cdi.enabled defaults to true from this chart
 # Chart defaults the rules assume where a value is not set, the same in values.yaml of
 # every supported chart (NVIDIA/gpu-operator deployments/gpu-operator/values.yaml,
 # v24.3.0-v26.7.0); tests/pure/test_charts.py holds them against each chart.
@@ -26,6 +26,7 @@ OPERATOR_DEFAULTS: dict[str, Any] = {
     "devicePlugin.enabled": True,
     "devicePlugin.config.create": False,
     "operator.runtimeClass": "nvidia",
+    "mig.strategy": "single",
 }
 
 
@@ -47,6 +48,12 @@ def cdi_enabled(values: Any, chart: tuple[int, int, int] | None) -> tuple[bool, 
     on = chart >= CHART_CDI_DEFAULT_FROM
     return on, f"cdi.enabled is not set and chart v{'.'.join(map(str, chart))} defaults it " \
                f"to {str(on).lower()}"
+
+
+def mig_strategy(values: Any) -> str:
+    """The operator's `mig.strategy` (the chart's default where unset): the device plugin
+    and GFD run with it, so a sharing config's `flags.migStrategy` must say the same."""
+    return str(lookup(values, "mig.strategy", OPERATOR_DEFAULTS["mig.strategy"]))
 
 
 @dataclass(frozen=True)
@@ -75,5 +82,11 @@ class OperatorValues:
         return cdi_enabled(self.values, self.chart)
 
 
-__all__ = ["CHART_CDI_DEFAULT_FROM", "OPERATOR_DEFAULTS", "OperatorValues", "cdi_enabled",
-           "containerd_version"]
+__all__ = [
+    "CHART_CDI_DEFAULT_FROM",
+    "OPERATOR_DEFAULTS",
+    "OperatorValues",
+    "cdi_enabled",
+    "containerd_version",
+    "mig_strategy",
+]

@@ -96,12 +96,22 @@ RUNTIME_ARGS_BEFORE = (25, 3, 0)
 RUNTIME_CONFIG_ENV_FROM = (24, 9, 0)      # RUNTIME_CONFIG / RUNTIME_SOCKET also set
 ENV_AFTER_CDI_FROM = (25, 3, 3)           # toolkit.env applied after the CDI settings
 OPERATOR_DROPIN_FROM = (25, 10, 0)        # drop-in, config source, CDI set-as-default
+# `cdi.enabled` in NVIDIA/gpu-operator deployments/gpu-operator/values.yaml: false up to
+# v25.3.x, true from v25.10.0 (tests/pure/test_charts.py holds it against every chart).
+CHART_CDI_DEFAULT_FROM = (25, 10, 0)
 
 
 def chart_tuple(chart_version: str | None) -> tuple[int, int, int] | None:
     """(major, minor, patch) of an exact chart version such as v25.10.1, else None."""
     match = _CHART.match((chart_version or "").strip())
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def chart_cdi_default(chart_version: str | None) -> bool:
+    """The chart's own `cdi.enabled` when the stack leaves it unset: on from v25.10.0; a
+    range or tag (FM18's) is taken as a current chart, which turns it on."""
+    at = chart_tuple(chart_version)
+    return at is None or at >= CHART_CDI_DEFAULT_FROM
 
 
 def _tag(key: tuple[int, int, int]) -> str:
