@@ -14,6 +14,7 @@ from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, flag, lookup, mapping, present
 from gpuplane.rules._shared import version_tuple as vt
+from gpuplane.rules.known_bad import check_known_bad_release
 from gpuplane.rules.opvalues import (
     OPERATOR_DEFAULTS,
     OperatorValues,
@@ -56,6 +57,8 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
         out += check_chart_version(chart_version, chart="gpu-operator", where=where,
                                    stack_key="gpuplane:gpuOperator.chartVersion",
                                    example="v25.10.1", severity=Severity.ERROR)
+        out += check_known_bad_release(values, intent, chart_version=chart_version,
+                                       where=where)
     out += check_image_tags(values, where=where, stack_key=_image_key, skip=_app_version,
                             sections=IMAGE_SECTIONS, blocking=_node_image)
     return out

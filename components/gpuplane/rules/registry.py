@@ -382,11 +382,13 @@ _DATA = {
         checks=(
             "gpuplane.rules.pinning.check_chart_version",
             "gpuplane.rules.pinning.check_image_tags",
+            "gpuplane.rules.known_bad.check_known_bad_release",
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm18_hami_chart_and_images",
             "tests/pure/test_rules_cluster.py::test_fm18_image_tags",
             "tests/pure/test_rules_cluster.py::test_fm18_operator_chart_version",
+            "tests/pure/test_rules_known_bad.py::test_fm18_known_bad_v24_9_0_on_rancher_distros",
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),

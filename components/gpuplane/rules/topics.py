@@ -53,6 +53,22 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "driver.version); NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.18.1 (1.18 writes a "
         "drop-in instead of the top-level config)"),
     Topic(
+        "FM18-known-bad", "a GPU Operator release upstream lists as broken on this "
+        "distribution (blocking)",
+        "A pinned chart can still be one that NVIDIA's own release notes list as failing on "
+        "the distribution the stack runs. GPU Operator v24.9.0 pins toolkit 1.17.0, which "
+        "reads containerd's config only through `containerd config dump`; RKE2 and K3s keep "
+        "their containerd off the PATH, so the toolkit DaemonSet fails on every GPU node. "
+        "gpuplane carries such releases as data (gpuplane.rules.known_bad), each with its "
+        "upstream record, and reports them while the release's own toolkit is deployed.",
+        "gpuOperator.chartVersion: v24.9.0 on `gpuplane:cluster.distro: rke2`.",
+        "Move to the release upstream names (v24.9.1 or later), or override the toolkit "
+        "image (`gpuplane:gpuOperator.toolkitImage.tag` v1.17.1 or later), as the release "
+        "notes recommend.",
+        "NVIDIA/cloud-native-docs gpu-operator/release-notes.rst (v24.9.0 Known Limitations, "
+        "pull request #127); NVIDIA/gpu-operator issue #1109; NVIDIA/nvidia-container-toolkit "
+        "tools/container/runtime/containerd/containerd.go@v1.17.0 (`getRuntimeConfig`)"),
+    Topic(
         "FM03-toolkit-containerd2", "NVIDIA toolkit older than 1.17.4 on containerd 2.x",
         "containerd 2.x reads version-3 configs, where the CRI runtimes live under "
         "`io.containerd.cri.v1.runtime`. Toolkits before 1.17.4 only write the version-2 "
