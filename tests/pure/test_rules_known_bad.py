@@ -49,3 +49,4 @@ def test_every_entry_cites_upstream_and_names_a_pinned_toolkit() -> None:
         assert "NVIDIA/" in entry.source
         tag = known_toolkit_tag(entry.chart)
         assert tag is not None and parse_version(tag) == entry.toolkit
+

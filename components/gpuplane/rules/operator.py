@@ -26,6 +26,7 @@ from gpuplane.rules.platform import check_platform_values
 from gpuplane.rules.timeslicing import check_profile
 from gpuplane.rules.timeslicing import example as ts_example
 from gpuplane.rules.toolkit import check_toolkit
+from gpuplane.rules.toolkit_dump import check_toolkit_dump
 from gpuplane.rules.toolkit_version import check_toolkit_containerd
 
 _APP_VERSION_SECTIONS = ("values.operator.", "values.validator.", "values.nodeStatusExporter.")
@@ -51,6 +52,7 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
                   check_toolkit, check_platform_values):
         out += check(ctx)
     out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
+    out += check_toolkit_dump(values, intent, chart_version=chart_version, where=where)
     # FM18 blocks for the chart and the toolkit/driver images: they decide what every
     # node's containerd config and driver become (the policy config can lower it).
     if from_chart:

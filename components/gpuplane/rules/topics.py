@@ -69,6 +69,21 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "pull request #127); NVIDIA/gpu-operator issue #1109; NVIDIA/nvidia-container-toolkit "
         "tools/container/runtime/containerd/containerd.go@v1.17.0 (`getRuntimeConfig`)"),
     Topic(
+        "FM03-dump-off-path", "toolkit 1.17.0 where the distribution's containerd is off "
+        "the PATH",
+        "Toolkit 1.17.0 (GPU Operator v24.9.0's pin) reads containerd's config only through "
+        "`chroot /host containerd config dump`, with no fall-back to the file. The "
+        "`containerd` it runs is the one on the toolkit container's PATH (/usr/bin, "
+        "/usr/local/bin, ...); K3s, RKE2, k0s, k8s-snap and MicroK8s keep theirs elsewhere, "
+        "so the installer fails and the toolkit DaemonSet never starts on any GPU node.",
+        "`gpuplane:cluster.distro: k0s` with gpuOperator.toolkitImage.tag v1.17.0.",
+        "Use toolkit 1.18 or later (GPU Operator chart v25.10.0 or later, or "
+        "`gpuplane:gpuOperator.toolkitImage.tag` v1.18.0+), which reads the config file "
+        "named in RUNTIME_CONFIG_SOURCE.",
+        "NVIDIA/nvidia-container-toolkit tools/container/runtime/containerd/containerd.go"
+        "@v1.17.0 (`getRuntimeConfig`: dump only) and @v1.17.3 (falls back to the file); "
+        "deployments/container/Dockerfile.ubuntu@v1.17.8 (the container's PATH)"),
+    Topic(
         "FM03-toolkit-containerd2", "NVIDIA toolkit older than 1.17.4 on containerd 2.x",
         "containerd 2.x reads version-3 configs, where the CRI runtimes live under "
         "`io.containerd.cri.v1.runtime`. Toolkits before 1.17.4 only write the version-2 "
