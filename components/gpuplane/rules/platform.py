@@ -187,6 +187,7 @@ def check_platform_hami(values: Mapping[str, Any], intent: ClusterIntent, *,
             "through settings.kubelet-device-plugins.nvidia.*), or run HAMi on an image "
             "without one (EKS: `gpuplane:cluster.platform: eks-al2023-nvidia`)."))
     if plat.install_dir:
+        out += _hami_driver_root(values, plat.install_dir, plat.title, plat.name.value, where)
         for path, default in (("devicePlugin.libPath", "/usr/local/vgpu"),
                               ("global.gpuHookPath", "/usr/local")):
             value = posixpath.normpath(str(lookup(values, path, default)))
@@ -201,6 +202,27 @@ def check_platform_hami(values: Mapping[str, Any], intent: ClusterIntent, *,
                 "`gpuplane:hami.values: {global: {gpuHookPath: /home/kubernetes/bin/hami}, "
                 "devicePlugin: {libPath: /home/kubernetes/bin/hami/vgpu}}`."))
     return out
+
+
+def _hami_driver_root(values: Mapping[str, Any], wanted: str, title: str, name: str,
+                      where: str) -> list[Finding]:
+    """FM15: HAMi's device plugin looks for the driver under devicePlugin.nvidiaDriverRoot
+    (unset: `/`; mounted as the plugin's driver root, Project-HAMi/HAMi charts/hami/
+    templates/device-plugin/daemonsetnvidia.yaml@v2.10.0); where the platform keeps the
+    driver outside `/` (COS: /home/kubernetes/bin/nvidia) it must name that directory."""
+    value = lookup(values, "devicePlugin.nvidiaDriverRoot")
+    shown = posixpath.normpath(value) if isinstance(value, str) and value else None
+    if shown == wanted:
+        return []
+    state = f"is {shown!r}" if shown else "is not set (the plugin reads the driver from /)"
+    return [finding(
+        "FM15",
+        f"HAMi's devicePlugin.nvidiaDriverRoot {state} on {title}, whose driver lives in "
+        f"{wanted}: the device plugin finds no NVIDIA library, registers no GPU, and GPU "
+        "pods stay Pending.",
+        f"{where} values.devicePlugin.nvidiaDriverRoot (gpuplane:hami.values)",
+        f"Leave it to gpuplane (it renders {wanted} for `cluster.platform: {name}`); raw "
+        f"Helm: --set devicePlugin.nvidiaDriverRoot={wanted}.")]
 
 
 # ---------------------------------------------------------------- node files

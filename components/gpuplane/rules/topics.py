@@ -197,6 +197,21 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (hostPaths."
         "driverInstallDir, toolkit.installDir)"),
     Topic(
+        "FM15-hami-driver-root", "HAMi's driver root where the platform keeps the driver "
+        "outside /",
+        "HAMi's device plugin reads the NVIDIA driver under devicePlugin.nvidiaDriverRoot "
+        "(unset: the host's /). GKE's Container-Optimized OS keeps the driver in "
+        "/home/kubernetes/bin/nvidia, so with the default the plugin finds no NVIDIA library "
+        "and registers no GPU.",
+        "cluster.platform: gke-cos, devicePlugin: hami, a HAMi release without "
+        "devicePlugin.nvidiaDriverRoot.",
+        "Leave it to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos); raw "
+        "Helm: --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia.",
+        "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (devicePlugin.nvidiaDriverRoot), "
+        "charts/hami/templates/device-plugin/daemonsetnvidia.yaml@v2.10.0; "
+        "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (the driver in "
+        "/home/kubernetes/bin/nvidia)"),
+    Topic(
         "FM13-platform-hami", "HAMi's prerequisites on a managed platform",
         "HAMi needs the only device plugin on its nodes (so not on Bottlerocket, whose image "
         "runs one: FM12) and host paths it can write: its device plugin copies its vGPU "
