@@ -54,3 +54,33 @@ def test_fm15_gpuplane_renders_the_cos_driver_root_for_its_hami(tmp_path: Path) 
     (tmp_path / "Pulumi.cos.yaml").write_text(yaml.safe_dump({"config": config}))
     report = plan_stack("cos", tmp_path)
     assert not [f for f in report["findings"] if f["id"] == "FM15"]
+
+
+DRA = """
+k8s.helm.v3.Release("dra", name="nvidia-dra-driver-gpu", chart="nvidia-dra-driver-gpu",
+    version="25.12.0", repository_opts={"repo": "https://helm.ngc.nvidia.com/nvidia"},
+    namespace="nvidia-dra-driver-gpu", values={VALUES})
+"""
+
+
+def _plan_foreign(tmp_path: Path, values: str) -> list[dict[str, Any]]:
+    from gpuplane.cli.plan.project import load_project
+    from gpuplane.policy.pack import policy_names
+
+    folder = tmp_path / "infra"
+    folder.mkdir(exist_ok=True)
+    (folder / "Pulumi.yaml").write_text("name: infra\nruntime: python\n")
+    (folder / "__main__.py").write_text("import pulumi_kubernetes as k8s\n"
+                                        + DRA.replace("{VALUES}", values))
+    (folder / "Pulumi.dev.yaml").write_text("config: {}\n")
+    facts = {"platform": "gke-cos", "containerdVersion": "1.7", "kubernetesVersion": "1.34.2"}
+    config = {name: dict(facts) for name in policy_names()}
+    report = plan_stack("dev", folder, config, load_project(folder))
+    return [f for f in report["findings"] if f["id"] == "FM15"]
+
+
+def test_fm15_foreign_dra_driver_release_on_cos(tmp_path: Path) -> None:
+    [f] = _plan_foreign(tmp_path, "{}")
+    assert "nvidiaDriverRoot is not set" in f["message"] and f["severity"] == "error"
+    assert f"nvidiaDriverRoot: {COS_NVIDIA_DIR}" in f["fix"]
+    assert _plan_foreign(tmp_path, f'{{"nvidiaDriverRoot": "{COS_NVIDIA_DIR}"}}') == []

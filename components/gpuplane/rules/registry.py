@@ -339,7 +339,8 @@ _DATA = {
     "FM15": _entry(
         checks=(
             "gpuplane.rules.platform._cos_dirs",
-            "gpuplane.rules.platform._hami_driver_root",
+            "gpuplane.rules.platform._driver_root",
+            "gpuplane.rules.platform.check_dra_driver_root",
             "gpuplane.rules.toolkit._toolkit_flavour",
             "gpuplane.checks.causes._event_rule",
             "gpuplane.doctor.nodes._glibc_symptoms",
@@ -348,6 +349,7 @@ _DATA = {
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm15_flavour_table",
             "tests/pure/test_hami_driver_root.py::test_fm15_foreign_hami_without_the_cos_driver_root",
+            "tests/pure/test_hami_driver_root.py::test_fm15_foreign_dra_driver_release_on_cos",
             "tests/pure/test_rules_cluster.py::test_fm15_full_image_reference_and_disabled_toolkit",
             "tests/pure/test_rules_cluster.py::test_incident_2_ubuntu_toolkit_default_on_amazon_linux_2_is_fm15",
             "tests/real/test_doctor_robust.py::test_containerd_outside_the_model_is_noted_and_fm15_still_found",

@@ -197,18 +197,22 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (hostPaths."
         "driverInstallDir, toolkit.installDir)"),
     Topic(
-        "FM15-hami-driver-root", "HAMi's driver root where the platform keeps the driver "
-        "outside /",
+        "FM15-hami-driver-root", "HAMi's or the DRA driver's driver root where the platform "
+        "keeps the driver outside /",
         "HAMi's device plugin reads the NVIDIA driver under devicePlugin.nvidiaDriverRoot "
         "(unset: the host's /). GKE's Container-Optimized OS keeps the driver in "
         "/home/kubernetes/bin/nvidia, so with the default the plugin finds no NVIDIA library "
-        "and registers no GPU.",
+        "and registers no GPU. NVIDIA's DRA driver reads it from `nvidiaDriverRoot` "
+        "(default /) the same way; gpuplane does not install it, but judges a release of it.",
         "cluster.platform: gke-cos, devicePlugin: hami, a HAMi release without "
         "devicePlugin.nvidiaDriverRoot.",
-        "Leave it to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos); raw "
-        "Helm: --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia.",
+        "Leave HAMi's to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos); raw "
+        "Helm: --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia; for the DRA "
+        "driver --set nvidiaDriverRoot=/home/kubernetes/bin/nvidia.",
         "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (devicePlugin.nvidiaDriverRoot), "
         "charts/hami/templates/device-plugin/daemonsetnvidia.yaml@v2.10.0; "
+        "NVIDIA/k8s-dra-driver-gpu deployments/helm/nvidia-dra-driver-gpu/values.yaml"
+        "@v25.12.0 (nvidiaDriverRoot); "
         "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (the driver in "
         "/home/kubernetes/bin/nvidia)"),
     Topic(
