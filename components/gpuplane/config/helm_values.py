@@ -96,6 +96,10 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
             "gpuOperatorToolkitReady": {"enabled": cfg.toolkit == "operator"},
         },
     }
+    plat = cfg.platform
+    if plat is not None and plat.install_dir:
+        # COS keeps the driver outside / (gpuplane.rules.platform._hami_driver_root).
+        values["devicePlugin"]["nvidiaDriverRoot"] = plat.install_dir
     mirror = hami_mirror_values(hami.chart_version, hami.image_mirror)
     return deep_merge(deep_merge(mirror, values) if mirror else values, hami.values)
 

@@ -236,6 +236,11 @@ def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
         from gpuplane.rules.hami import check_hami_values
 
         out.add(check_hami_values(values, intent, chart_version=version, where=where), v.urn)
+    else:
+        from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
+
+        if chart in DRA_CHARTS:
+            out.add(check_dra_driver_root(values, intent, where=where), v.urn)
 
 
 def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:

@@ -176,7 +176,7 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
     found = installs(views)
     config = {**implied_facts(config), **config}
     for f, urn in [*_device_plugin_daemonsets(views, found),
-                   *_runtime_classes(views, found, config, base)]:
+                   *_runtime_classes(views, found, config, base), *_dra_releases(views, base)]:
         out.add([f], urn)   # needs no fact beyond the runtime's
     if not found:
         return
@@ -213,6 +213,24 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
             "keys named like the stack keys: distro, containerdVersion, platform, "
             "kubernetesVersion, driver, containerdBaseDir; `gpuplane policy-pack config` "
             "writes them).")], found[0].urn)
+
+
+def _dra_releases(views: list[View], intent: ClusterIntent) -> list[tuple[Finding, str]]:
+    """FM15 over NVIDIA's DRA driver releases (their driver root on the platform)."""
+    from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
+
+    out: list[tuple[Finding, str]] = []
+    for v in views:
+        chart, name = v.props.get("chart"), v.props.get("name")
+        if v.type not in (RELEASE_V3, CHART_V4) or not isinstance(chart, str) or not chart:
+            continue
+        if chart_name_of(chart, fallback=name if isinstance(name, str) else None) \
+                not in DRA_CHARTS:
+            continue
+        kind = "Release" if v.type == RELEASE_V3 else "Chart"
+        out += [(f, v.urn) for f in check_dra_driver_root(
+            v.props.get("values") or {}, intent, where=f"{kind} {name or v.name}")]
+    return out
 
 
 def _first_rule(fact: Fact) -> str:

@@ -14,6 +14,7 @@ from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, flag, lookup, mapping, present
 from gpuplane.rules._shared import version_tuple as vt
+from gpuplane.rules.known_bad import check_known_bad_release
 from gpuplane.rules.opvalues import (
     OPERATOR_DEFAULTS,
     OperatorValues,
@@ -25,6 +26,7 @@ from gpuplane.rules.platform import check_platform_values
 from gpuplane.rules.timeslicing import check_profile
 from gpuplane.rules.timeslicing import example as ts_example
 from gpuplane.rules.toolkit import check_toolkit
+from gpuplane.rules.toolkit_dump import check_toolkit_dump
 from gpuplane.rules.toolkit_version import check_toolkit_containerd
 
 _APP_VERSION_SECTIONS = ("values.operator.", "values.validator.", "values.nodeStatusExporter.")
@@ -50,12 +52,15 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
                   check_toolkit, check_platform_values):
         out += check(ctx)
     out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
+    out += check_toolkit_dump(values, intent, chart_version=chart_version, where=where)
     # FM18 blocks for the chart and the toolkit/driver images: they decide what every
     # node's containerd config and driver become (the policy config can lower it).
     if from_chart:
         out += check_chart_version(chart_version, chart="gpu-operator", where=where,
                                    stack_key="gpuplane:gpuOperator.chartVersion",
                                    example="v25.10.1", severity=Severity.ERROR)
+        out += check_known_bad_release(values, intent, chart_version=chart_version,
+                                       where=where)
     out += check_image_tags(values, where=where, stack_key=_image_key, skip=_app_version,
                             sections=IMAGE_SECTIONS, blocking=_node_image)
     return out

@@ -188,6 +188,8 @@ def check_platform_hami(values: Mapping[str, Any], intent: ClusterIntent, *,
             "through settings.kubelet-device-plugins.nvidia.*), or run HAMi on an image "
             "without one (EKS: `gpuplane:cluster.platform: eks-al2023-nvidia`)."))
     if plat.install_dir:
+        out += _driver_root(values, "devicePlugin.nvidiaDriverRoot", "HAMi's", plat, where,
+                            "gpuplane:hami.values", rendered=True)
         for path, default in (("devicePlugin.libPath", "/usr/local/vgpu"),
                               ("global.gpuHookPath", "/usr/local")):
             value = posixpath.normpath(str(lookup(values, path, default)))
@@ -202,6 +204,47 @@ def check_platform_hami(values: Mapping[str, Any], intent: ClusterIntent, *,
                 "`gpuplane:hami.values: {global: {gpuHookPath: /home/kubernetes/bin/hami}, "
                 "devicePlugin: {libPath: /home/kubernetes/bin/hami/vgpu}}`."))
     return out
+
+
+# Charts of NVIDIA's DRA driver (NVIDIA/k8s-dra-driver-gpu deployments/helm/
+# nvidia-dra-driver-gpu, renamed dra-driver-nvidia-gpu from v0.4.0).
+DRA_CHARTS = ("nvidia-dra-driver-gpu", "dra-driver-nvidia-gpu")
+
+
+def check_dra_driver_root(values: Mapping[str, Any], intent: ClusterIntent, *,
+                          where: str) -> list[Finding]:
+    """FM15 on a DRA driver release gpuplane did not write: `nvidiaDriverRoot` (default `/`,
+    NVIDIA/k8s-dra-driver-gpu deployments/helm/nvidia-dra-driver-gpu/values.yaml@v25.12.0)
+    must name where the platform keeps the driver (COS: /home/kubernetes/bin/nvidia;
+    docs/install.md@v0.4.0 calls a wrong value "a common error during install")."""
+    plat = platform_of(intent)
+    if plat is None or not plat.install_dir:
+        return []
+    return _driver_root(values, "nvidiaDriverRoot", "The DRA driver's", plat, where, None,
+                        rendered=False)
+
+
+def _driver_root(values: Mapping[str, Any], path: str, owner: str, plat: PlatformProfile,
+                 where: str, stack_key: str | None, *, rendered: bool) -> list[Finding]:
+    """FM15: a driver root (HAMi's devicePlugin.nvidiaDriverRoot, unset: `/`, mounted as
+    the plugin's driver root, Project-HAMi/HAMi charts/hami/templates/device-plugin/
+    daemonsetnvidia.yaml@v2.10.0; the DRA driver's nvidiaDriverRoot) other than where the
+    platform keeps the driver outside `/` (COS: /home/kubernetes/bin/nvidia)."""
+    wanted = plat.install_dir or "/"
+    value = lookup(values, path)
+    shown = posixpath.normpath(value) if isinstance(value, str) and value else None
+    if shown == wanted:
+        return []
+    state = f"is {shown!r}" if shown else "is not set (the driver is read from /)"
+    fix = f"--set {path}={wanted}"
+    return [finding(
+        "FM15",
+        f"{owner} {path} {state} on {plat.title}, whose driver lives in {wanted}: the "
+        "plugin finds no NVIDIA library, publishes no GPU, and GPU pods stay Pending.",
+        f"{where} values.{path}" + (f" ({stack_key})" if stack_key else ""),
+        (f"Leave it to gpuplane (it renders {wanted} for `cluster.platform: "
+         f"{plat.name.value}`); raw Helm: {fix}.") if rendered else
+        f"Set `{path}: {wanted}` in the release's values (Helm: {fix}).")]
 
 
 # ---------------------------------------------------------------- node files

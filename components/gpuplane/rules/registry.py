@@ -133,12 +133,14 @@ _DATA = {
             "gpuplane.rules.toolkit_source.check_toolkit_run",
             "gpuplane.rules.toolkit_source.check_toolkit_source_version",
             "gpuplane.rules.toolkit_version.check_toolkit_containerd",
+            "gpuplane.rules.toolkit_dump.check_toolkit_dump",
             "gpuplane.policy.nodes.unreadable",
         ),
         tests=(
             "tests/pure/test_rules_chart_facts.py::test_fm03_diagnosed_only_charts_are_known_to_the_rules_but_not_deployable",
             "tests/pure/test_rules_containerd.py::test_fm03_a_doubly_named_v1_plugin_is_unpredictable_on_2x",
             "tests/pure/test_rules_containerd.py::test_fm03_runtime_without_runtime_type",
+            "tests/pure/test_rules_toolkit_dump.py::test_fm03_dump_only_toolkit_where_containerd_is_off_path",
             "tests/pure/test_rules_containerd.py::test_fm03_v1_drop_in_in_a_v2_config_is_refused_on_1_x",
             "tests/real/test_whole_config.py::test_fm03_disabled_cri_plugin_is_an_error",
             "tests/real/test_whole_config.py::test_fm03_v3_dropin_over_v2_root_loses_mirrors_sandbox_and_cni_now",
@@ -337,6 +339,8 @@ _DATA = {
     "FM15": _entry(
         checks=(
             "gpuplane.rules.platform._cos_dirs",
+            "gpuplane.rules.platform._driver_root",
+            "gpuplane.rules.platform.check_dra_driver_root",
             "gpuplane.rules.toolkit._toolkit_flavour",
             "gpuplane.checks.causes._event_rule",
             "gpuplane.doctor.nodes._glibc_symptoms",
@@ -344,6 +348,8 @@ _DATA = {
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm15_flavour_table",
+            "tests/pure/test_hami_driver_root.py::test_fm15_foreign_hami_without_the_cos_driver_root",
+            "tests/pure/test_hami_driver_root.py::test_fm15_foreign_dra_driver_release_on_cos",
             "tests/pure/test_rules_cluster.py::test_fm15_full_image_reference_and_disabled_toolkit",
             "tests/pure/test_rules_cluster.py::test_incident_2_ubuntu_toolkit_default_on_amazon_linux_2_is_fm15",
             "tests/real/test_doctor_robust.py::test_containerd_outside_the_model_is_noted_and_fm15_still_found",
@@ -382,11 +388,13 @@ _DATA = {
         checks=(
             "gpuplane.rules.pinning.check_chart_version",
             "gpuplane.rules.pinning.check_image_tags",
+            "gpuplane.rules.known_bad.check_known_bad_release",
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_fm18_hami_chart_and_images",
             "tests/pure/test_rules_cluster.py::test_fm18_image_tags",
             "tests/pure/test_rules_cluster.py::test_fm18_operator_chart_version",
+            "tests/pure/test_rules_known_bad.py::test_fm18_known_bad_v24_9_0_on_rancher_distros",
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),

@@ -53,6 +53,37 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "driver.version); NVIDIA/nvidia-container-toolkit CHANGELOG.md@v1.18.1 (1.18 writes a "
         "drop-in instead of the top-level config)"),
     Topic(
+        "FM18-known-bad", "a GPU Operator release upstream lists as broken on this "
+        "distribution (blocking)",
+        "A pinned chart can still be one that NVIDIA's own release notes list as failing on "
+        "the distribution the stack runs. GPU Operator v24.9.0 pins toolkit 1.17.0, which "
+        "reads containerd's config only through `containerd config dump`; RKE2 and K3s keep "
+        "their containerd off the PATH, so the toolkit DaemonSet fails on every GPU node. "
+        "gpuplane carries such releases as data (gpuplane.rules.known_bad), each with its "
+        "upstream record, and reports them while the release's own toolkit is deployed.",
+        "gpuOperator.chartVersion: v24.9.0 on `gpuplane:cluster.distro: rke2`.",
+        "Move to the release upstream names (v24.9.1 or later), or override the toolkit "
+        "image (`gpuplane:gpuOperator.toolkitImage.tag` v1.17.1 or later), as the release "
+        "notes recommend.",
+        "NVIDIA/cloud-native-docs gpu-operator/release-notes.rst (v24.9.0 Known Limitations, "
+        "pull request #127); NVIDIA/gpu-operator issue #1109; NVIDIA/nvidia-container-toolkit "
+        "tools/container/runtime/containerd/containerd.go@v1.17.0 (`getRuntimeConfig`)"),
+    Topic(
+        "FM03-dump-off-path", "toolkit 1.17.0 where the distribution's containerd is off "
+        "the PATH",
+        "Toolkit 1.17.0 (GPU Operator v24.9.0's pin) reads containerd's config only through "
+        "`chroot /host containerd config dump`, with no fall-back to the file. The "
+        "`containerd` it runs is the one on the toolkit container's PATH (/usr/bin, "
+        "/usr/local/bin, ...); K3s, RKE2, k0s, k8s-snap and MicroK8s keep theirs elsewhere, "
+        "so the installer fails and the toolkit DaemonSet never starts on any GPU node.",
+        "`gpuplane:cluster.distro: k0s` with gpuOperator.toolkitImage.tag v1.17.0.",
+        "Use toolkit 1.18 or later (GPU Operator chart v25.10.0 or later, or "
+        "`gpuplane:gpuOperator.toolkitImage.tag` v1.18.0+), which reads the config file "
+        "named in RUNTIME_CONFIG_SOURCE.",
+        "NVIDIA/nvidia-container-toolkit tools/container/runtime/containerd/containerd.go"
+        "@v1.17.0 (`getRuntimeConfig`: dump only) and @v1.17.3 (falls back to the file); "
+        "deployments/container/Dockerfile.ubuntu@v1.17.8 (the container's PATH)"),
+    Topic(
         "FM03-toolkit-containerd2", "NVIDIA toolkit older than 1.17.4 on containerd 2.x",
         "containerd 2.x reads version-3 configs, where the CRI runtimes live under "
         "`io.containerd.cri.v1.runtime`. Toolkits before 1.17.4 only write the version-2 "
@@ -165,6 +196,25 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "Leave both to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos).",
         "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (hostPaths."
         "driverInstallDir, toolkit.installDir)"),
+    Topic(
+        "FM15-hami-driver-root", "HAMi's or the DRA driver's driver root where the platform "
+        "keeps the driver outside /",
+        "HAMi's device plugin reads the NVIDIA driver under devicePlugin.nvidiaDriverRoot "
+        "(unset: the host's /). GKE's Container-Optimized OS keeps the driver in "
+        "/home/kubernetes/bin/nvidia, so with the default the plugin finds no NVIDIA library "
+        "and registers no GPU. NVIDIA's DRA driver reads it from `nvidiaDriverRoot` "
+        "(default /) the same way; gpuplane does not install it, but judges a release of it.",
+        "cluster.platform: gke-cos, devicePlugin: hami, a HAMi release without "
+        "devicePlugin.nvidiaDriverRoot.",
+        "Leave HAMi's to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos); raw "
+        "Helm: --set devicePlugin.nvidiaDriverRoot=/home/kubernetes/bin/nvidia; for the DRA "
+        "driver --set nvidiaDriverRoot=/home/kubernetes/bin/nvidia.",
+        "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0 (devicePlugin.nvidiaDriverRoot), "
+        "charts/hami/templates/device-plugin/daemonsetnvidia.yaml@v2.10.0; "
+        "NVIDIA/k8s-dra-driver-gpu deployments/helm/nvidia-dra-driver-gpu/values.yaml"
+        "@v25.12.0 (nvidiaDriverRoot); "
+        "NVIDIA/cloud-native-docs gpu-operator/google-gke.rst@3acf4fa1 (the driver in "
+        "/home/kubernetes/bin/nvidia)"),
     Topic(
         "FM13-platform-hami", "HAMi's prerequisites on a managed platform",
         "HAMi needs the only device plugin on its nodes (so not on Bottlerocket, whose image "
