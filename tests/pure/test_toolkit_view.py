@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.stack_cases import config_of, write_stack
 
 from gpuplane.cli.main import main
 
@@ -39,9 +40,12 @@ def test_rke2_lab_explains_what_the_toolkit_would_drop_and_how_it_is_avoided(
 
 def test_without_node_access_the_loss_is_a_finding_not_an_avoidance(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    text = (STACKS / "Pulumi.rke2-lab.yaml").read_text(encoding="utf-8")
-    (tmp_path / "Pulumi.rke2-none.yaml").write_text(
-        text.replace("nodeAccess: ssh", "nodeAccess: none"), encoding="utf-8")
+    # nodeAccess: none, without the SSH settings and key it would refuse as unused.
+    cfg = config_of("rke2-lab")
+    cfg["gpuplane:cluster"]["nodeAccess"] = "none"
+    for key in ("gpuplane:ssh", "gpuplane:sshPrivateKey", "gpuplane:rollout"):
+        cfg.pop(key, None)
+    write_stack(tmp_path, "rke2-none", cfg)
     code, plan = plan_json(capsys, "rke2-none", tmp_path)
     assert code == 1
     view = plan["toolkit"]

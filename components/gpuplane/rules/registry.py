@@ -151,6 +151,7 @@ _DATA = {
             "gpuplane.rules.nodefiles.check_frozen_template",
             "gpuplane.rules.nodefiles.check_node_files",
             "gpuplane.rules.platform.check_platform_node_writes",
+            "gpuplane.rules.toolkit._detected_config",
         ),
         tests=(
             "tests/pure/test_rules_cluster.py::test_incident_4_rke2_toolkit_pointed_at_generated_config_is_fm04",
