@@ -33,6 +33,12 @@ class NodeIntent:
     gpus: int = 1
     os: str = "ubuntu22.04"          # <id><version>, as the toolkit image flavours name it
     pool: str = "default"
+    # What the node's device plugin advertises, per extended resource name, when its pool
+    # shares GPUs in a way the cluster-wide fields cannot say (MIG instances, a pool's own
+    # replicas): e.g. (("nvidia.com/mig-1g.10gb", 14),). Empty: `gpus` times the cluster's
+    # time-slicing replicas of `ClusterIntent.gpu_resource`, as before
+    # (gpuplane.checks.allocatable.expected_allocatable).
+    resources: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class ClusterIntent:
     canary: bool = True
     allow_all_at_once: bool = False    # rollout.allowAllAtOnce: the FM06 outage is accepted
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
+    # gpuplane:draDriver: GPUs are handed out by NVIDIA's DRA driver (ResourceClaims).
+    dra: bool = False
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -100,13 +108,20 @@ class ClusterIntent:
             del data["platform"]
         if not data["rule_levels"]:         # as the record was before gpuplane:rules
             del data["rule_levels"]
+        if not data["dra"]:
+            del data["dra"]
+        for node in data["nodes"]:          # only a pool with its own sharing writes these
+            if not node["resources"]:
+                del node["resources"]
         return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterIntent:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         nodes = tuple(NodeIntent(**{k: v for k, v in n.items()
-                                    if k in NodeIntent.__dataclass_fields__})
+                                    if k in NodeIntent.__dataclass_fields__ and k != "resources"},
+                                 resources=tuple((str(r), int(c))
+                                                 for r, c in n.get("resources", ())))
                       for n in known.pop("nodes", ()))
         levels = tuple((str(k), str(v)) for k, v in known.pop("rule_levels", ()))
         return cls(**known, nodes=nodes, rule_levels=levels)
