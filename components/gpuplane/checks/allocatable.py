@@ -1,20 +1,30 @@
-"""Verdicts on what GPU count each node advertises (`status.allocatable`): FM10 when
-time-slicing did not multiply it, FM12 when two device plugins fight over it, FM13 when
-HAMi does not split it. Pure, on recorded Node objects; split from
+"""Verdicts on what each node advertises (`status.allocatable`), per resource name: FM10
+when time-slicing did not multiply it, a pool's MIG instances are short or MIG Manager has
+not finished the layout, FM12 when two device plugins fight over it, FM13 when HAMi does
+not split it. Pure, on recorded Node objects; split from
 `gpuplane.checks.verdicts` (which re-exports these names) to keep modules small.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.checks.causes import device_plugin_fix, device_plugin_id
 from gpuplane.checks.manifests import GPU
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent, NodeIntent
-from gpuplane.rules.timeslicing import expected_allocatable as timeslicing_allocatable
+from gpuplane.rules.advertised import (
+    DEVICE_PLUGIN_DEPLOY_LABEL,
+    MIG_CONFIG_LABEL,
+    MIG_STATE_LABEL,
+    PAUSED,
+    MigManagerState,
+    expected_resources,
+    is_mig_resource,
+    mig_manager_state,
+)
 
 HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount
 
@@ -38,21 +48,22 @@ def allocatable_of(node: dict[str, Any] | None, resource: str = GPU) -> int | No
 
 def expected_allocatable(gpus: int, intent: ClusterIntent,
                          hami_split: int = HAMI_DEFAULT_SPLIT) -> int:
-    """nvidia.com/gpu a node with `gpus` physical GPUs must advertise: HAMi splits each GPU
-    into `hami_split` shares (`gpuplane:hami.deviceSplitCount`); otherwise the rulebook's
-    time-slicing rule (physical x replicas)."""
-    if intent.device_plugin == "hami":
-        return gpus * hami_split
-    return timeslicing_allocatable(gpus, intent)
+    """The count of the one resource a node with `gpus` physical GPUs and no pool map of
+    its own advertises (`gpuplane.rules.advertised.expected_resources`, which says it for
+    every resource name)."""
+    return next(iter(expected_resources(NodeIntent("", gpus), intent, hami_split).values()))
 
 
 @dataclass(frozen=True)
 class AllocatableSeries:
-    """The values one node advertised while the check watched it, oldest first."""
+    """The values one node advertised for one resource while the check watched it, oldest
+    first, and the node's labels at the last read (MIG Manager's state)."""
 
     node: NodeIntent
     values: tuple[int | None, ...] = ()
     found: bool = True            # the Node object exists
+    resource: str = ""            # "": the node's first expected resource
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def allocatable_settled(values: Sequence[int | None], expected: int, settle: int) -> bool:
@@ -62,12 +73,14 @@ def allocatable_settled(values: Sequence[int | None], expected: int, settle: int
 
 def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settle: int = 1,
                          hami_split: int = HAMI_DEFAULT_SPLIT) -> list[Finding]:
-    """FM10 (not multiplied), FM12 (flips back to physical) and friends, for one node, on
-    the resource name the device plugin advertises (`ClusterIntent.gpu_resource`)."""
+    """FM10 (not multiplied, a MIG count short or still being reconfigured), FM12 (flips
+    back to physical) and friends, for one node and one resource name it must advertise
+    (`gpuplane.rules.advertised.expected_resources`)."""
     node = series.node
-    expected = expected_allocatable(node.gpus, intent, hami_split)
+    wanted = expected_resources(node, intent, hami_split)
+    resource = series.resource or next(iter(wanted))
+    expected = wanted.get(resource, 0)
     values = series.values
-    resource = intent.gpu_resource   # nvidia.com/gpu.shared under renameByDefault
     where = f"node {node.name} (status.allocatable[{resource}])"
     if allocatable_settled(values, expected, settle):
         return []
@@ -77,7 +90,12 @@ def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settl
         return [_finding(rule, f"node {node.name} is not in the cluster", where,
                          "each `gpuplane:nodes[].name` must be the Kubernetes node name "
                          "(`kubectl get nodes`)")]
+    mig = mig_manager_state(series.labels)
+    if mig is not None and (mig.reconfiguring or mig.failed):
+        return [_mig_manager_finding(node, mig, wanted)]
     last = values[-1] if values else None
+    if node.resources:
+        return [_pool_finding(node, resource, expected, last, shown, where)]
     if last is None:
         return [_finding(rule, f"node {node.name} advertises no {resource} (expected {expected}; "
                          f"seen {shown})", where, device_plugin_fix(intent, node.name))]
@@ -110,5 +128,49 @@ def allocatable_findings(series: AllocatableSeries, intent: ClusterIntent, settl
                      "GPU has fallen off (check `nvidia-smi` and Xid errors on the node)")]
 
 
+def _pool_finding(node: NodeIntent, resource: str, expected: int, last: int | None,
+                  shown: str, where: str) -> Finding:
+    """FM10: a pool with its own sharing (MIG instances, its own replicas) advertises a
+    resource short, or not at all: the layout or the plugin's config for the pool did not
+    reach the node."""
+    got = "none" if last is None else str(last)
+    kind = "MIG instances" if is_mig_resource(resource) else "shared slots"
+    return _finding("FM10", f"node {node.name} (pool {node.pool}): {resource} is {got}, "
+                    f"expected {expected} {kind} (seen {shown})", where,
+                    f"make pool {node.pool}'s sharing reach the node: its "
+                    "`nvidia.com/mig.config` and `nvidia.com/device-plugin.config` labels "
+                    "must name the layout and the device plugin config the stack renders "
+                    "(`kubectl get node --show-labels`), the MIG layout must fit the GPU "
+                    "(`nvidia-smi mig -lgi` on the node) and the device plugin must have "
+                    "restarted since (`gpuplane:nodes[].gpus` must be the physical count)")
+
+
+def _mig_manager_finding(node: NodeIntent, mig: MigManagerState,
+                         wanted: Mapping[str, int]) -> Finding:
+    """FM10, said as what it is: MIG Manager has not finished (or failed) the node's
+    layout, so its counts are not final; the GPU is not broken."""
+    counts = ", ".join(f"{r} x {c}" for r, c in wanted.items())
+    where = f"node {node.name} (labels {MIG_STATE_LABEL}, {MIG_CONFIG_LABEL})"
+    if mig.failed:
+        return _finding("FM10", f"node {node.name}: MIG Manager failed to apply its MIG "
+                        f"layout ({mig.describe()}), so it does not advertise {counts}; "
+                        "the GPU itself is not known to be broken", where,
+                        "read why in the log of the nvidia-mig-manager pod on the node "
+                        "(`kubectl logs -n <operator namespace> -l app=nvidia-mig-manager`); "
+                        "usually the layout does not fit the GPU model or GPU clients held "
+                        "the GPU; fix the pool's MIG profile, then relabel the node with it")
+    wedged = (" If it stays so, MIG Manager may be wedged with the GPU clients paused "
+              "(NVIDIA/gpu-operator#2833)." if mig.plugin_paused and mig.state == "pending"
+              else "")
+    return _finding("FM10", f"node {node.name} is still being reconfigured by MIG Manager "
+                    f"({mig.describe()}): its counts ({counts}) are not final; this is not a "
+                    f"broken GPU.{wedged}", where,
+                    "wait for the state to become `success` (a `rebooting` node waits for "
+                    "its reboot) and run the checks again (`pulumi up`), or raise "
+                    "`gpuplane:checks.timeoutSeconds`; a node wedged at `pending` with "
+                    f"`{DEVICE_PLUGIN_DEPLOY_LABEL}={PAUSED}` needs the nvidia-mig-manager "
+                    "pod on it deleted, so it applies the layout again")
+
+
 __all__ = ["HAMI_DEFAULT_SPLIT", "AllocatableSeries", "allocatable_findings", "allocatable_of",
-           "allocatable_settled", "expected_allocatable"]
+           "allocatable_settled", "expected_allocatable", "expected_resources"]

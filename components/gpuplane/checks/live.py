@@ -23,7 +23,7 @@ from gpuplane.checks.verdicts import (
     allocatable_of,
     allocatable_settled,
     event_texts,
-    expected_allocatable,
+    expected_resources,
     job_findings,
     overlap_impossible,
     parse_probe_report,
@@ -234,6 +234,8 @@ def run_job_checks(cluster: Cluster, checks: Sequence[tuple[CheckJob, str]],
 def _passed(check: CheckJob, obs: JobObservation) -> dict[str, Any]:
     """The few facts of a passing check worth keeping as outputs."""
     outputs: dict[str, Any] = {"passed": True, "node": check.node, "pods": len(obs.runs)}
+    if check.resource:
+        outputs["resource"] = check.resource
     if check.kind == "timeslicing":
         outputs["sharing"] = sharing_summary(obs.runs)
     else:
@@ -246,29 +248,46 @@ def _passed(check: CheckJob, obs: JobObservation) -> dict[str, Any]:
 def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
                           intent: ClusterIntent, *, waiter: Waiter, settle: int = 3,
                           hami_split: int = HAMI_DEFAULT_SPLIT) -> dict[str, Any]:
-    """Watch every GPU node's allocatable nvidia.com/gpu until each has shown the expected
-    value `settle` times in a row; raise CheckFailed with FM10/FM12/... otherwise."""
-    values: dict[str, list[int | None]] = {n.name: [] for n in nodes}
+    """Watch every resource each GPU node must advertise (`nvidia.com/gpu` x replicas,
+    `nvidia.com/mig-<profile>` x instances: `expected_resources`) until each has shown its
+    expected count `settle` times in a row; raise CheckFailed with FM10/FM12/... (a short
+    count names node, resource, expected and seen) otherwise."""
+    wanted = {n.name: expected_resources(n, intent, hami_split) for n in nodes}
+    values: dict[tuple[str, str], list[int | None]] = {
+        (n.name, r): [] for n in nodes for r in wanted[n.name]}
     found: dict[str, bool] = {n.name: True for n in nodes}
+    labels: dict[str, dict[str, str]] = {n.name: {} for n in nodes}
     while True:
         for n in nodes:
             obj = cluster.node(n.name)
             found[n.name] = obj is not None
-            values[n.name].append(allocatable_of(obj, intent.gpu_resource))
-        if all(allocatable_settled(values[n.name],
-                                   expected_allocatable(n.gpus, intent, hami_split), settle)
-               for n in nodes) or waiter.expired():
+            labels[n.name] = dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+            for resource in wanted[n.name]:
+                values[n.name, resource].append(allocatable_of(obj, resource))
+        if all(allocatable_settled(values[key], wanted[key[0]][key[1]], settle)
+               for key in values) or waiter.expired():
             break
         waiter.wait()
-    findings = [f for n in nodes for f in allocatable_findings(
-        AllocatableSeries(n, tuple(values[n.name]), found[n.name]), intent, settle,
-        hami_split)]
+    findings = list(dict.fromkeys(f for n in nodes for r in wanted[n.name]
+                                  for f in allocatable_findings(
+                                      AllocatableSeries(n, tuple(values[n.name, r]),
+                                                        found[n.name], r, labels[n.name]),
+                                      intent, settle, hami_split)))
+    names = sorted({r for w in wanted.values() for r in w})
     if findings:
         raise CheckFailed(render_failure(
-            f"allocatable {intent.gpu_resource} after {waiter.timeout:.0f}s", findings),
+            f"allocatable {', '.join(names)} after {waiter.timeout:.0f}s", findings),
             findings)
     return {"passed": True,
-            "allocatable": {n.name: values[n.name][-1] for n in nodes}}
+            "allocatable": {n.name: _last_counts(n, wanted[n.name], values) for n in nodes}}
+
+
+def _last_counts(node: NodeIntent, wanted: Mapping[str, int],
+                 values: Mapping[tuple[str, str], list[int | None]]) -> Any:
+    """The outputs' count of one node: a number, as before, when it advertises one
+    resource of the cluster's name; a map by resource name for a pool of its own."""
+    last = {r: values[node.name, r][-1] for r in wanted}
+    return next(iter(last.values())) if not node.resources else last
 
 
 __all__ = [

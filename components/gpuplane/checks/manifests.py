@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from gpuplane.checks.settings import ChecksSettings, Sample
 from gpuplane.core.intent import ClusterIntent, NodeIntent
+from gpuplane.rules.advertised import expected_resources, probe_resource
 
 CheckKind = Literal["node", "timeslicing", "hami"]
 
@@ -59,6 +60,9 @@ class CheckJob:
     sample: Sample
     max_memory_mib: int | None   # HAMi: the gpumem each pod asked for
     hold_seconds: int
+    # The extended resource each pod asks one of: what the node's pool advertises
+    # (`nvidia.com/mig-1g.10gb` on a mixed-MIG pool); "": the cluster's `gpu_resource`.
+    resource: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,11 +100,13 @@ def runtime_class_for(intent: ClusterIntent) -> str | None:
     return None if intent.nvidia_default else intent.runtime_class
 
 
-def gpu_limits(intent: ClusterIntent, settings: ChecksSettings) -> dict[str, str]:
-    """One GPU, by the name the device plugin advertises it (`nvidia.com/gpu.shared` under
-    time-slicing with renameByDefault); under HAMi a slice of it (memory in MiB, cores in
-    percent)."""
-    limits = {intent.gpu_resource: "1"}
+def gpu_limits(intent: ClusterIntent, settings: ChecksSettings,
+               resource: str = "") -> dict[str, str]:
+    """One GPU, by the name the device plugin advertises it: `resource`, the node pool's
+    (a MIG instance `nvidia.com/mig-<profile>` on a mixed-MIG pool), else the cluster's
+    (`nvidia.com/gpu.shared` under time-slicing with renameByDefault); under HAMi a slice
+    of it (memory in MiB, cores in percent)."""
+    limits = {resource or intent.gpu_resource: "1"}
     if intent.device_plugin == "hami":
         limits[GPUMEM] = str(settings.hami_gpumem)
         limits[GPUCORES] = str(settings.hami_gpucores)
@@ -166,7 +172,7 @@ def job_manifest(
         "image": VECTORADD_IMAGE if job.sample == "vectoradd" else settings.image,
         "resources": {
             "requests": {"cpu": "100m", "memory": "128Mi"},
-            "limits": {"memory": "1Gi", **gpu_limits(intent, settings)},
+            "limits": {"memory": "1Gi", **gpu_limits(intent, settings, job.resource)},
         },
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -238,21 +244,32 @@ def plan_checks(intent: ClusterIntent, settings: ChecksSettings) -> tuple[CheckJ
                  pods=1, sample=settings.sample,
                  max_memory_mib=settings.hami_gpumem if hami and settings.sample == "probe"
                  else None,
-                 hold_seconds=0)
+                 hold_seconds=0, resource=_resource(n, intent))
         for n in intent.gpu_nodes
     ]
     shared = timeslicing_node(intent)
     if shared is not None:
+        resource = _resource(shared, intent)
         jobs.append(CheckJob(key="timeslicing", kind="timeslicing", node=shared.name,
-                             gpus=shared.gpus, pods=shared.gpus * intent.time_slicing_replicas,
+                             gpus=shared.gpus,
+                             pods=expected_resources(shared, intent)[
+                                 resource or intent.gpu_resource],
                              sample="probe", max_memory_mib=None,
-                             hold_seconds=HOLD_SECONDS))
+                             hold_seconds=HOLD_SECONDS, resource=resource))
     if hami and settings.sample == "vectoradd" and intent.gpu_nodes:
         first = intent.gpu_nodes[0]
         jobs.append(CheckJob(key="hami", kind="hami", node=first.name, gpus=first.gpus,
                              pods=1, sample="probe", max_memory_mib=settings.hami_gpumem,
                              hold_seconds=0))
     return tuple(jobs)
+
+
+def _resource(node: NodeIntent, intent: ClusterIntent) -> str:
+    """What a check pod on `node` asks for: the first resource its pool advertises
+    (`gpuplane.rules.advertised.probe_resource`); "" when that is the cluster's own
+    `gpu_resource`, so Jobs of stacks without pool sharing stay as they were."""
+    resource = probe_resource(node, intent)
+    return "" if resource == intent.gpu_resource else resource
 
 
 def needs_probe_configmap(jobs: tuple[CheckJob, ...]) -> bool:

@@ -23,12 +23,14 @@ from gpuplane.checks.allocatable import (
     allocatable_of,
     allocatable_settled,
     expected_allocatable,
+    expected_resources,
 )
 from gpuplane.checks.causes import classify, gpu_path_id, no_gpu_fix
 from gpuplane.checks.manifests import CONTAINER, CheckJob
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.probe.cuda_probe import PROBE_NAME
+from gpuplane.rules.advertised import MPS_PIPE_ENV, is_mig_resource
 
 HAMI_SCHEDULER = "hami-scheduler"
 LOG_TAIL_LINES = 40
@@ -270,7 +272,30 @@ def job_findings(job: CheckJob, runs: Sequence[PodRun], intent: ClusterIntent,
     out: list[Finding] = []
     for run in runs:
         out += run_findings(job, run, intent)
+    if not out:
+        out += mig_findings(job, runs)
     return list(dict.fromkeys(out))
+
+
+def mig_findings(job: CheckJob, runs: Sequence[PodRun]) -> list[Finding]:
+    """FM10: a pod that asked for a MIG instance (`nvidia.com/mig-<profile>`) and whose
+    probe passed on a whole GPU: the pool's MIG layout is not what the device plugin
+    hands out (the probe tells a MIG instance by its `MIG-` UUID)."""
+    if not is_mig_resource(job.resource):
+        return []
+    out = []
+    for run in runs:
+        report = parse_probe_report(run.log) or {}
+        devices = report.get("devices") or []
+        if report.get("ok") and devices and not any(d.get("mig") for d in devices):
+            out.append(_finding(
+                "FM10", f"node {job.node}: the pod asked for one {job.resource} but ran on a "
+                f"whole GPU ({', '.join(uuids(report)) or 'no UUID'}), not a MIG instance",
+                _where(job, run),
+                "the device plugin must run with MIG strategy `mixed` on the pool "
+                "(`mig.strategy`, the plugin config's `flags.migStrategy`) and the GPUs must "
+                "be in MIG mode with the pool's layout (`nvidia-smi -L` lists `MIG` devices)"))
+    return out
 
 
 # --------------------------------------------------------------------------- time-slicing
@@ -382,12 +407,27 @@ def report_summary(report: dict[str, Any] | None) -> dict[str, Any]:
     if not report:
         return {}
     devices = report.get("devices") or []
+    environment = report.get("environment") or {}
     return {
         "driver": report.get("driver_version"),
         "gpus": [{"name": d.get("name"), "uuid": d.get("uuid"),
-                  "memoryMib": d.get("memory_total_mib"),
+                  "memoryMib": d.get("memory_total_mib"), "mig": bool(d.get("mig")),
                   "kernelMs": (d.get("kernel") or {}).get("kernel_ms")} for d in devices],
+        # Where the pod ran: on a MIG instance (a `MIG-` UUID), under MPS (the device
+        # plugin's Allocate set the MPS pipe directory), or on a whole or time-sliced GPU.
+        "sharing": sharing_mode(report),
+        **({"mpsPipeDirectory": environment[MPS_PIPE_ENV]}
+           if environment.get(MPS_PIPE_ENV) else {}),
     }
+
+
+def sharing_mode(report: dict[str, Any]) -> str:
+    """`mig`, `mps` or `gpu`: how the probe's pod was handed its GPU, from its report."""
+    if any(d.get("mig") for d in report.get("devices") or []):
+        return "mig"
+    if (report.get("environment") or {}).get(MPS_PIPE_ENV):
+        return "mps"
+    return "gpu"
 
 
 __all__ = [
@@ -400,9 +440,11 @@ __all__ = [
     "classify",
     "event_texts",
     "expected_allocatable",
+    "expected_resources",
     "hami_memory_findings",
     "job_findings",
     "log_tail",
+    "mig_findings",
     "overlap",
     "overlap_impossible",
     "parse_probe_report",
@@ -411,6 +453,7 @@ __all__ = [
     "render_failure",
     "report_summary",
     "run_findings",
+    "sharing_mode",
     "sharing_summary",
     "timeslicing_findings",
     "uuids",

@@ -23,11 +23,12 @@ from gpuplane.doctor.cluster import (
     requests_of,
 )
 from gpuplane.doctor.diagnosis import Diagnosis, Evidence, Symptom
+from gpuplane.doctor.sharing import mig_manager_symptom, pool_counts
 from gpuplane.doctor.symptoms import classify, event_evidence, glibc_fallback, runtimeclass_fix
 from gpuplane.rules._shared import lookup, quantity, version_tuple
+from gpuplane.rules.advertised import expected_resources, mig_manager_state
 from gpuplane.rules.events import NODE_DOWN_IDS
 from gpuplane.rules.messages import GLIBC_MISSING as GLIBC
-from gpuplane.rules.timeslicing import expected_allocatable
 from gpuplane.rules.workloads import GPU, GPUMEM, pod_spec_of
 
 FAILING = ("RunContainerError", "CrashLoopBackOff", "CreateContainerError", "Error",
@@ -149,13 +150,22 @@ def node_readiness(view: ClusterView) -> list[Symptom]:
 
 def allocatable(view: ClusterView, intent: ClusterIntent, hami_values: dict[str, Any] | None,
                 notes: list[str] | None = None) -> list[Symptom]:
-    """nvidia.com/gpu each GPU node advertises against what the stack expects."""
+    """What each GPU node advertises against what the stack expects, per resource name
+    (`gpuplane.rules.advertised.expected_resources`); a node MIG Manager is still
+    reconfiguring, or failed to, is reported as that and not judged by its counts."""
     out = []
     notes = [] if notes is None else notes
     nodes = {n.name: n for n in intent.gpu_nodes}
     for node in view.gpu_nodes(nodes):
+        mig = mig_manager_state(labels(node))
+        if mig is not None and (mig.reconfiguring or mig.failed):
+            out.append(mig_manager_symptom(node, mig))
+            continue
         want = nodes.get(name(node))
         if want is None:
+            continue
+        if want.resources:
+            out += pool_counts(node, want, intent)
             continue
         have = gpu_count(node, "allocatable")
         evidence = Evidence(f"Node {name(node)} status.allocatable",
@@ -185,7 +195,7 @@ def allocatable(view: ClusterView, intent: ClusterIntent, hami_values: dict[str,
                     "devicePlugin.enabled=false); raw Helm: --set devicePlugin.enabled=false "
                     "on the gpu-operator release (or uninstall the other device plugin).")))
             continue
-        expected = expected_allocatable(want.gpus, intent)
+        expected = next(iter(expected_resources(want, intent).values()))
         if intent.time_slicing_replicas > 0 and have != expected:
             out.append(Symptom(("FM10",), ("operator", "cluster"), evidence, Finding(
                 "FM10", Severity.ERROR,

@@ -433,7 +433,8 @@ def build_report(
         "max_memory_mib": max_memory_mib,
         "ptx": {"version": PTX_VERSION, "target": PTX_TARGET, "entry": KERNEL_NAME},
         "environment": {
-            k: os.environ.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+            k: os.environ.get(k)
+            for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "CUDA_MPS_PIPE_DIRECTORY")
         },
         "host": platform.node(),
         "elapsed_ms": elapsed_ms,
