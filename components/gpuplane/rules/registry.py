@@ -253,6 +253,7 @@ _DATA = {
             "tests/pure/test_sharing_postdeploy.py::test_fm10_allocatable_check_names_node_resource_expected_and_got",
             "tests/pure/test_sharing_postdeploy.py::test_fm10_a_node_mig_manager_is_reconfiguring_is_reported_as_that",
             "tests/pure/test_sharing_postdeploy.py::test_fm10_doctor_mig_manager_failed_and_the_paused_wedge",
+            "tests/engine/test_device_plugin_node.py::test_fm10_allocatable_check_on_a_real_kubelet_advertising_mig_instances",
         ),
     ),
     "FM11": _entry(
