@@ -3,7 +3,7 @@
 Children, all after the rest of the deployment (`depends_on`):
 * ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe),
   named `<name>-probe-<sha256 of the script, 10>` in the cluster;
-* `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable nvidia.com/gpu;
+* `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable, per resource name;
 * `GpuJobCheck` `<name>-nodes-check`: it creates a Job per GPU node
   (`<name>-probe-<node>-<8 hex>`, checks.manifests) and judges them all;
 * with time-slicing a `GpuJobCheck` `<name>-timeslicing-check` (Job

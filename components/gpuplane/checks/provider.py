@@ -182,7 +182,7 @@ class ProbeJobCheckProvider(_CheckProvider):
 
 
 class AllocatableCheckProvider(_CheckProvider):
-    """Watches allocatable nvidia.com/gpu on every GPU node (FM10, FM12, FM13)."""
+    """Watches every resource each GPU node must advertise (FM10, FM12, FM13)."""
 
     settle_reads: int = SETTLE_READS
 
@@ -252,7 +252,8 @@ class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"
 
 class GpuAllocatableCheck(pulumi.dynamic.Resource, module="gpuplane",
                           name="GpuAllocatableCheck"):
-    """Fails `pulumi up` unless every GPU node advertises the nvidia.com/gpu it should."""
+    """Fails `pulumi up` unless every GPU node advertises what its pool should
+    (`nvidia.com/gpu` x replicas, each `nvidia.com/mig-<profile>` x instances)."""
 
     passed: pulumi.Output[bool]
     result: pulumi.Output[dict]

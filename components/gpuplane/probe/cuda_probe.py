@@ -29,7 +29,8 @@ message or null), ``failures`` (list of ``{"kind", "message"}``), ``library``,
 ``driver_version`` (e.g. ``"12.4"``), ``driver_version_raw`` (e.g. ``12040``),
 ``device_count``, ``selected_devices``, ``elements``, ``require_count``, ``max_memory_mib``,
 ``ptx`` (``{"version", "target", "entry"}``), ``environment`` (``NVIDIA_VISIBLE_DEVICES``,
-``CUDA_VISIBLE_DEVICES``), ``host``, ``elapsed_ms``, ``devices``.
+``CUDA_VISIBLE_DEVICES``, ``CUDA_MPS_PIPE_DIRECTORY``: set when the device plugin shares the
+GPU with MPS), ``host``, ``elapsed_ms``, ``devices``.
 
 Per device: ``index``, ``ok``, ``name``, ``uuid`` (``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``
 as nvidia-smi prints it; ``MIG-...`` when the device is a MIG instance), ``mig``, ``parent_uuid``
