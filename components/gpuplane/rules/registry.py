@@ -1,4 +1,4 @@
-"""Rules findable by id: for each failure mode FM01-FM18, the functions that can emit it,
+"""Rules findable by id: for each failure mode FM01-FM25, the functions that can emit it,
 its catalogue entry, the event texts that point at it and the tests that hold it.
 
 A rule id is raised from many places (FM03 from the containerd model, the toolkit's
