@@ -399,6 +399,69 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),
+    "FM19": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_mig_strategy",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm19_mig_pools_with_different_strategies",
+            "tests/pure/test_rules_sharing.py::test_fm19_raw_mig_strategy_contradicts_the_pool",
+            "tests/pure/test_rules_sharing.py::test_fm19_plain_install_strategy_mismatch",
+        ),
+    ),
+    "FM20": _entry(
+        checks=(
+            "gpuplane.rules.sharing._fits",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm20_layout_the_gpu_cannot_make",
+        ),
+    ),
+    "FM21": _entry(
+        checks=(
+            "gpuplane.rules.sharing._single_mixes",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm21_single_strategy_over_balanced_layout",
+        ),
+    ),
+    "FM22": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_pools",
+            "gpuplane.rules.sharing._mps_on_mig",
+            "gpuplane.rules.sharing.check_mps_profiles",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm22_mps_on_mig_instances",
+            "tests/pure/test_rules_sharing.py::test_fm22_fm23_raw_configmap_of_a_plain_install",
+        ),
+    ),
+    "FM23": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_profile_keys",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm23_plain_install_label_names_missing_key",
+            "tests/pure/test_rules_sharing.py::test_fm22_fm23_raw_configmap_of_a_plain_install",
+        ),
+    ),
+    "FM24": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_workload_sharing",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm24_two_gpus_on_an_mps_pool",
+            "tests/pure/test_rules_sharing.py::test_fm24_time_slicing_only_with_fail_requests_greater_than_one",
+        ),
+    ),
+    "FM25": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_workload_sharing",
+        ),
+        tests=(
+            "tests/pure/test_rules_sharing.py::test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",
+        ),
+    ),
 }
 
 REGISTRY: dict[str, RuleIndex] = {
