@@ -305,3 +305,25 @@ def test_fm25_whole_gpu_asked_on_a_mixed_mig_pool() -> None:
     assert check_workload(pod({"nvidia.com/mig-1g.10gb": 1}, on_h100), intent, "Pod d/p") == []
     # Unpinned, the L40S pool still has whole GPUs.
     assert check_workload(pod({"nvidia.com/gpu": 1}), intent, "Pod d/p") == []
+
+
+# ----------------------------------------------------------------- the doctor
+
+def test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels() -> None:
+    from gpuplane.doctor.analyse import _sharing
+    from gpuplane.doctor.cluster import ClusterView
+    from gpuplane.doctor.snapshot import Snapshot
+
+    snap = Snapshot()
+    snap.nodes = [{"kind": "Node", "metadata": {"name": "h100-01", "labels": {
+        "nvidia.com/device-plugin.config": "h100"}}}]
+    snap.configmaps = [{"kind": "ConfigMap", "metadata": {
+        "name": "device-plugin-config", "namespace": "gpu-operator"},
+        "data": {"default": "version: v1\nflags: {migStrategy: mixed}\n"}}]
+    values = {"mig": {"strategy": "single"}, "devicePlugin": {"config": {
+        "name": "device-plugin-config", "default": "default"}}}
+    intent = ClusterIntent(operator_namespace="gpu-operator")
+    found = [d.finding for d in _sharing(ClusterView(snap), intent, values,
+                                         "ClusterPolicy cluster-policy")]
+    assert sorted(f.id for f in found) == ["FM19", "FM23"], found
+    assert "node h100-01" in " ".join(f.message for f in found)

@@ -402,8 +402,10 @@ _DATA = {
     "FM19": _entry(
         checks=(
             "gpuplane.rules.sharing.check_mig_strategy",
+            "gpuplane.doctor.analyse._sharing",
         ),
         tests=(
+            "tests/pure/test_rules_sharing.py::test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
             "tests/pure/test_rules_sharing.py::test_fm19_mig_pools_with_different_strategies",
             "tests/pure/test_rules_sharing.py::test_fm19_raw_mig_strategy_contradicts_the_pool",
             "tests/pure/test_rules_sharing.py::test_fm19_plain_install_strategy_mismatch",
@@ -439,8 +441,10 @@ _DATA = {
     "FM23": _entry(
         checks=(
             "gpuplane.rules.sharing.check_profile_keys",
+            "gpuplane.doctor.analyse._sharing",
         ),
         tests=(
+            "tests/pure/test_rules_sharing.py::test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
             "tests/pure/test_rules_sharing.py::test_fm23_plain_install_label_names_missing_key",
             "tests/pure/test_rules_sharing.py::test_fm22_fm23_raw_configmap_of_a_plain_install",
         ),
