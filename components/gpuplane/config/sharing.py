@@ -13,6 +13,7 @@ with its replicas), in its own ConfigMap and key; setting both is refused.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
@@ -193,11 +194,12 @@ def sharing_problems(cfg: StackConfig) -> Iterator[Problem]:
                *((f"pools.{k}", v) for k, v in cfg.sharing.pools.items())]
     for path, p in entries:
         if p.mig is not None and p.mig.profile is not None and p.mig.profile not in names:
-            close = [n for n in names if n.startswith("all-")][:6]
+            close = difflib.get_close_matches(p.mig.profile, list(names), n=3) or \
+                [n for n in names if n.startswith("all-")][:4]
             yield Problem(stack_key(f"sharing.{path}.mig.profile"),
                           f"{p.mig.profile!r} is not a layout of the GPU Operator "
-                          f"{chart or 'chart'}'s default mig-parted config (e.g. "
-                          f"{', '.join(close)}); name one of them or give mig.layout")
+                          f"{chart or 'chart'}'s default mig-parted config; did you mean "
+                          f"{' or '.join(close)}? (or give mig.layout)")
 
 
 __all__ = ["CUSTOM_PREFIX", "DEFAULT_KEY", "SHARING_NEEDS", "MigConfig", "SharingConfig",
