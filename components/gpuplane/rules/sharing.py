@@ -79,8 +79,10 @@ def check_mig_strategy(values: Any, data: Mapping[str, Any], *, where: str) -> l
             "way while GPU Feature Discovery labels and the operator's validator expect the "
             "other, and the operator has one strategy for the whole cluster.",
             at(where, f"data.{key} flags.migStrategy", f"{_pool_key(key)}.mig.strategy"),
-            f"Give every MIG pool the same mig.strategy (the operator's is {want!r}); raw "
-            f"Helm: mig.strategy={have} or flags.migStrategy: {want} in every profile."))
+            "Give every MIG pool of gpuplane:sharing the same mig.strategy and leave "
+            "mig.strategy out of gpuplane:gpuOperator.values (gpuplane sets it from the "
+            f"pools); raw Helm: mig.strategy={have}, or flags.migStrategy: {want} in every "
+            "profile."))
     return out
 
 
