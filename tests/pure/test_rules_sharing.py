@@ -327,3 +327,10 @@ def test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels() -> None:
                                          "ClusterPolicy cluster-policy")]
     assert sorted(f.id for f in found) == ["FM19", "FM23"], found
     assert "node h100-01" in " ".join(f.message for f in found)
+
+
+def test_a_time_slicing_stacks_intent_record_is_unchanged() -> None:
+    raw = stack("two-pools", timeSlicing={"replicas": 4})
+    del raw["gpuplane:sharing"]
+    text = parsed(raw).intent().to_json()
+    assert '"sharing' not in text and '"resources"' not in text

@@ -202,6 +202,15 @@ class StackViews:
         found = self.sharing_profiles().get(key) if key else None
         return advertised(gpus, found) if found is not None else ()
 
+    def _sharing_fields(self) -> dict[str, Any]:
+        """The intent's sharing profiles and each pool's key: only a `gpuplane:sharing`
+        stack writes them (a `timeSlicing` stack's record stays as it was)."""
+        if getattr(self, "sharing", None) is None:
+            return {}
+        return {"sharing": tuple(self.sharing_profiles().values()),
+                "sharing_pools": tuple(sorted({(n.pool, key) for n in self.nodes
+                                               if (key := self.sharing_key(n.pool))}))}
+
     def _time_slicing_fields(self) -> dict[str, Any]:
         """The intent's cluster-wide time-slicing fields: `gpuplane:timeSlicing`, or with
         `gpuplane:sharing` its ConfigMap, the `default` key and that key's time-slicing
@@ -245,9 +254,7 @@ class StackViews:
             allow_all_at_once=self.rollout.allow_all_at_once,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool,
                                    self._advertised(n.gpus, n.pool)) for n in self.nodes),
-            sharing=tuple(self.sharing_profiles().values()),
-            sharing_pools=tuple(sorted({(n.pool, key) for n in self.nodes
-                                        if (key := self.sharing_key(n.pool))})),
+            **self._sharing_fields(),
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )
