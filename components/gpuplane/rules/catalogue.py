@@ -267,15 +267,17 @@ _ALL = [
     ),
     _rule(
         "FM19", _E, "MIG strategy differs between the operator and the device plugin",
-        "MIG instances are advertised under other names than GPU Feature Discovery labels "
-        "and pods ask for; pods stay Pending or land on the wrong slices.",
-        "The operator starts the device plugin with its one cluster-wide `mig.strategy`, "
-        "but each key of the plugin's ConfigMap may set `flags.migStrategy`, which wins for "
-        "the plugin alone. Two MIG pools with different strategies, or a raw config that "
-        "says otherwise, split what the plugin advertises from what the rest of the stack "
-        "expects.",
+        "The operator's plugin validation waits for a resource the plugin does not "
+        "advertise; pods asking by the operator's strategy stay Pending.",
+        "The operator passes its one cluster-wide `mig.strategy` to the device plugin and "
+        "to its own plugin validation (`MIG_STRATEGY`), but each key of the plugin's "
+        "ConfigMap may set `flags.migStrategy`, which wins for the plugin alone. Two MIG "
+        "pools with different strategies, or a raw config that says otherwise, split what "
+        "the plugin advertises (nvidia.com/gpu or nvidia.com/mig-*) from what the operator "
+        "and the rest of the stack expect.",
         "`mig.strategy: single` in the operator's values, a profile with `flags.migStrategy: "
-        "mixed`: the plugin advertises nvidia.com/mig-1g.10gb, GFD labels nvidia.com/gpu.",
+        "mixed`: the plugin advertises nvidia.com/mig-1g.10gb, the validation asks for "
+        "nvidia.com/gpu.",
         "Give every MIG pool the same `mig.strategy` in `gpuplane:sharing` (gpuplane writes "
         "it into the operator's values and every profile).",
     ),
@@ -295,10 +297,10 @@ _ALL = [
     ),
     _rule(
         "FM21", _E, "single MIG strategy over a layout of unlike instances",
-        "Pods asking for nvidia.com/gpu get a 1g.10gb slice one time and a 3g.40gb slice "
-        "the next; or the plugin advertises nothing on the node.",
-        "With the single strategy every MIG instance is advertised as nvidia.com/gpu, which "
-        "only makes sense when all instances on the node are alike; a layout such as "
+        "The device plugin refuses the node (`invalid MIG configuration`) and it "
+        "advertises no GPU.",
+        "With the single strategy every MIG instance is advertised as nvidia.com/gpu, so "
+        "the plugin requires all MIG devices on the node to be alike; a layout such as "
         "`all-balanced` mixes profiles.",
         "`mig: {strategy: single, profile: all-balanced}`.",
         "Use `strategy: mixed` (nvidia.com/mig-<profile> per profile) or a one-profile "
@@ -388,12 +390,14 @@ _UPSTREAM = {
     "FM16": f"{_CRI17} (enable_cdi, first in the 1.7 line)",
     "FM17": f"{_OPERATOR_ENV} (CONTAINERD_SOCKET / CONTAINERD_CONFIG for the toolkit)",
     "FM18": f"{_OPERATOR} (toolkit.version, driver.version)",
-    "FM19": f"{_OPERATOR} (mig.strategy); {_PLUGIN} api/config/v1/flags.go@v0.18.0 "
-            "(flags.migStrategy per config)",
+    "FM19": f"{_OPERATOR} (mig.strategy); NVIDIA/gpu-operator controllers/"
+            "object_controls.go@v25.10.1 (MIG_STRATEGY to the plugin and its validation); "
+            f"{_PLUGIN} api/config/v1/flags.go@v0.18.0 (flags.migStrategy per config)",
     "FM20": f"{_MIG_PARTED}@v24.3.0-v26.7.0 (the named layouts, device filters and the "
             "models their comments name)",
     "FM21": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (single: every MIG device is "
-            "nvidia.com/gpu)",
+            "nvidia.com/gpu), internal/rm/device_map.go@v0.18.0 (single requires uniform "
+            "MIG devices)",
     "FM22": f"{_PLUGIN} internal/plugin/mps.go@v0.18.0 (MPS refuses MIG devices), "
             "cmd/nvidia-device-plugin/main.go@v0.18.0 (mixed strategy refused with MPS)",
     "FM23": f"{_PLUGIN} cmd/config-manager/main.go@v0.18.0 (`specified config ... does not "

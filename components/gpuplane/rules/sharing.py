@@ -7,8 +7,10 @@ intent's `sharing`, with each pool's GPU model and MIG layout) and the workloads
 
 Facts (NVIDIA/k8s-device-plugin at v0.18.0, NVIDIA/gpu-operator at the chart's tag):
 - the plugin's per-key `flags.migStrategy` overrides the `MIG_STRATEGY` the operator
-  starts it with, while GFD and the operator's own validator keep `mig.strategy`
-  (deployments/gpu-operator/templates/clusterpolicy.yaml `mig.strategy`);
+  starts it with, while the operator's plugin validation keeps `mig.strategy`
+  (NVIDIA/gpu-operator controllers/object_controls.go@v25.10.1);
+- the single strategy requires all MIG devices on a node alike, else the plugin fails
+  (`invalid MIG configuration`, internal/rm/device_map.go);
 - MPS refuses MIG devices (internal/plugin/mps.go) and the mixed strategy
   (cmd/nvidia-device-plugin/main.go), and always fails a request for more than one
   shared device; time-slicing fails it only with `failRequestsGreaterThanOne`
@@ -76,8 +78,8 @@ def check_mig_strategy(values: Any, data: Mapping[str, Any], *, where: str) -> l
             "FM19",
             f"profile {key!r} runs the device plugin with migStrategy {have!r} but the "
             f"operator's mig.strategy is {want!r}: the plugin advertises MIG instances one "
-            "way while GPU Feature Discovery labels and the operator's validator expect the "
-            "other, and the operator has one strategy for the whole cluster.",
+            "way while the operator's plugin validation and the other pools expect the "
+            "other (the operator has one strategy for the whole cluster).",
             at(where, f"data.{key} flags.migStrategy", f"{_pool_key(key)}.mig.strategy"),
             "Give every MIG pool of gpuplane:sharing the same mig.strategy and leave "
             "mig.strategy out of gpuplane:gpuOperator.values (gpuplane sets it from the "
@@ -173,9 +175,9 @@ def _single_mixes(p: PoolSharing, where: str) -> list[Finding]:
     kinds = ", ".join(f"{name} x{n}" for name, n in p.mig_layout)
     return [finding(
         "FM21", f"pool {p.key!r} uses the single MIG strategy with a layout of unlike "
-                f"instances ({kinds}): the device plugin advertises them all as one "
-                f"{GPU_RESOURCE}, so a pod gets any of them, or the plugin refuses the "
-                "node's mixed MIG devices.",
+                f"instances ({kinds}): the single strategy advertises every instance as "
+                f"{GPU_RESOURCE} and so requires them alike; the device plugin refuses the "
+                "node (invalid MIG configuration) and it advertises no GPU.",
         at(where, f"sharing {p.key}", f"{_pool_key(p.key)}.mig.strategy"),
         "Set mig.strategy: mixed (each profile advertised as nvidia.com/mig-<profile>), "
         "or a layout of one profile (e.g. all-1g.10gb) with single.")]
