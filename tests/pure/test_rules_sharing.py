@@ -107,11 +107,13 @@ def test_custom_layout_writes_gpuplanes_mig_parted_config_and_single_counts_gpus
         ("nvidia.com/gpu", 32),)
 
 
-def test_gke_mig_pool_gets_with_reboot() -> None:
-    cfg = stack("gke-ubuntu", sharing={"pools": {"t4": {
-        "gpuModel": "A100-40GB", "mig": {"strategy": "single", "profile": "all-1g.5gb"}}}})
-    values = operator_values(parsed(cfg), [])
-    assert values["migManager"]["env"] == [{"name": "WITH_REBOOT", "value": "true"}]
+def test_gke_with_googles_driver_gets_with_reboot_for_mig() -> None:
+    mig = {"gpuModel": "A100-40GB", "mig": {"strategy": "single", "profile": "all-1g.5gb"}}
+    cos = operator_values(parsed(stack("gke-cos", sharing={"pools": {"l4": mig}})), [])
+    assert cos["migManager"]["env"] == [{"name": "WITH_REBOOT", "value": "true"}]
+    # The operator's driver manager on GKE Ubuntu: NVIDIA's guide asks for no reboot.
+    ubuntu = operator_values(parsed(stack("gke-ubuntu", sharing={"pools": {"t4": mig}})), [])
+    assert "env" not in ubuntu["migManager"]
 
 
 def test_time_slicing_keys_keep_rendering_as_before() -> None:

@@ -5,8 +5,9 @@
   file format, NVIDIA/k8s-device-plugin api/config/v1/config.go@v0.18.0);
 - the operator's values that point at it (`devicePlugin.config`), its `mig.strategy`, and
   `migManager.*` (gpuplane's own mig-parted ConfigMap when a pool writes its layout out;
-  `WITH_REBOOT=true` on GKE, whose nodes must reboot for a MIG change: NVIDIA
-  cloud-native-docs gpu-operator/google-gke.rst);
+  `WITH_REBOOT=true` on GKE nodes whose driver is Google's installer's: NVIDIA
+  cloud-native-docs gpu-operator/google-gke.rst@305025848fdb, "Using the Google Driver
+  Installer");
 - the per-node labels that select a profile (`nvidia.com/device-plugin.config`) and a
   MIG layout (`nvidia.com/mig.config`), applied through `NodeLabels`.
 """
@@ -90,7 +91,9 @@ def sharing_operator_values(cfg: StackConfig) -> dict[str, Any]:
         manager: dict[str, Any] = {"enabled": True}
         if any(p.custom_layout for p in found.values()):
             manager["config"] = {"name": MIG_PARTED_CONFIGMAP, "default": "all-disabled"}
-        if cfg.cluster.platform in _REBOOT_PLATFORMS:
+        op = cfg.gpu_operator
+        if cfg.cluster.platform in _REBOOT_PLATFORMS and op is not None \
+                and op.driver == "preinstalled":
             manager["env"] = [{"name": "WITH_REBOOT", "value": "true"}]
         values["migManager"] = manager
     return values
