@@ -163,9 +163,10 @@ _ALL = [
         "not restarted for.",
         "A ConfigMap with `sharing.timeSlicing` nested under `flags`: nvidia.com/gpu stays "
         "at the physical count.",
-        "Generate the config from the stack (`gpuplane:timeSlicing.replicas` >= 2, "
-        "`sharing.timeSlicing.resources`), point the operator's devicePlugin.config.name and "
-        ".default at its ConfigMap and profile, and restart the device plugin after a change.",
+        "Generate the config from the stack (`gpuplane:timeSlicing.replicas` >= 2, or "
+        "`gpuplane:sharing`: resources under the profile's sharing.timeSlicing), point the "
+        "operator's devicePlugin.config.name and .default at its ConfigMap and profile, and "
+        "restart the device plugin after a change.",
     ),
     _rule(
         "FM11", _E, "GPU pod without runtimeClassName while nvidia is not the default",

@@ -179,8 +179,9 @@ def _single_mixes(p: PoolSharing, where: str) -> list[Finding]:
                 f"{GPU_RESOURCE} and so requires them alike; the device plugin refuses the "
                 "node (invalid MIG configuration) and it advertises no GPU.",
         at(where, f"sharing {p.key}", f"{_pool_key(p.key)}.mig.strategy"),
-        "Set mig.strategy: mixed (each profile advertised as nvidia.com/mig-<profile>), "
-        "or a layout of one profile (e.g. all-1g.10gb) with single.")]
+        f"Set {_pool_key(p.key)}.mig.strategy: mixed (each profile advertised as "
+        "nvidia.com/mig-<profile>), or a layout of one profile (e.g. mig.profile: "
+        "all-1g.10gb) with single.")]
 
 
 def _mps_on_mig(p: PoolSharing, where: str) -> list[Finding]:
@@ -192,7 +193,8 @@ def _mps_on_mig(p: PoolSharing, where: str) -> list[Finding]:
                 "MPS on MIG devices (and with the mixed strategy at all), so the node "
                 "advertises nothing.",
         at(where, f"sharing {p.key}", f"{_pool_key(p.key)}.mode"),
-        "Use time-slicing on MIG instances, or MPS on whole GPUs (remove mig).")]
+        f"Set {_pool_key(p.key)}.mode: time-slicing to share MIG instances, or remove "
+        f"{_pool_key(p.key)}.mig to run MPS on whole GPUs.")]
 
 
 def check_mps_profiles(data: Mapping[str, Any], *, where: str) -> list[Finding]:
