@@ -232,9 +232,13 @@ def reachable_nodes(selector: Mapping[str, Any], intent: ClusterIntent) -> list[
     return nodes
 
 
-def check_workload_sharing(spec: Mapping[str, Any], containers: Iterable[tuple[str, dict[
-        str, float]]], intent: ClusterIntent, where: str) -> list[Finding]:
-    """FM24 and FM25 for one pod spec; `containers`: (path, {resource: amount})."""
+Amounts = Iterable[tuple[str, Mapping[str, float]]]   # (container path, {resource: amount})
+
+
+def check_workload_sharing(spec: Mapping[str, Any], containers: Amounts,
+                           intent: ClusterIntent, where: str) -> list[Finding]:
+    """FM24 and FM25 for one pod spec, container by container (the device plugin
+    allocates per container)."""
     if not intent.sharing or intent.device_plugin != "gpu-operator":
         return []
     nodes = reachable_nodes(mapping(spec.get("nodeSelector")), intent)
