@@ -26,6 +26,8 @@ _LAZY = {
     "NvidiaRuntimeClassArgs": "gpuplane.stack.runtime_class",
     "TimeSlicing": "gpuplane.stack.time_slicing",
     "TimeSlicingArgs": "gpuplane.stack.time_slicing",
+    "Sharing": "gpuplane.stack.sharing",
+    "SharingArgs": "gpuplane.stack.sharing",
     "PlanRejected": "gpuplane.stack.refusal",
     "GpuChecks": "gpuplane.checks.component",
     "GpuChecksArgs": "gpuplane.checks.component",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs
     from gpuplane.stack.refusal import PlanRejected
     from gpuplane.stack.runtime_class import NvidiaRuntimeClass, NvidiaRuntimeClassArgs
+    from gpuplane.stack.sharing import Sharing, SharingArgs
     from gpuplane.stack.time_slicing import TimeSlicing, TimeSlicingArgs
     from gpuplane.toolkit.options import PlanOptions, ToolkitMode
 
@@ -138,6 +141,8 @@ __all__ = [  # the same names as _LAZY (tests/pure/test_package.py holds them eq
     "PlanOptions",
     "PlanRejected",
     "Severity",
+    "Sharing",
+    "SharingArgs",
     "StackConfig",
     "StackConfigError",
     "TimeSlicing",

@@ -41,12 +41,18 @@ def pages() -> dict[str, str]:
 
 def _rows(key: str, field: FieldInfo, top: bool = True) -> Iterator[tuple[str, str, str, str]]:
     """The key's own row (a top-level section has its heading instead), then its sub-keys'
-    rows when it is a section (`cluster.*`) or a list of sections (`nodes[].*`)."""
+    rows when it is a section (`cluster.*`), a list of sections (`nodes[].*`) or a
+    mapping of names to sections (`sharing.pools.<name>.*`)."""
     model, many = _section(field.annotation)
     if model is None or not top:
         yield key, _kind(field.annotation, field.metadata), _default(field), \
             field.description or ""
-    if model is not None:
+    if model is None:
+        model = _named_sections(field.annotation)
+        if model is not None:
+            for name, sub in model.model_fields.items():
+                yield from _rows(f"{key}.<name>.{sub.alias or name}", sub, top=False)
+    elif model is not None:
         prefix = f"{key}[]." if many else f"{key}."
         for name, sub in model.model_fields.items():
             yield from _rows(prefix + (sub.alias or name), sub, top=False)
@@ -63,6 +69,14 @@ def _section(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation, False
     return None, False
+
+
+def _named_sections(annotation: Any) -> type[BaseModel] | None:
+    """The model of a `dict[str, <section>]` key (e.g. `sharing.pools`), else None."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is dict and len(args) == 2:
+        return _section(args[1])[0]
+    return None
 
 
 def _kind(annotation: Any, metadata: list[Any]) -> str:

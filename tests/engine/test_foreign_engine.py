@@ -114,6 +114,19 @@ def runtime_class(handler: str) -> str:
     return f'k8s.node.v1.RuntimeClass("gpu", metadata={{"name": "gpu"}}, handler="{handler}")\n'
 
 
+def sharing(chart: Path, strategy: str, label: str) -> str:
+    """The operator with a device plugin ConfigMap of the user's (key `default`, mixed
+    MIG) and a NodePatch selecting `label` (issue #47: FM19, FM23 on a plain install)."""
+    values = repr({"driver": {"enabled": False}, "mig": {"strategy": strategy},
+                   "devicePlugin": {"config": {"name": "plugin-config", "default": "default"}}})
+    return (release(chart, values)
+            + 'k8s.core.v1.ConfigMap("plugin", metadata={"name": "plugin-config", '
+              '"namespace": "gpu-operator"}, data={"default": '
+              '"version: v1\\nflags: {migStrategy: mixed}\\n"})\n'
+            + 'k8s.core.v1.NodePatch("gpu-1", metadata={"name": "gpu-1", "labels": '
+              f'{{"nvidia.com/device-plugin.config": "{label}"}}}})\n')
+
+
 # case: (the program from the packaged chart, extra facts, the broken program's rule ids)
 CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
     "release-v3/broken": (lambda c: release(c, '{"driver": {"enabled": True}, '
@@ -137,6 +150,9 @@ CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
         lambda c: release(c, GOOD) + runtime_class("nvidia-container-runtime"), (), {"FM11"}),
     "runtime-class-fm11/correct": (lambda c: release(c, GOOD) + runtime_class("nvidia"),
                                    (), set()),
+    "sharing-fm19-fm23/broken": (lambda c: sharing(c, "single", "inference"), (),
+                                 {"FM19", "FM23"}),
+    "sharing-fm19-fm23/correct": (lambda c: sharing(c, "mixed", "default"), (), set()),
 }
 
 

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Bundled stacks the engine can run end to end here: the ones with `nodeAccess: none`.
 # Stacks that write node files need pulumi-resource-command, which the module proxy does
 # not serve (github.com/pulumi/pulumi-command/provider is refused at every version).
-NONE_STACKS = ("kind-smoke", "hami-shared")
+NONE_STACKS = ("kind-smoke", "hami-shared", "h100-mig")
 
 
 def _need() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -66,8 +67,10 @@ def test_the_config_reference_names_every_key(pages: dict[str, str]) -> None:
             out.append(key)
             inner = [a for a in (field.annotation, *getattr(field.annotation, "__args__", ()))
                      if isinstance(a, type) and issubclass(a, BaseModel)]
+            named = typing.get_origin(field.annotation) is dict   # sharing.pools.<name>.*
             if inner:
-                out += keys(inner[0], key + ("[]." if key == "nodes" else "."))
+                out += keys(inner[0], key + ("[]." if key == "nodes" else
+                                             ".<name>." if named else "."))
         return out
 
     page = pages["config.md"]

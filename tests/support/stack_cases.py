@@ -89,7 +89,34 @@ def _node_files_on_eks(cfg: dict[str, Any], _dir: Path) -> None:
     cfg["gpuplane:docker"] = {"nvidiaRuntime": True}   # a file gpuplane would write
 
 
+def _h100_pool_of(pool: str, **keys: Any) -> Edit:
+    """`gpuplane:sharing.pools.<pool>` with `keys` changed."""
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg["gpuplane:sharing"]["pools"][pool].update(copy.deepcopy(keys))
+    return edit
+
+
+def _h100_pool(**keys: Any) -> Edit:
+    """The h100-mig stack's MIG pool with `keys` changed."""
+    return _h100_pool_of("h100", **keys)
+
+
 BROKEN: dict[str, Broken] = {
+    # Sharing (issue #47): the operator's strategy against the pool's, the single strategy
+    # over unlike instances, MPS on MIG instances.
+    "h100-mig/FM19-raw-single-strategy": Broken(
+        "h100-mig", _values(mig={"strategy": "single"}), frozenset({"FM19"})),
+    "h100-mig/FM21-single-balanced": Broken(
+        "h100-mig", _h100_pool(mig={"strategy": "single", "profile": "all-balanced"}),
+        frozenset({"FM21"})),
+    "h100-mig/FM22-mps-on-mig": Broken(
+        "h100-mig", _h100_pool(mode="mps", replicas=2,
+                               mig={"strategy": "single", "profile": "all-1g.10gb"}),
+        frozenset({"FM22"})),
+    "two-pools/FM20-mig-on-a10": Broken(
+        "two-pools", _h100_pool_of("notebooks", mode="whole", replicas=0,
+                                   mig={"strategy": "mixed", "profile": "all-1g.5gb"}),
+        frozenset({"FM20"})),
     "kind-smoke/FM18-latest-toolkit": Broken(
         "kind-smoke", _values(toolkit={"version": "latest"}), frozenset({"FM18"})),
     "kind-smoke/FM16-cdi-on-1.6": Broken(

@@ -10,11 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import yaml
-
 from gpuplane.config import StackConfig
+from gpuplane.config.sharing_values import plugin_config_data, sharing_operator_values
 from gpuplane.core.images import hami_mirror_values, operator_mirror_values
-from gpuplane.rules.opvalues import mig_strategy
 from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
 
 
@@ -48,9 +46,6 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
             and cfg.plan_options().detected and before_v25_10(op.chart_version):
         # RKE2's docs for chart v25.3.x in detected mode (gpuplane.toolkit.env).
         device_plugin["env"] = [{"name": k, "value": v} for k, v in DEVICE_PLUGIN_ENV.items()]
-    if cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator":
-        device_plugin["config"] = {"create": False, "name": cfg.time_slicing.config_map,
-                                   "default": cfg.time_slicing.profile}
     plat = cfg.platform
     if plat is not None and plat.install_dir:
         # COS: the only writable, stateful place for NVIDIA's files (NVIDIA's GKE recipe).
@@ -64,6 +59,8 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
     }
     if plat is not None and plat.install_dir:
         values["hostPaths"] = {"driverInstallDir": plat.install_dir}
+    # The sharing: devicePlugin.config, mig.strategy, migManager (config.sharing_values).
+    values = deep_merge(values, sharing_operator_values(cfg))
     mirror = operator_mirror_values(op.chart_version, op.image_mirror)
     return deep_merge(deep_merge(mirror, values) if mirror else values, op.values)
 
@@ -105,22 +102,13 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
 
 
 def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
-    """The device plugin's sharing config: one profile key holding YAML (keys under
-    `sharing.timeSlicing`, never under `flags`, where the plugin ignores them). Its
-    `flags.migStrategy` is the operator's `mig.strategy` (the chart's `single` where
-    unset), so the plugin's config never contradicts what the operator runs it with."""
-    ts = cfg.time_slicing
-    op = cfg.gpu_operator
-    profile = {
-        "version": "v1",
-        "flags": {"migStrategy": mig_strategy(op.values if op else {})},
-        "sharing": {"timeSlicing": {
-            "renameByDefault": ts.rename_by_default,
-            "failRequestsGreaterThanOne": ts.fail_requests_greater_than_one,
-            "resources": [{"name": "nvidia.com/gpu", "replicas": ts.replicas}],
-        }},
-    }
-    return {ts.profile: yaml.safe_dump(profile, sort_keys=False)}
+    """The device plugin's sharing ConfigMap `data`, one profile key per pool (with
+    `gpuplane:timeSlicing`, its one profile): keys under `sharing.timeSlicing` or
+    `sharing.mps`, never under `flags`, where the plugin ignores them. Each key's
+    `flags.migStrategy` is the operator's `mig.strategy` (a MIG pool's own), so the
+    plugin's config never contradicts what the operator runs it with
+    (gpuplane.config.sharing_values)."""
+    return plugin_config_data(cfg)
 
 
 __all__ = ["deep_merge", "hami_values", "operator_values", "time_slicing_data"]

@@ -44,6 +44,7 @@ from gpuplane.config.sections import (
     TimeSlicingConfig,
     _Section,
 )
+from gpuplane.config.sharing import SHARING_NEEDS, SharingConfig, sharing_problems
 from gpuplane.config.views import StackViews
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros.profiles import Distro, bundled_containerd_major, k0s_unsupported
@@ -81,8 +82,7 @@ class StackConfig(_Section, StackViews):
     another version. Versions and tags must be YAML strings: an
     unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
     key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
-    A stack's errors are reported together: every invalid value and every combination
-    that cannot work, not only the first.
+    A stack's errors are reported together, not only the first.
     """
 
     cluster: ClusterConfig
@@ -111,7 +111,9 @@ class StackConfig(_Section, StackViews):
     writes the nvidia runtime into containerd, so `cluster.nodeAccess` must be `ssh` or
     `pod`) and no GPU Operator is installed."""
     time_slicing: TimeSlicingConfig = TimeSlicingConfig()
-    """The operator's time-slicing (GPU sharing without HAMi)."""
+    """The operator's time-slicing for every node (older form of `sharing.default`)."""
+    sharing: SharingConfig | None = None
+    """How each node pool shares its GPUs: whole, time-slicing, MPS, MIG (docs/sharing.md)."""
     hami: HamiConfig = HamiConfig()
     """HAMi's Helm release, with `devicePlugin: hami`."""
     rollout: RolloutConfig = RolloutConfig()
@@ -485,9 +487,11 @@ def _written(section: BaseModel, skip: AbstractSet[str] = frozenset()) -> list[s
             for name in sorted(section.model_fields_set - skip)]
 
 
+STACK_CHECKS.append(Check(SHARING_NEEDS, sharing_problems))
+
+
 @_check(STACK_CHECKS, "device_plugin", "time_slicing")
 def _hami_time_slicing(cfg: StackConfig) -> Iterator[Problem]:
-    # Any key written beside HAMi, not only replicas: its settings would be dropped too.
     sharing = cfg.time_slicing.replicas > 1 or \
         bool(cfg.time_slicing.model_fields_set - {"replicas"})
     if cfg.device_plugin == "hami" and sharing:

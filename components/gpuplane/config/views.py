@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuplane.config.errors import NAMESPACE
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.intent import CgroupDriver, ClusterIntent, NodeIntent
+from gpuplane.core.sharing import PoolSharing, advertised
 from gpuplane.distros.docker_daemon import DockerSettings
 from gpuplane.distros.profiles import DistroProfile, profile
 from gpuplane.distros.rancher_mode import Choice, choose
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         RuntimeConfig,
         TimeSlicingConfig,
     )
+    from gpuplane.config.sharing import SharingConfig
 
 
 class StackViews:
@@ -55,6 +57,7 @@ class StackViews:
         rollout: RolloutConfig
         docker: DockerConfig
         rules: Mapping[str, str]
+        sharing: SharingConfig | None
 
     @property
     def platform(self) -> PlatformProfile | None:
@@ -177,6 +180,54 @@ class StackViews:
             writes_files=self.node_access,
         )
 
+    def sharing_profiles(self) -> dict[str, PoolSharing]:
+        """Every sharing profile by its ConfigMap key (gpuplane.config.sharing.profiles)."""
+        from gpuplane.config.sharing import profiles
+
+        return profiles(self)  # type: ignore[arg-type]
+
+    def sharing_key(self, pool: str) -> str | None:
+        """The ConfigMap key a node of `pool` uses; None: no sharing config."""
+        from gpuplane.config.sharing import sharing_key
+
+        return sharing_key(self, pool)  # type: ignore[arg-type]
+
+    def _advertised(self, gpus: int, pool: str) -> tuple[tuple[str, int], ...]:
+        """`NodeIntent.resources`: what the node's device plugin advertises where its
+        pool's sharing is one the cluster-wide fields cannot say (a `gpuplane:sharing`
+        stack: every node); empty otherwise (the cluster's time-slicing, as before)."""
+        if getattr(self, "sharing", None) is None or self.device_plugin != "gpu-operator":
+            return ()
+        key = self.sharing_key(pool)
+        found = self.sharing_profiles().get(key) if key else None
+        return advertised(gpus, found) if found is not None else ()
+
+    def _sharing_fields(self) -> dict[str, Any]:
+        """The intent's sharing profiles and each pool's key: only a `gpuplane:sharing`
+        stack writes them (a `timeSlicing` stack's record stays as it was)."""
+        if getattr(self, "sharing", None) is None:
+            return {}
+        return {"sharing": tuple(self.sharing_profiles().values()),
+                "sharing_pools": tuple(sorted({(n.pool, key) for n in self.nodes
+                                               if (key := self.sharing_key(n.pool))}))}
+
+    def _time_slicing_fields(self) -> dict[str, Any]:
+        """The intent's cluster-wide time-slicing fields: `gpuplane:timeSlicing`, or with
+        `gpuplane:sharing` its ConfigMap, the `default` key and that key's time-slicing
+        (replicas 0 where the default is not time-slicing whole GPUs)."""
+        ts = self.time_slicing
+        sharing = getattr(self, "sharing", None)
+        if sharing is None:
+            return {"time_slicing_replicas": ts.replicas, "time_slicing_configmap":
+                    ts.config_map, "time_slicing_profile": ts.profile,
+                    "time_slicing_rename": ts.rename_by_default}
+        d = sharing.default
+        on = d.mode == "time-slicing" and d.mig is None
+        return {"time_slicing_replicas": d.replicas if on else 0,
+                "time_slicing_configmap": sharing.config_map,
+                "time_slicing_profile": "default",
+                "time_slicing_rename": d.rename_by_default if on else False}
+
     def intent(self) -> ClusterIntent:
         op = self.gpu_operator
         return ClusterIntent(
@@ -196,15 +247,14 @@ class StackViews:
             runtime_setup=self.plan_options().runtime_setup,
             operator_namespace=self.gpuplane_namespace,
             hami_namespace=self.hami.namespace,
-            time_slicing_replicas=self.time_slicing.replicas,
-            time_slicing_configmap=self.time_slicing.config_map,
-            time_slicing_profile=self.time_slicing.profile,
-            time_slicing_rename=self.time_slicing.rename_by_default,
+            **self._time_slicing_fields(),
             hami_split_count=self.hami.device_split_count,
             max_unavailable=self.rollout.max_unavailable,
             canary=self.rollout.canary,
             allow_all_at_once=self.rollout.allow_all_at_once,
-            nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
+            nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool,
+                                   self._advertised(n.gpus, n.pool)) for n in self.nodes),
+            **self._sharing_fields(),
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )

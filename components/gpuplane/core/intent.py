@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from gpuplane.core.sharing import PoolSharing
+
 INTENT_CONFIGMAP = "gpuplane-intent"
 INTENT_KEY = "intent.json"
 INTENT_LABEL = "gpuplane.dev/intent"
@@ -73,6 +75,10 @@ class ClusterIntent:
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
     # gpuplane:draDriver: GPUs are handed out by NVIDIA's DRA driver (ResourceClaims).
     dra: bool = False
+    # gpuplane:sharing (or timeSlicing): each sharing profile (a key of the device
+    # plugin's ConfigMap), and which key each node pool uses: (pool, key) pairs.
+    sharing: tuple[PoolSharing, ...] = ()
+    sharing_pools: tuple[tuple[str, str], ...] = ()
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -110,6 +116,9 @@ class ClusterIntent:
             del data["rule_levels"]
         if not data["dra"]:
             del data["dra"]
+        for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
+            if not data[key]:
+                del data[key]
         for node in data["nodes"]:          # only a pool with its own sharing writes these
             if not node["resources"]:
                 del node["resources"]
@@ -124,7 +133,17 @@ class ClusterIntent:
                                                  for r, c in n.get("resources", ())))
                       for n in known.pop("nodes", ()))
         levels = tuple((str(k), str(v)) for k, v in known.pop("rule_levels", ()))
-        return cls(**known, nodes=nodes, rule_levels=levels)
+        sharing = tuple(PoolSharing(**{**p, "mig_layout": tuple(
+            (str(n), int(c)) for n, c in p.get("mig_layout", ()))})
+            for p in known.pop("sharing", ()))
+        pools = tuple((str(p), str(k)) for p, k in known.pop("sharing_pools", ()))
+        return cls(**known, nodes=nodes, rule_levels=levels, sharing=sharing,
+                   sharing_pools=pools)
+
+    def sharing_of(self, pool: str) -> PoolSharing | None:
+        """The sharing profile a node of `pool` uses; None: whole GPUs, no profile."""
+        key = dict(self.sharing_pools).get(pool)
+        return next((p for p in self.sharing if p.key == key), None)
 
     @classmethod
     def from_json(cls, text: str) -> ClusterIntent:

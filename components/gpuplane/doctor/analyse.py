@@ -16,7 +16,7 @@ from typing import Any
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.doctor import health, unknowns
-from gpuplane.doctor.cluster import ClusterView, name, namespace, requests_of
+from gpuplane.doctor.cluster import ClusterView, labels, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
 from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
 from gpuplane.doctor.nodes import NodeContext, ToolkitTarget, analyse_node
@@ -137,6 +137,7 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
         diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
                                                   where=where), "operator")
         diagnoses += _time_slicing(view, intent, notes)
+        diagnoses += _sharing(view, intent, values, where)
     elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":
         unseen = view.missing("helm-releases", "clusterpolicies")
         notes.append(f"not checked: {unseen}: the GPU Operator's values" if unseen else
@@ -200,6 +201,38 @@ def _time_slicing(view: ClusterView, intent: ClusterIntent, notes: list[str]
             f"{intent.time_slicing_configmap} in {ns} and point devicePlugin.config.name at "
             "it."), "operator")]
     return causes(check_time_slicing(cm.get("data") or {}, intent, where=where), "operator")
+
+
+def _sharing(view: ClusterView, intent: ClusterIntent, values: dict[str, Any],
+             where: str) -> list[Diagnosis]:
+    """FM19-FM23 on the live cluster: the device plugin's ConfigMap against the operator's
+    values and the nodes' `nvidia.com/device-plugin.config` labels, and the stack's own
+    sharing profiles (the intent's)."""
+    from gpuplane.core.sharing import PLUGIN_CONFIG_LABEL
+    from gpuplane.rules._shared import lookup, mapping
+    from gpuplane.rules.sharing import (
+        check_mig_strategy,
+        check_mps_profiles,
+        check_pools,
+        check_profile_keys,
+    )
+
+    found = check_pools(intent, where="stack") if intent.device_plugin == "gpu-operator" \
+        else []
+    cfg = mapping(lookup(values, "devicePlugin.config"))
+    cm_name, default = str(cfg.get("name") or ""), str(cfg.get("default") or "")
+    ns = view.operator_namespace() or intent.operator_namespace
+    cm = view.configmap(ns, cm_name) if cm_name else None
+    if cm is not None:
+        data = cm.get("data") or {}
+        here = f"ConfigMap {ns}/{cm_name}"
+        chosen = [(f"node {name(n)}", str(labels(n)[PLUGIN_CONFIG_LABEL]))
+                  for n in view.snap.nodes if PLUGIN_CONFIG_LABEL in labels(n)]
+        found += check_mig_strategy(values, data, where=here) \
+            + check_mps_profiles(data, where=here) \
+            + check_profile_keys(data, default, chosen, where=here, default_where=(
+                f"{where} values.devicePlugin.config.default"))
+    return causes(found, "operator")
 
 
 def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:

@@ -182,6 +182,12 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
             _time_slicing(v, intent, out)
     _runtime_classes(views, intent, out)
     operator = [v for v in views if v.type == RELEASE and _chart(v) == "gpu-operator"]
+    from gpuplane.policy.sharing import sharing_findings
+
+    for f, urn in sharing_findings(views, [(v.props.get("values") or {},
+                                            f"Release {v.props.get('name', v.name)}", v.urn)
+                                           for v in operator], intent):
+        out.add([f], urn)
     version = (release_version(operator[0].props) or "") if operator else ""
     values = (operator[0].props.get("values") or {}) if operator else {}
     found = toolkit_version(values, version)

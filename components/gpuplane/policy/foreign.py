@@ -185,6 +185,10 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
     for item in found:
         judged += [(f, item.urn) for f in _judge(item, intent, config)]
     judged += _sharing_configs(views, found)
+    from gpuplane.policy.sharing import sharing_findings
+
+    judged += sharing_findings(views, [(i.values, i.where, i.urn) for i in found
+                                       if i.chart == "gpu-operator"], None)
     seen: set[tuple[str, str]] = set()
     held: dict[str, list[Finding]] = {}
     for f, urn in judged:

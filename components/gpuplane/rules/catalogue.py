@@ -1,4 +1,4 @@
-"""The catalogue of failure modes FM01-FM18: one short doc per rule id.
+"""The catalogue of failure modes FM01-FM25: one short doc per rule id.
 
 Checks, policies and `gpuplane explain` all read their titles and docs from here, so a
 finding's id always leads to the same explanation whichever moment produced it.
@@ -163,9 +163,10 @@ _ALL = [
         "not restarted for.",
         "A ConfigMap with `sharing.timeSlicing` nested under `flags`: nvidia.com/gpu stays "
         "at the physical count.",
-        "Generate the config from the stack (`gpuplane:timeSlicing.replicas` >= 2, "
-        "`sharing.timeSlicing.resources`), point the operator's devicePlugin.config.name and "
-        ".default at its ConfigMap and profile, and restart the device plugin after a change.",
+        "Generate the config from the stack (`gpuplane:timeSlicing.replicas` >= 2, or "
+        "`gpuplane:sharing`: resources under the profile's sharing.timeSlicing), point the "
+        "operator's devicePlugin.config.name and .default at its ConfigMap and profile, and "
+        "restart the device plugin after a change.",
     ),
     _rule(
         "FM11", _E, "GPU pod without runtimeClassName while nvidia is not the default",
@@ -265,6 +266,88 @@ _ALL = [
         "Pin chart versions and image tags (digests where possible) in the stack and "
         "upgrade them deliberately.",
     ),
+    _rule(
+        "FM19", _E, "MIG strategy differs between the operator and the device plugin",
+        "The operator's plugin validation waits for a resource the plugin does not "
+        "advertise; pods asking by the operator's strategy stay Pending.",
+        "The operator passes its one cluster-wide `mig.strategy` to the device plugin and "
+        "to its own plugin validation (`MIG_STRATEGY`), but each key of the plugin's "
+        "ConfigMap may set `flags.migStrategy`, which wins for the plugin alone. Two MIG "
+        "pools with different strategies, or a raw config that says otherwise, split what "
+        "the plugin advertises (nvidia.com/gpu or nvidia.com/mig-*) from what the operator "
+        "and the rest of the stack expect.",
+        "`mig.strategy: single` in the operator's values, a profile with `flags.migStrategy: "
+        "mixed`: the plugin advertises nvidia.com/mig-1g.10gb, the validation asks for "
+        "nvidia.com/gpu.",
+        "Give every MIG pool the same `mig.strategy` in `gpuplane:sharing` (gpuplane writes "
+        "it into the operator's values and every profile).",
+    ),
+    _rule(
+        "FM20", _E, "MIG layout the pool's GPU cannot make",
+        "MIG Manager labels the node `nvidia.com/mig.config.state=failed` (or stays "
+        "pending) and the node advertises no MIG device.",
+        "Each GPU model offers its own MIG profiles (an H100-80GB makes 1g.10gb, an "
+        "A100-40GB 1g.5gb), at most 7 compute slices per GPU; GPUs such as the T4, L4, "
+        "A10 or L40S have no MIG at all. A layout written for another model, or named from "
+        "the mig-parted config without a block for this GPU, cannot be applied.",
+        "`gpuModel: L40S` with `mig: {profile: all-1g.10gb}`, or `all-1g.5gb` on an "
+        "H100-80GB.",
+        "Set `gpuModel` to the pool's GPU and pick a layout made for it (the finding lists "
+        "its profiles; docs/sharing.md has them per model), or share the GPU with "
+        "time-slicing or MPS instead.",
+    ),
+    _rule(
+        "FM21", _E, "single MIG strategy over a layout of unlike instances",
+        "The device plugin refuses the node (`invalid MIG configuration`) and it "
+        "advertises no GPU.",
+        "With the single strategy every MIG instance is advertised as nvidia.com/gpu, so "
+        "the plugin requires all MIG devices on the node to be alike; a layout such as "
+        "`all-balanced` mixes profiles.",
+        "`mig: {strategy: single, profile: all-balanced}`.",
+        "Use `strategy: mixed` (nvidia.com/mig-<profile> per profile) or a one-profile "
+        "layout (`all-1g.10gb`) with single.",
+    ),
+    _rule(
+        "FM22", _E, "MPS where the device plugin cannot run it (MIG, HAMi)",
+        "The device plugin exits at start, or the MPS profile is never read; the node "
+        "advertises no GPU.",
+        "The device plugin's MPS sharing refuses MIG devices and the mixed MIG strategy, "
+        "and it exists only in the GPU Operator's plugin, which HAMi replaces.",
+        "A pool with `mode: mps` and `mig: {strategy: mixed, ...}`.",
+        "Share MIG instances with time-slicing, keep MPS for pools of whole GPUs, and use "
+        "HAMi's own slicing under HAMi.",
+    ),
+    _rule(
+        "FM23", _E, "a node selects a sharing profile the ConfigMap lacks",
+        "The device plugin pod on the node fails in its config-manager (`specified config "
+        "... does not exist`); the node advertises no GPU.",
+        "The plugin reads the key its node's `nvidia.com/device-plugin.config` label names, "
+        "else `devicePlugin.config.default`. A key missing from the ConfigMap is not a "
+        "fallback to the default: the config-manager refuses it.",
+        "Nodes labelled `nvidia.com/device-plugin.config=inference` while the ConfigMap "
+        "has only `default` and `training`.",
+        "Add the key (gpuplane writes one per pool of `gpuplane:sharing`) or relabel the "
+        "node with an existing key.",
+    ),
+    _rule(
+        "FM24", _E, "pods ask for several shared GPUs where sharing refuses that",
+        "The pod is scheduled, then fails with UnexpectedAdmissionError (`maximum request "
+        "size for shared resources is 1`).",
+        "With MPS, and with time-slicing when `failRequestsGreaterThanOne` is set, the "
+        "device plugin fails any allocation of more than one shared device.",
+        "`resources.limits: {nvidia.com/gpu: 2}` on a pool with `mode: mps`.",
+        "Ask for one shared GPU per container, or run the pod on a pool of whole GPUs.",
+    ),
+    _rule(
+        "FM25", _E, "pods ask for nvidia.com/gpu where only MIG instances are advertised",
+        "The pod stays Pending: `Insufficient nvidia.com/gpu`.",
+        "Under the mixed MIG strategy a node advertises its instances as "
+        "nvidia.com/mig-<profile> and no nvidia.com/gpu at all.",
+        "`nvidia.com/gpu: 1` pinned (nodeSelector) to an H100 pool with `mig: {strategy: "
+        "mixed, profile: all-balanced}`.",
+        "Ask for the instance (`nvidia.com/mig-1g.10gb: 1`), or schedule the pod on a pool "
+        "of whole GPUs.",
+    ),
 ]
 
 # Where each rule's facts come from upstream (file@tag). The measured half of each claim is
@@ -275,6 +358,8 @@ _CRI17 = "containerd/containerd pkg/cri/config/config.go@v1.7.24"
 _OPERATOR = "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.1"
 _OPERATOR_ENV = "NVIDIA/gpu-operator controllers/object_controls.go@v25.10.1"
 _HAMI = "Project-HAMi/HAMi charts/hami/values.yaml@v2.10.0"
+_PLUGIN = "NVIDIA/k8s-device-plugin"
+_MIG_PARTED = "NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml"
 _UPSTREAM = {
     "FM01": f"{_CTD17} and {_CTD20} (the top-level file plus what its `imports` match)",
     "FM02": f"{_CTD17} (plugin tables replaced whole per file) and {_CTD20} (deep merge); "
@@ -306,6 +391,21 @@ _UPSTREAM = {
     "FM16": f"{_CRI17} (enable_cdi, first in the 1.7 line)",
     "FM17": f"{_OPERATOR_ENV} (CONTAINERD_SOCKET / CONTAINERD_CONFIG for the toolkit)",
     "FM18": f"{_OPERATOR} (toolkit.version, driver.version)",
+    "FM19": f"{_OPERATOR} (mig.strategy); NVIDIA/gpu-operator controllers/"
+            "object_controls.go@v25.10.1 (MIG_STRATEGY to the plugin and its validation); "
+            f"{_PLUGIN} api/config/v1/flags.go@v0.18.0 (flags.migStrategy per config)",
+    "FM20": f"{_MIG_PARTED}@v24.3.0-v26.7.0 (the named layouts, device filters and the "
+            "models their comments name)",
+    "FM21": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (single: every MIG device is "
+            "nvidia.com/gpu), internal/rm/device_map.go@v0.18.0 (single requires uniform "
+            "MIG devices)",
+    "FM22": f"{_PLUGIN} internal/plugin/mps.go@v0.18.0 (MPS refuses MIG devices), "
+            "cmd/nvidia-device-plugin/main.go@v0.18.0 (mixed strategy refused with MPS)",
+    "FM23": f"{_PLUGIN} cmd/config-manager/main.go@v0.18.0 (`specified config ... does not "
+            f"exist`); {_OPERATOR} (devicePlugin.config.default)",
+    "FM24": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (shared requests over 1 refused: MPS "
+            "always, time-slicing with failRequestsGreaterThanOne)",
+    "FM25": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (mixed: nvidia.com/mig-<profile>)",
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
 

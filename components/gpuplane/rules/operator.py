@@ -145,7 +145,7 @@ def _plugin_config(ctx: OperatorValues) -> list[Finding]:
     raw = (f"raw Helm: devicePlugin.config.name={cm}, devicePlugin.config.default="
            f"{profile_key}, devicePlugin.config.create=false")
     out = []
-    if replicas > 0:
+    if replicas > 0 or intent.sharing:   # gpuplane's sharing ConfigMap, whatever the mode
         if name != cm:
             out.append(finding(
                 "FM10",

@@ -1,4 +1,4 @@
-"""Rules findable by id: for each failure mode FM01-FM18, the functions that can emit it,
+"""Rules findable by id: for each failure mode FM01-FM25, the functions that can emit it,
 its catalogue entry, the event texts that point at it and the tests that hold it.
 
 A rule id is raised from many places (FM03 from the containerd model, the toolkit's
@@ -71,6 +71,10 @@ def resolve(dotted: str) -> Callable[..., Any]:
     if not callable(found):
         raise TypeError(f"{dotted} is not a function")
     return found  # type: ignore[no-any-return]
+
+
+# The sharing rules' tests (FM19-FM25) live in one file.
+_SHARING = "tests/pure/test_rules_sharing.py::"
 
 
 def _entry(checks: tuple[str, ...], tests: tuple[str, ...]) -> tuple[tuple[str, ...],
@@ -408,6 +412,52 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
     ),
+    "FM19": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_mig_strategy",
+            "gpuplane.doctor.analyse._sharing",
+        ),
+        tests=(
+            f"{_SHARING}test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
+            f"{_SHARING}test_fm19_mig_pools_with_different_strategies",
+            f"{_SHARING}test_fm19_raw_mig_strategy_contradicts_the_pool",
+            f"{_SHARING}test_fm19_plain_install_strategy_mismatch",
+        )),
+    "FM20": _entry(
+        checks=("gpuplane.rules.sharing._fits",),
+        tests=(f"{_SHARING}test_fm20_layout_the_gpu_cannot_make",)),
+    "FM21": _entry(
+        checks=("gpuplane.rules.sharing._single_mixes",),
+        tests=(f"{_SHARING}test_fm21_single_strategy_over_balanced_layout",)),
+    "FM22": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_pools",
+            "gpuplane.rules.sharing._mps_on_mig",
+            "gpuplane.rules.sharing.check_mps_profiles",
+        ),
+        tests=(
+            f"{_SHARING}test_fm22_mps_on_mig_instances",
+            f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
+        )),
+    "FM23": _entry(
+        checks=(
+            "gpuplane.rules.sharing.check_profile_keys",
+            "gpuplane.doctor.analyse._sharing",
+        ),
+        tests=(
+            f"{_SHARING}test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
+            f"{_SHARING}test_fm23_plain_install_label_names_missing_key",
+            f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
+        )),
+    "FM24": _entry(
+        checks=("gpuplane.rules.sharing.check_workload_sharing",),
+        tests=(
+            f"{_SHARING}test_fm24_two_gpus_on_an_mps_pool",
+            f"{_SHARING}test_fm24_time_slicing_only_with_fail_requests_greater_than_one",
+        )),
+    "FM25": _entry(
+        checks=("gpuplane.rules.sharing.check_workload_sharing",),
+        tests=(f"{_SHARING}test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",)),
 }
 
 REGISTRY: dict[str, RuleIndex] = {

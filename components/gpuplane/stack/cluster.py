@@ -22,6 +22,7 @@ from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig, StackConfigError
 from gpuplane.config.helm_values import hami_values, operator_values, time_slicing_data
 from gpuplane.config.platform_input import platform_input
+from gpuplane.config.sharing_values import config_map_name, mig_parted_data, node_labels
 from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, INTENT_LABEL
 from gpuplane.distros.docker_daemon import DAEMON_JSON
@@ -46,6 +47,7 @@ from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutAr
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import log_findings, refuse
 from gpuplane.stack.runtime_class import NvidiaRuntimeClass, NvidiaRuntimeClassArgs
+from gpuplane.stack.sharing import Sharing, SharingArgs
 from gpuplane.stack.time_slicing import TimeSlicing, TimeSlicingArgs
 
 
@@ -146,7 +148,7 @@ class GpuCluster(pulumi.ComponentResource):
         op = cfg.gpu_operator
         writes = bool(cfg.node_access) and bool(self.batches) and any(
             p.files or p.docker for p in self.node_plans.values())
-        sharing = cfg.time_slicing.replicas > 0 and cfg.device_plugin == "gpu-operator"
+        sharing = bool(cfg.sharing_profiles()) and cfg.device_plugin == "gpu-operator"
         values = operator_values(cfg, self.plan.toolkit_env) if op is not None else None
         hami = hami_values(cfg) if cfg.device_plugin == "hami" else None
         sharing_data = time_slicing_data(cfg) if sharing else None
@@ -161,7 +163,7 @@ class GpuCluster(pulumi.ComponentResource):
             + ([release_view(f"{name}-hami", chart=HAMI_CHART,
                              version=cfg.hami.chart_version, namespace=cfg.hami.namespace,
                              values=hami)] if hami is not None else []),
-            config_maps=[config_map_view(cfg.time_slicing.config_map, namespace=namespace,
+            config_maps=[config_map_view(config_map_name(cfg), namespace=namespace,
                                          data=sharing_data)] if sharing_data else [],
             node_plans=self.node_plans, batches=self.batches if writes else [])
         if refuse(self, self.plan_findings):
@@ -208,9 +210,15 @@ class GpuCluster(pulumi.ComponentResource):
         time_slicing = None
         if sharing_data is not None:
             time_slicing = TimeSlicing(f"{name}-time-slicing", TimeSlicingArgs(
-                namespace=namespace, config_map=cfg.time_slicing.config_map,
+                namespace=namespace, config_map=config_map_name(cfg),
                 data=sharing_data), opts=in_ns)
             before_operator.append(time_slicing.config_map)
+        labels, mig_parted = node_labels(cfg), mig_parted_data(cfg)
+        if labels or mig_parted:
+            # The pools' labels (and a custom MIG layout) before the plugin and MIG Manager.
+            before_operator += Sharing(f"{name}-sharing", SharingArgs(
+                namespace=namespace, labels=labels, mig_parted=mig_parted,
+                kubeconfig=args.kubeconfig), opts=in_ns).resources
 
         self.operator = None
         deployed: list[pulumi.Resource] = []

@@ -1,0 +1,86 @@
+"""FM19-FM23 over a stack's resources: the operator's sharing values against the device
+plugin's ConfigMap and the labels that select its keys, for gpuplane's own stacks and
+for plain installs alike (gpuplane.rules.sharing decides; this finds the inputs).
+
+A ConfigMap is the one the operator's `devicePlugin.config.name` names, or the chart's
+own (`devicePlugin.config.create` with `data`); labels come from gpuplane's `NodeLabels`,
+`kubernetes:core/v1:NodePatch` resources and, in a gpuplane stack, the intent's pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gpuplane.core.findings import Finding
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.core.sharing import PLUGIN_CONFIG_LABEL
+from gpuplane.policy.views import View
+from gpuplane.rules._shared import at, flag, lookup, mapping
+from gpuplane.rules.sharing import (
+    check_mig_strategy,
+    check_mps_profiles,
+    check_pools,
+    check_profile_keys,
+)
+
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+NODE_LABELS = "pulumi-python:dynamic/gpuplane:NodeLabels"
+NODE_PATCH = "kubernetes:core/v1:NodePatch"
+
+
+def _labels(views: Iterable[View]) -> list[tuple[str, str]]:
+    """(node, key) for every plugin-config label the stack sets."""
+    out = []
+    for v in views:
+        if v.type == NODE_LABELS:
+            key = mapping(v.props.get("labels")).get(PLUGIN_CONFIG_LABEL)
+            out += [(f"node {n}", str(key)) for n in v.props.get("nodes") or [] if key]
+        elif v.type == NODE_PATCH:
+            meta = mapping(v.props.get("metadata"))
+            key = mapping(meta.get("labels")).get(PLUGIN_CONFIG_LABEL)
+            if key:
+                out.append((f"node {meta.get('name', v.name)}", str(key)))
+    return out
+
+
+def sharing_findings(views: list[View], operators: Iterable[tuple[Mapping[str, Any], str, str]],
+                     intent: ClusterIntent | None) -> list[tuple[Finding, str]]:
+    """`operators`: (values, where, urn) of each GPU Operator install; `intent`: the
+    stack's, or None for a stack gpuplane did not make."""
+    out: list[tuple[Finding, str]] = []
+    labels = _labels(views)
+    for values, where, urn in operators:
+        if not flag(values, "devicePlugin.enabled", True):
+            continue
+        cfg = mapping(lookup(values, "devicePlugin.config"))
+        name, default = str(cfg.get("name") or ""), str(cfg.get("default") or "")
+        data: Mapping[str, Any] | None = None
+        cm_where, cm_urn = f"{where} values.devicePlugin.config", urn
+        if flag(values, "devicePlugin.config.create", False) and mapping(cfg.get("data")):
+            data = mapping(cfg.get("data"))
+        elif name:
+            for v in views:
+                meta = mapping(v.props.get("metadata"))
+                if v.type == CONFIGMAP and meta.get("name") == name:
+                    data = mapping(v.props.get("data"))
+                    cm_where = f"ConfigMap {meta.get('namespace', 'default')}/{name}"
+                    cm_urn = v.urn
+        if data is None:
+            continue
+        mine = list(labels)
+        if intent is not None:
+            mine += [(f"pool {pool}'s nodes", key) for pool, key in intent.sharing_pools
+                     if key != default]
+        found = check_mig_strategy(values, data, where=cm_where) \
+            + check_mps_profiles(data, where=cm_where) \
+            + check_profile_keys(data, default, mine, where=cm_where, default_where=at(
+                where, "values.devicePlugin.config.default", "gpuplane:sharing"))
+        out += [(f, cm_urn) for f in found]
+    if intent is not None and intent.sharing:
+        holder = next((v.urn for v in views if v.type == CONFIGMAP), "")
+        out += [(f, holder) for f in check_pools(intent, where="stack")]
+    return out
+
+
+__all__ = ["sharing_findings"]
