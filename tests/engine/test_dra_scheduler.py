@@ -20,9 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import control_plane, dra_cluster, oracle
 
-from gpuplane.checks.live import CheckFailed, KubeCluster, Waiter, run_job_checks, \
-    run_resourceslice_check
+from gpuplane.checks.live import (
+    CheckFailed,
+    KubeCluster,
+    Waiter,
+    run_job_checks,
+    run_resourceslice_check,
+)
 from gpuplane.checks.manifests import plan_checks
 from gpuplane.checks.provider import ProbeJobCheckProvider
 from gpuplane.checks.settings import ChecksSettings
@@ -30,7 +36,6 @@ from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.doctor import analyse, collect
 from gpuplane.doctor.dra import unpublished
 from gpuplane.kube.client import KubeClient
-from support import control_plane, dra_cluster, oracle
 
 NS = "gpu-operator"
 INTENT = ClusterIntent(dra=True, kubernetes_version="1.34.3", containerd_version="2.1",
