@@ -117,7 +117,9 @@ class _CheckProvider(KubeResourceProvider):
                 f"gpuplane check {props.get('checkName', 'check')} could not use the "
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
-                "Jobs in the checks' namespace and read Jobs, pods, events and nodes")}
+                "Jobs in the checks' namespace and read Jobs, pods, events and nodes (under "
+                "DRA also create and delete resourceclaimtemplates there and list "
+                "resourceslices)")}
         return {**inputs, **made, "passed": bool(result.get("passed")), "result": result}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
