@@ -12,6 +12,9 @@ No kubelet: a bound pod stays Pending, which is all the scheduler's part needs.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -210,3 +213,12 @@ def test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_
     assert "gpu.nvidia.com.index" in wrong.message
     assert "uuid" in wrong.fix
     assert report.verdict == "problems"
+    # The same through the CLI: exit 1, FM38 in the JSON report, no traceback.
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuplane.cli.main", "doctor", "--kubeconfig",
+         str(cp.kubeconfig), "--no-inspect", "--format", "json"],
+        capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    cli = {(f["id"], f["where"]) for f in json.loads(done.stdout)["findings"]}
+    assert ("FM38", f"ResourceClaim default/{claim.metadata.name}") in cli
+    assert ("FM38", "node gpu-c (ResourceSlices of driver gpu.nvidia.com)") in cli
