@@ -252,3 +252,28 @@ def test_a_failed_verdict_fails_the_program_cleanly_and_stops_later_checks() -> 
     assert "checks-nodes-check" in monitor.registered
     assert "checks-timeslicing" not in monitor.registered
     assert "checks-timeslicing-check" not in monitor.registered
+
+
+@pulumi.runtime.test
+def test_fm38_under_dra_the_slices_check_and_claiming_probes_replace_the_others(world) -> None:
+    mocks, monitor = world
+    intent = ClusterIntent(nodes=NODES, dra=True, time_slicing_replicas=4,
+                           kubernetes_version="1.34.3", containerd_version="2.1")
+    _, checks = build(intent)
+
+    def verify(_: Any) -> None:
+        reg = monitor.registered
+        children = {n: r["type"] for n, r in reg.items()
+                    if n not in ("checks", "gpuplane-intent")}
+        assert children == {
+            "checks-probe": "kubernetes:core/v1:ConfigMap",
+            "checks-resourceslices": "pulumi-python:dynamic/gpuplane:GpuAllocatableCheck",
+            "checks-nodes-check": "pulumi-python:dynamic/gpuplane:GpuJobCheck",
+        }                                  # no time-slicing proof under DRA
+        made = check_manifests(ints(mocks.inputs["checks-nodes-check"]), 1)
+        for _check, job in made:
+            pod = job["spec"]["template"]["spec"]
+            assert pod["resourceClaims"][0]["resourceClaimTemplateName"] == \
+                job["metadata"]["name"]
+
+    return settled(checks).apply(verify)

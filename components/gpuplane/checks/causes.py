@@ -118,7 +118,14 @@ _EVENT_FIXES = {
 
 def classify(texts: Sequence[str], intent: ClusterIntent, node: str) -> tuple[str, str] | None:
     """(rule id, fix) for the most specific known symptom in `texts` (the rulebook's event
-    table, `gpuplane.rules.events`, shared with the doctor), else None."""
+    table, `gpuplane.rules.events`, shared with the doctor), else None. Under DRA a claim
+    the scheduler cannot satisfy comes first (FM38, checks.dra)."""
+    if intent.dra:
+        from gpuplane.checks.dra import dra_cause
+
+        claimed = dra_cause(texts, node)
+        if claimed is not None:
+            return claimed
     found = first_cause(texts)
     if found is None:
         return None

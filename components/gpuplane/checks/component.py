@@ -3,9 +3,12 @@
 Children, all after the rest of the deployment (`depends_on`):
 * ConfigMap `<name>-probe` with the CUDA probe script (when a check runs the probe),
   named `<name>-probe-<sha256 of the script, 10>` in the cluster;
-* `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable, per resource name;
+* `GpuAllocatableCheck` `<name>-allocatable`: each GPU node's allocatable, per resource name
+  (under DRA, `ClusterIntent.dra`, `<name>-resourceslices`: each GPU node's ResourceSlice
+  from gpu.nvidia.com, checks.dra);
 * `GpuJobCheck` `<name>-nodes-check`: it creates a Job per GPU node
-  (`<name>-probe-<node>-<8 hex>`, checks.manifests) and judges them all;
+  (`<name>-probe-<node>-<8 hex>`, checks.manifests) and judges them all; under DRA each
+  Job's pod claims its GPU through a ResourceClaimTemplate of the same name;
 * with time-slicing a `GpuJobCheck` `<name>-timeslicing-check` (Job
   `<name>-timeslicing-…`), with HAMi and the vectoradd sample `<name>-hami-check`: both
   only after the allocatable check and the node checks passed.
@@ -88,7 +91,8 @@ class GpuChecks(pulumi.ComponentResource):
                 short_name(f"{name}-probe"), metadata=cm["metadata"], data=cm["data"],
                 opts=child())
         self.allocatable = GpuAllocatableCheck(
-            f"{name}-allocatable", intent=intent, timeout_seconds=settings.timeout_seconds,
+            f"{name}-resourceslices" if intent.dra else f"{name}-allocatable",
+            intent=intent, timeout_seconds=settings.timeout_seconds,
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 
         probe_deps = (self.configmap,) if self.configmap is not None else ()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpuplane.checks.dra import DRIVER, gpu_devices, resourceslice_findings, slices_settled
 from gpuplane.checks.manifests import CONTAINER, CheckJob
 from gpuplane.checks.verdicts import (
     HAMI_DEFAULT_SPLIT,
@@ -59,6 +60,10 @@ class Cluster(Protocol):
     def pod_log(self, namespace: str, pod: str) -> str: ...
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]: ...
     def node(self, name: str) -> dict[str, Any] | None: ...
+    # Under DRA (checks.dra): the probes' claim templates and the driver's ResourceSlices.
+    def create_claim_template(self, namespace: str, manifest: dict[str, Any]) -> None: ...
+    def delete_claim_template(self, namespace: str, name: str) -> None: ...
+    def resource_slices(self) -> list[dict[str, Any]] | None: ...
 
 
 class KubeCluster:
@@ -123,6 +128,25 @@ class KubeCluster:
     def node(self, name: str) -> dict[str, Any] | None:
         obj = self._or_none(lambda: self.core.read_node(name))
         return None if obj is None else self._dict(obj)
+
+    def _resource(self) -> Any:
+        from kubernetes import client
+
+        return client.ResourceV1Api(self.api_client)
+
+    def create_claim_template(self, namespace: str, manifest: dict[str, Any]) -> None:
+        self._resource().create_namespaced_resource_claim_template(namespace, manifest)
+
+    def delete_claim_template(self, namespace: str, name: str) -> None:
+        self._or_none(lambda: self._resource().delete_namespaced_resource_claim_template(
+            name, namespace))
+
+    def resource_slices(self) -> list[dict[str, Any]] | None:
+        """Every ResourceSlice of driver gpu.nvidia.com; None when the cluster does not
+        serve resource.k8s.io/v1 (Kubernetes before 1.34)."""
+        found = self._or_none(lambda: self._resource().list_resource_slice(
+            field_selector=f"spec.driver={DRIVER}"))
+        return None if found is None else [self._dict(s) for s in found.items]
 
 
 @dataclass
@@ -290,6 +314,24 @@ def _last_counts(node: NodeIntent, wanted: Mapping[str, int],
     return next(iter(last.values())) if not node.resources else last
 
 
+def run_resourceslice_check(cluster: Cluster, nodes: Sequence[NodeIntent], *,
+                            waiter: Waiter) -> dict[str, Any]:
+    """Under DRA, in place of the allocatable check: wait until every GPU node has a
+    ResourceSlice from gpu.nvidia.com with its GPUs; raise CheckFailed with FM38 (none)
+    or FM08 (too few) otherwise."""
+    while True:
+        slices = cluster.resource_slices()
+        if slices is None or slices_settled(nodes, slices) or waiter.expired():
+            break
+        waiter.wait()
+    findings = resourceslice_findings(nodes, slices or [], served=slices is not None)
+    if findings:
+        raise CheckFailed(render_failure(
+            f"ResourceSlices of {DRIVER} after {waiter.timeout:.0f}s", findings), findings)
+    return {"passed": True,
+            "resourceSlices": {n.name: gpu_devices(slices or [], n.name) for n in nodes}}
+
+
 __all__ = [
     "CheckFailed",
     "Cluster",
@@ -300,4 +342,5 @@ __all__ = [
     "observe_jobs",
     "run_allocatable_check",
     "run_job_checks",
+    "run_resourceslice_check",
 ]

@@ -238,6 +238,13 @@ def plan_checks(intent: ClusterIntent, settings: ChecksSettings) -> tuple[CheckJ
     """Every Job the checks run for this stack, in a stable order."""
     if not settings.enabled:
         return ()
+    if intent.dra:
+        # Under DRA the GPU comes through a ResourceClaim (checks.dra): one probe per
+        # node, which is the driver's pool; no device-plugin sharing proofs.
+        return tuple(CheckJob(key=short_name(f"probe-{n.name}"), kind="node", node=n.name,
+                              gpus=n.gpus, pods=1, sample=settings.sample,
+                              max_memory_mib=None, hold_seconds=0)
+                     for n in intent.gpu_nodes)
     hami = intent.device_plugin == "hami"
     jobs = [
         CheckJob(key=short_name(f"probe-{n.name}"), kind="node", node=n.name, gpus=n.gpus,

@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
+from gpuplane.checks.dra import dra_job, probe_claim_template
 from gpuplane.checks.live import (
     CheckFailed,
     Cluster,
@@ -39,6 +40,7 @@ from gpuplane.checks.live import (
     Waiter,
     run_allocatable_check,
     run_job_checks,
+    run_resourceslice_check,
 )
 from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
 from gpuplane.checks.settings import ChecksSettings
@@ -115,7 +117,9 @@ class _CheckProvider(KubeResourceProvider):
                 f"gpuplane check {props.get('checkName', 'check')} could not use the "
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
-                "Jobs in the checks' namespace and read Jobs, pods, events and nodes")}
+                "Jobs in the checks' namespace and read Jobs, pods, events and nodes (under "
+                "DRA also create and delete resourceclaimtemplates there and list "
+                "resourceslices)")}
         return {**inputs, **made, "passed": bool(result.get("passed")), "result": result}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -150,27 +154,33 @@ class ProbeJobCheckProvider(_CheckProvider):
 
         cluster = self._cluster(props)
         namespace = str(props["namespace"])
+        dra = ClusterIntent.from_json(str(props["intent"])).dra
         for name in (olds or {}).get("jobNames") or []:
-            cluster.delete_job(namespace, str(name))
+            _delete(cluster, namespace, str(name), dra)
         run = int((olds or {}).get("run") or 0)
         for attempt in range(1, MAX_RUN_TRIES + 1):
             run += 1
             made.update(jobNames=[], run=run)
             try:
-                for _check, manifest in check_manifests(props, run):
+                for check, manifest in check_manifests(props, run):
+                    name = manifest["metadata"]["name"]
+                    if dra:     # the Job's claim template first, named like the Job
+                        cluster.create_claim_template(namespace, probe_claim_template(
+                            namespace, name, check.node))
                     cluster.create_job(namespace, manifest)
-                    made["jobNames"].append(manifest["metadata"]["name"])
+                    made["jobNames"].append(name)
                 return
             except ApiException as error:
                 if error.status != 409 or attempt == MAX_RUN_TRIES:
                     raise
                 for name in made["jobNames"]:
-                    cluster.delete_job(namespace, name)
+                    _delete(cluster, namespace, name, dra)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         cluster = self._cluster(props)
+        dra = ClusterIntent.from_json(str(props["intent"])).dra
         for name in props.get("jobNames") or []:
-            cluster.delete_job(str(props["namespace"]), str(name))
+            _delete(cluster, str(props["namespace"]), str(name), dra)
 
     def run(self, props: dict[str, Any]) -> dict[str, Any]:
         checks = [(check, str(name))
@@ -181,13 +191,25 @@ class ProbeJobCheckProvider(_CheckProvider):
                               waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
 
 
+def _delete(cluster: Cluster, namespace: str, name: str, dra: bool) -> None:
+    """A probe Job and, under DRA, its claim template (same name)."""
+    cluster.delete_job(namespace, name)
+    if dra:
+        cluster.delete_claim_template(namespace, name)
+
+
 class AllocatableCheckProvider(_CheckProvider):
-    """Watches every resource each GPU node must advertise (FM10, FM12, FM13)."""
+    """Watches every resource each GPU node must advertise (FM10, FM12, FM13); under DRA
+    the GPU nodes' ResourceSlices from gpu.nvidia.com instead (FM38)."""
 
     settle_reads: int = SETTLE_READS
 
     def run(self, props: dict[str, Any]) -> dict[str, Any]:
         intent = ClusterIntent.from_json(props["intent"])
+        if intent.dra:
+            return run_resourceslice_check(
+                self._cluster(props), intent.gpu_nodes,
+                waiter=self._waiter(float(props["timeoutSeconds"])))
         return run_allocatable_check(self._cluster(props), intent.gpu_nodes, intent,
                                      waiter=self._waiter(float(props["timeoutSeconds"])),
                                      settle=self.settle_reads,
@@ -203,10 +225,11 @@ def check_manifests(props: Mapping[str, Any], run: int) -> list[tuple[CheckJob, 
     out = []
     for check in checks_of(props):
         name = job_name(str(props["jobPrefix"]), check.key, str(props["fingerprint"]), run)
-        out.append((check, job_manifest(
+        manifest = job_manifest(
             check, intent, settings, namespace=str(props["namespace"]),
             configmap=props.get("configmap") if check.sample == "probe" else None,
-            name=name, fingerprint_value=str(props["fingerprint"]))))
+            name=name, fingerprint_value=str(props["fingerprint"]))
+        out.append((check, dra_job(manifest, name) if intent.dra else manifest))
     return out
 
 
@@ -253,7 +276,8 @@ class GpuJobCheck(pulumi.dynamic.Resource, module="gpuplane", name="GpuJobCheck"
 class GpuAllocatableCheck(pulumi.dynamic.Resource, module="gpuplane",
                           name="GpuAllocatableCheck"):
     """Fails `pulumi up` unless every GPU node advertises what its pool should
-    (`nvidia.com/gpu` x replicas, each `nvidia.com/mig-<profile>` x instances)."""
+    (`nvidia.com/gpu` x replicas, each `nvidia.com/mig-<profile>` x instances; under DRA:
+    publishes its GPUs in a gpu.nvidia.com ResourceSlice)."""
 
     passed: pulumi.Output[bool]
     result: pulumi.Output[dict]

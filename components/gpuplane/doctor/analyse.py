@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
-from gpuplane.doctor import health, unknowns
+from gpuplane.doctor import dra, health, unknowns
 from gpuplane.doctor.cluster import ClusterView, labels, name, namespace, requests_of
 from gpuplane.doctor.diagnosis import Diagnosis, Symptom, causes, combine
 from gpuplane.doctor.infer import IntentError, IntentSource, infer, intent_of
@@ -112,6 +112,7 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     found, more = pod_symptoms(view, intent)
     symptoms += found
     notes += more
+    diagnoses += dra.dra_health(view, intent, notes)
 
     return DoctorReport(
         diagnoses=combine(diagnoses, symptoms),

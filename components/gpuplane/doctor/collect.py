@@ -26,6 +26,7 @@ from gpuplane.doctor.cluster import (
     namespace,
     requests_of,
 )
+from gpuplane.doctor.dra import requests_of as dra_requests
 from gpuplane.doctor.helm import (
     LABEL_SELECTOR,
     SECRET_TYPE,
@@ -61,6 +62,10 @@ PATHS = {
     "webhooks": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
     "clusterpolicies": "/apis/nvidia.com/v1/clusterpolicies",
     "secrets": "/api/v1/secrets",
+    # Dynamic Resource Allocation (Kubernetes 1.34+; a 404 elsewhere): doctor.dra.
+    "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+    "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
+    "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
 }
 # The snapshot kind (file) each request fills, where the names differ.
 KIND_OF = {"webhooks": "mutatingwebhookconfigurations", "secrets": "helm-releases"}
@@ -106,6 +111,7 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
                        if name(n) in wanted_ns]
     snap.events = _events(client, snap)
     snap.logs = _logs(client, snap)
+    _dra(client, snap)
 
     if inspect:
         view = ClusterView(snap)
@@ -125,6 +131,18 @@ def collect(client: ClusterClient, *, inspect: bool = True, only_nodes: list[str
             except InspectionFailed as exc:
                 snap.notes.append(f"node {node} was not inspected: {exc}")
     return snap
+
+
+def _dra(client: ClusterClient, snap: Snapshot) -> None:
+    """NVIDIA's ResourceSlices, every DeviceClass (a few), and the claims that ask for a device of
+    an NVIDIA class or of a class that does not exist (doctor.dra explains them)."""
+    snap.resourceslices = [s for s in _optional(client, snap, "resourceslices", missing_ok=True)
+                           if str((s.get("spec") or {}).get("driver", "")).endswith("nvidia.com")]
+    snap.deviceclasses = _optional(client, snap, "deviceclasses", missing_ok=True)
+    known = {name(c) for c in snap.deviceclasses}
+    snap.resourceclaims = [
+        c for c in _optional(client, snap, "resourceclaims", missing_ok=True)
+        if any(k.endswith("nvidia.com") or k not in known for _, k, _ in dra_requests(c) if k)]
 
 
 def _gpu_workload(obj: dict[str, Any], kind: str) -> bool:

@@ -327,12 +327,27 @@ class Inspection(_Open):
     os_release: Strings | None = None
 
 
+class _DraSpec(_Open):
+    driver: StrictStr | None = None
+    nodeName: StrictStr | None = None
+    devices: list[dict[StrictStr, Any]] | dict[StrictStr, Any] | None = None
+
+
+class DraObject(_ApiObject):
+    """A ResourceSlice, ResourceClaim or DeviceClass (resource.k8s.io): doctor.dra reads
+    `spec.driver`, `spec.nodeName`, `spec.devices` and `status.allocation`."""
+
+    spec: _DraSpec | None = None
+    status: dict[StrictStr, Any] | None = None
+
+
 ITEM_MODELS: dict[str, type[BaseModel]] = {
     "NodeList": Node, "NamespaceList": Namespace, "PodList": Pod, "EventList": Event,
     "DaemonSetList": Workload, "DeploymentList": Workload, "ReplicaSetList": Workload,
     "RuntimeClassList": RuntimeClass, "ConfigMapList": ConfigMap,
     "MutatingWebhookConfigurationList": WebhookConfiguration,
     "ClusterPolicyList": ClusterPolicy, "HelmReleaseList": HelmRelease, "PodLogList": PodLog,
+    "ResourceSliceList": DraObject, "ResourceClaimList": DraObject, "DeviceClassList": DraObject,
 }
 _TYPE_NAMES = {"dict_type": "an object", "list_type": "a list", "string_type": "a string",
                "int_type": "an integer", "bool_type": "true or false",

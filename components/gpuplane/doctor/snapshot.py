@@ -39,6 +39,9 @@ LISTS: dict[str, tuple[str, str]] = {
     "clusterpolicies.json": ("clusterpolicies", "ClusterPolicyList"),
     "helm-releases.json": ("helm_releases", "HelmReleaseList"),
     "logs.json": ("logs", "PodLogList"),
+    "resourceslices.json": ("resourceslices", "ResourceSliceList"),
+    "resourceclaims.json": ("resourceclaims", "ResourceClaimList"),
+    "deviceclasses.json": ("deviceclasses", "DeviceClassList"),
 }
 _API_VERSION = {
     "NodeList": "v1", "NamespaceList": "v1", "PodList": "v1", "EventList": "v1",
@@ -48,6 +51,8 @@ _API_VERSION = {
     "MutatingWebhookConfigurationList": "admissionregistration.k8s.io/v1",
     "ClusterPolicyList": "nvidia.com/v1",
     "HelmReleaseList": "gpuplane.dev/v1", "PodLogList": "gpuplane.dev/v1",
+    "ResourceSliceList": "resource.k8s.io/v1", "ResourceClaimList": "resource.k8s.io/v1",
+    "DeviceClassList": "resource.k8s.io/v1",
 }
 _NODE_DIR = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -111,6 +116,10 @@ class Snapshot:
     clusterpolicies: list[dict[str, Any]] = field(default_factory=list)
     helm_releases: list[dict[str, Any]] = field(default_factory=list)
     logs: list[dict[str, Any]] = field(default_factory=list)
+    # Dynamic Resource Allocation (doctor.dra): NVIDIA's slices, GPU claims, DeviceClasses.
+    resourceslices: list[dict[str, Any]] = field(default_factory=list)
+    resourceclaims: list[dict[str, Any]] = field(default_factory=list)
+    deviceclasses: list[dict[str, Any]] = field(default_factory=list)
     inspections: dict[str, dict[str, Any]] = field(default_factory=dict)
     collected_at: str = ""
     source: dict[str, Any] = field(default_factory=dict)

@@ -73,7 +73,7 @@ _PATH = re.compile(
     r"(?:/(?P<sub>[^/]+))?$")
 _VERB = {"GET": "get", "POST": "create", "DELETE": "delete", "PUT": "update"}
 _CLUSTER_SCOPED = {"nodes", "runtimeclasses", "mutatingwebhookconfigurations",
-                   "clusterpolicies", "namespaces"}
+                   "clusterpolicies", "namespaces", "resourceslices", "deviceclasses"}
 
 
 def describe_permission(method: str, path: str) -> str:

@@ -1,4 +1,4 @@
-"""The catalogue of failure modes FM01-FM25: one short doc per rule id.
+"""The catalogue of failure modes (FM01 onwards): one short doc per rule id.
 
 Checks, policies and `gpuplane explain` all read their titles and docs from here, so a
 finding's id always leads to the same explanation whichever moment produced it.
@@ -348,6 +348,27 @@ _ALL = [
         "Ask for the instance (`nvidia.com/mig-1g.10gb: 1`), or schedule the pod on a pool "
         "of whole GPUs.",
     ),
+    _rule(
+        "FM38", _E, "the DRA driver publishes no GPU for a GPU node",
+        "Pods that claim a GPU (a ResourceClaim of DeviceClass gpu.nvidia.com) stay Pending "
+        "with `cannot allocate all claims`; `kubectl get resourceslices` shows nothing from "
+        "driver gpu.nvidia.com for the node, or claims stay unallocated.",
+        "With Dynamic Resource Allocation the scheduler hands out only the devices a DRA "
+        "driver publishes in ResourceSlices. NVIDIA's kubelet plugin publishes one pool per "
+        "node, named after it; when the plugin is not running there (no GPU labels), cannot "
+        "find the driver (`nvidiaDriverRoot`) or is not installed with GPUs enabled, the "
+        "node has no ResourceSlice and no claim can be satisfied on it, while the node "
+        "itself looks Ready.",
+        "The DRA driver installed with `nvidiaDriverRoot: /` on nodes whose driver the GPU "
+        "Operator runs from /run/nvidia/driver: the kubelet plugin waits in its init "
+        "container and gpu-node-1 never gets a ResourceSlice.",
+        "Make the kubelet plugin run on every GPU node and find the driver: "
+        "`nvidiaDriverRoot` (`/` for a host driver, `/run/nvidia/driver` with the GPU "
+        "Operator's driver), the NFD / GPU Operator GPU labels on the node, "
+        "`resources.gpus.enabled: true`. Then `kubectl get resourceslices --field-selector "
+        "spec.driver=gpu.nvidia.com` lists one pool per GPU node. `gpuplane doctor` names "
+        "each node without one and each unallocated GPU claim with its reason.",
+    ),
 ]
 
 # Where each rule's facts come from upstream (file@tag). The measured half of each claim is
@@ -406,6 +427,12 @@ _UPSTREAM = {
     "FM24": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (shared requests over 1 refused: MPS "
             "always, time-slicing with failRequestsGreaterThanOne)",
     "FM25": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (mixed: nvidia.com/mig-<profile>)",
+    "FM38": "kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/main.go@v0.4.1 "
+            "(DriverName gpu.nvidia.com), docs/install.md@v0.4.0 (a pool per node), "
+            "hack/kubelet-plugin-prestart.sh@v0.4.1 (waits for the driver under "
+            "nvidiaDriverRoot), templates/deviceclass-gpu.yaml@v0.4.1; kubernetes/kubernetes "
+            "pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go@v1.34.3 "
+            "(claims allocated only from published ResourceSlices)",
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
 

@@ -1,4 +1,4 @@
-"""Rules findable by id: for each failure mode FM01-FM25, the functions that can emit it,
+"""Rules findable by id: for each failure mode (FM01 onwards), the functions that can emit it,
 its catalogue entry, the event texts that point at it and the tests that hold it.
 
 A rule id is raised from many places (FM03 from the containerd model, the toolkit's
@@ -210,6 +210,7 @@ _DATA = {
             "gpuplane.checks.allocatable.allocatable_findings",
             "gpuplane.checks.verdicts.probe_findings",
             "gpuplane.checks.verdicts.vectoradd_findings",
+            "gpuplane.checks.dra.resourceslice_findings",
         ),
         tests=(
             "tests/pure/test_multi_cluster.py::test_fm08_is_judged_by_each_clusters_own_intent",
@@ -217,6 +218,7 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm08_managed_driver_disabled",
             "tests/pure/test_checks_verdicts.py::test_fm08_allocatable_wrong_physical_count",
             "tests/pure/test_checks_verdicts.py::test_fm08_cuda_failures_name_the_error",
+            "tests/pure/test_checks_dra.py::test_fm38_fm08_resourceslice_findings",
         ),
     ),
     "FM09": _entry(
@@ -458,6 +460,23 @@ _DATA = {
     "FM25": _entry(
         checks=("gpuplane.rules.sharing.check_workload_sharing",),
         tests=(f"{_SHARING}test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",)),
+    "FM38": _entry(
+        checks=(
+            "gpuplane.checks.dra.resourceslice_findings",
+            "gpuplane.checks.dra.dra_cause",
+            "gpuplane.doctor.dra.claim_finding",
+            "gpuplane.doctor.dra.dra_health",
+        ),
+        tests=(
+            "tests/pure/test_checks_dra.py::test_fm38_fm08_resourceslice_findings",
+            "tests/pure/test_checks_dra.py::test_fm38_a_probe_pod_whose_claim_cannot_be_allocated",
+            "tests/pure/test_checks_dra.py::test_fm38_resourceslice_check_waits_for_the_plugin_then_fails_naming_the_node",
+            "tests/pure/test_doctor_dra.py::test_fm38_doctor_names_each_gpu_node_without_a_resourceslice",
+            "tests/pure/test_doctor_dra.py::test_fm38_doctor_explains_unallocated_claims",
+            "tests/engine/test_dra_scheduler.py::test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_without_slices",
+            "tests/engine/test_dra_scheduler.py::test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_says_why",
+        ),
+    ),
 }
 
 REGISTRY: dict[str, RuleIndex] = {
