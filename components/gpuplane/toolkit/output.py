@@ -17,8 +17,10 @@ v1.17.8 `tools/container/nvidia-toolkit`, with gpu-operator v25.10.1 / v25.3.4's
   runtimes go into that file's own CRI table. 1.17 first asks `containerd config dump`
   (of containerd's default config path) where the node's containerd can be run: on 1.x
   lines the file then holds the whole merged config (every import folded in) plus the
-  runtimes; on 2.x the dump is version 3, which 1.17.0-1.17.3 refuse and which gpuplane
-  does not model for the later ones (`toolkit_blocker` says so; the plan refuses).
+  runtimes; on 2.x the dump is version 3 (every default and import folded in, a
+  version-2 CRI table moved to the version-3 plugins, 2.2's default `conf.d` import
+  listed), which 1.17.0-1.17.3 refuse (`toolkit_blocker` says so) and 1.17.4+ write back
+  whole, as version 3, with the runtimes added (`_dump_v3`, held against the real dump).
 - The runtimes are `<CONTAINERD_RUNTIME_CLASS>`, `nvidia-cdi` and `nvidia-legacy` (the
   mode runtimes keep their names whatever the class is), each a copy of the default
   runtime's whole subtree with `BinaryName` set to `$ROOT/toolkit/nvidia-container-runtime
@@ -49,7 +51,8 @@ import tomlkit
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
-from gpuplane.containerd.merge import merge, v1_plugins_as_v2
+from gpuplane.containerd.merge import deep_merge, merge, v1_plugins_as_v2
+from gpuplane.containerd.settings import CRI_V3_IMAGES
 from gpuplane.containerd.versions import (
     CRI_V1,
     CRI_V2,
@@ -178,8 +181,9 @@ class Node:
 
 def toolkit_blocker(files: Mapping[str, str], env: Mapping[str, str], installer: Installer,
                     node: Node) -> str | None:
-    """Why the installer's result cannot be planned on this node, or None: it fails, or it
-    rewrites the config from a `config dump` gpuplane does not model (containerd 2.x)."""
+    """Why the installer fails on this node, or None (then `toolkit_writes` predicts what
+    it writes): a version-3 config (the file, or 2.x's `config dump`) before 1.17.4, or
+    1.17.0 without a `containerd` to dump."""
     binary = installer.dump_binary(env, node.binaries)
     if binary is None:
         source = _load(files.get(env["CONTAINERD_CONFIG"]))
@@ -198,11 +202,6 @@ def toolkit_blocker(files: Mapping[str, str], env: Mapping[str, str], installer:
                 f"dump` ({binary}), which containerd {node.version} prints as version 3; "
                 "toolkits before 1.17.4 refuse version 3 (\"unsupported config version: 3\"): "
                 "the installer fails")
-    if node.version.major >= 2:
-        return (f"toolkit {installer.name} rewrites {env['CONTAINERD_CONFIG']} from "
-                f"`containerd config dump` ({binary}): every default of containerd "
-                f"{node.version} and every imported file folded into one version-3 file, "
-                "which gpuplane does not predict")
     return None
 
 
@@ -267,10 +266,12 @@ _DUMPED_RUNC = {
 
 
 def _dump(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any]:
-    """What `containerd config dump` (1.x) prints for the node, as far as it is not
-    containerd's own defaults: the file at containerd's default path with everything it
+    """What `containerd config dump` prints for the node (2.x: `_dump_v3`); on 1.x, as far
+    as it is not containerd's own defaults: the file at containerd's default path with everything it
     imports merged in (plugin tables replaced whole per file, top-level settings
     overridden by later files), as version 2. No file there: defaults only."""
+    if version.major >= 2:
+        return _dump_v3(files, version)
     doc: dict[str, Any] = {"version": 2, "plugins": {}}
     try:
         loaded = load_config(DEFAULT_CONFIG, MemoryFiles(dict(files)), version)
@@ -296,6 +297,102 @@ def _with_default_runc(doc: dict[str, Any], version: ContainerdVersion) -> dict[
     if not runtimes:   # a configured `runtimes` table replaces the built-in one (1.x)
         runtimes["runc"] = copy.deepcopy(_DUMPED_RUNC[version.minor])
     return doc
+
+
+# The `runc` runtime containerd 2.x always has, as `config dump` prints it (measured: the
+# oracle builds 2.0.11, 2.1.9 and 2.2.7, `config dump` of a config holding only
+# `version = 3`). Unlike 1.x, a configured `runtimes` table is merged over it key by key,
+# so runc is always there, its `options` filled in around what the config sets.
+_RUNC_2X = {"runtime_type": RUNC_V2, "runtime_path": "", "pod_annotations": [],
+            "container_annotations": [], "privileged_without_host_devices": False,
+            "privileged_without_host_devices_all_devices_allowed": False,
+            "base_runtime_spec": "", "cni_conf_dir": "", "cni_max_conf_num": 0,
+            "snapshotter": "", "sandboxer": "podsandbox", "io_type": "",
+            "options": {"BinaryName": "", "CriuImagePath": "", "CriuWorkPath": "", "IoGid": 0,
+                        "IoUid": 0, "NoNewKeyring": False, "Root": "", "ShimCgroup": "",
+                        "SystemdCgroup": False}}
+# Where 2.x moves a version-2 CRI table's keys (measured with `config dump` of a version-2
+# file setting each): these to the images plugin (`sandbox_image` as
+# `pinned_images.sandbox`), these stay in `io.containerd.grpc.v1.cri`, the rest (`cni`
+# included) to the runtime plugin.
+_V2_TO_IMAGES = ("registry", "image_decryption", "max_concurrent_downloads",
+                 "image_pull_progress_timeout", "image_pull_with_sync_fs",
+                 "stats_collect_period")
+_V2_TO_IMAGES_CTD = ("snapshotter", "disable_snapshot_annotations", "discard_unpacked_layers")
+_V2_GRPC = ("disable_tcp_service", "stream_server_address", "stream_server_port",
+            "stream_idle_timeout", "enable_tls_streaming", "x509_key_pair_streaming")
+CONF_D_IMPORT = "/etc/containerd/conf.d/*.toml"   # 2.2's default `imports`
+
+
+def _dump_v3(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any]:
+    """What `containerd config dump` of 2.x prints for the node, as far as it is not
+    containerd's own defaults: version 3, every file at and imported by containerd's
+    default path deep-merged, a version-2 CRI table moved into the version-3 plugins, the
+    built-in runc runtime under whatever the config sets, and `imports` as the top-level
+    file lists them, after 2.2's default (`/etc/containerd/conf.d/*.toml`, which 2.2 prints
+    whether the file imports it or not; an installer writing the dump back makes it real)."""
+    doc: dict[str, Any] = {"version": 3, "plugins": {}}
+    imports = [CONF_D_IMPORT] if version.minor >= 2 else []
+    try:
+        loaded = load_config(DEFAULT_CONFIG, MemoryFiles(dict(files)), version)
+    except ConfigError:
+        loaded = None
+    if loaded is not None:
+        for file in loaded.files:
+            for key, value in file.data.items():
+                if key in ("plugins", "version", "imports"):
+                    continue
+                if isinstance(value, dict) and isinstance(doc.get(key), dict):
+                    deep_merge(doc[key], copy.deepcopy(value))
+                else:
+                    doc[key] = copy.deepcopy(value)
+        top_imports = loaded.files[0].data.get("imports") if loaded.files else None
+        imports += [i for i in top_imports or [] if i not in imports]
+        merged = merge(loaded)
+        doc["plugins"] = merged.plugins
+        if merged.version < 3:
+            _v2_cri_to_v3(doc["plugins"], version)
+    doc["imports"] = imports
+    ctd = doc["plugins"].setdefault(CRI_V3_RUNTIME, {}).setdefault("containerd", {})
+    ctd.setdefault("default_runtime_name", "runc")
+    runtimes = ctd.setdefault("runtimes", {})
+    runc = copy.deepcopy(_RUNC_2X)
+    if version.minor >= 1:
+        runc["cgroup_writable"] = False
+    runtimes["runc"] = deep_merge(runc, runtimes.get("runc") or {})
+    return doc
+
+
+def _v2_cri_to_v3(plugins: dict[str, Any], version: ContainerdVersion) -> None:
+    """The rest of 2.x's migration of a version-2 CRI table (`merge` moves its runtime
+    keys): `cni` to the runtime plugin (from 2.1 its `bin_dir` as `bin_dirs`), the image
+    keys to the images plugin; only the streaming keys stay under the version-2 name. Keys
+    the version-3 tables set win."""
+    src = plugins.get(CRI_V2)
+    if not isinstance(src, dict):
+        return
+    runtime = plugins.setdefault(CRI_V3_RUNTIME, {})
+    images = plugins.setdefault(CRI_V3_IMAGES, {})
+    cni = src.get("cni")
+    if isinstance(cni, dict):
+        cni = dict(cni)
+        if version.minor >= 1 and cni.get("bin_dir"):
+            cni.setdefault("bin_dirs", [cni["bin_dir"]])
+            cni["bin_dir"] = ""
+        runtime.setdefault("cni", cni)
+    for key in _V2_TO_IMAGES:
+        if key in src:
+            images.setdefault(key, src[key])
+    if "sandbox_image" in src:
+        images.setdefault("pinned_images", {}).setdefault("sandbox", src["sandbox_image"])
+    src_ctd = src.get("containerd")
+    for key in _V2_TO_IMAGES_CTD:
+        if isinstance(src_ctd, dict) and key in src_ctd:
+            images.setdefault(key, src_ctd[key])
+    if isinstance(runtime.get("containerd"), dict):
+        for key in _V2_TO_IMAGES_CTD:
+            runtime["containerd"].pop(key, None)
+    plugins[CRI_V2] = {k: v for k, v in src.items() if k in _V2_GRPC}
 
 
 def _edit_v1(doc: dict[str, Any], env: Mapping[str, str],
