@@ -51,8 +51,7 @@ import tomlkit
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
-from gpuplane.containerd.merge import deep_merge, merge, v1_plugins_as_v2
-from gpuplane.containerd.settings import CRI_V3_IMAGES
+from gpuplane.containerd.merge import deep_merge, merge, migrate_v2_cri, v1_plugins_as_v2
 from gpuplane.containerd.versions import (
     CRI_V1,
     CRI_V2,
@@ -311,16 +310,6 @@ _RUNC_2X = {"runtime_type": RUNC_V2, "runtime_path": "", "pod_annotations": [],
             "options": {"BinaryName": "", "CriuImagePath": "", "CriuWorkPath": "", "IoGid": 0,
                         "IoUid": 0, "NoNewKeyring": False, "Root": "", "ShimCgroup": "",
                         "SystemdCgroup": False}}
-# Where 2.x moves a version-2 CRI table's keys (measured with `config dump` of a version-2
-# file setting each): these to the images plugin (`sandbox_image` as
-# `pinned_images.sandbox`), these stay in `io.containerd.grpc.v1.cri`, the rest (`cni`
-# included) to the runtime plugin.
-_V2_TO_IMAGES = ("registry", "image_decryption", "max_concurrent_downloads",
-                 "image_pull_progress_timeout", "image_pull_with_sync_fs",
-                 "stats_collect_period")
-_V2_TO_IMAGES_CTD = ("snapshotter", "disable_snapshot_annotations", "discard_unpacked_layers")
-_V2_GRPC = ("disable_tcp_service", "stream_server_address", "stream_server_port",
-            "stream_idle_timeout", "enable_tls_streaming", "x509_key_pair_streaming")
 CONF_D_IMPORT = "/etc/containerd/conf.d/*.toml"   # 2.2's default `imports`
 
 
@@ -351,7 +340,7 @@ def _dump_v3(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, 
         merged = merge(loaded)
         doc["plugins"] = merged.plugins
         if merged.version < 3:
-            _v2_cri_to_v3(doc["plugins"], version)
+            migrate_v2_cri(doc["plugins"], version)
     doc["imports"] = imports
     ctd = doc["plugins"].setdefault(CRI_V3_RUNTIME, {}).setdefault("containerd", {})
     ctd.setdefault("default_runtime_name", "runc")
@@ -361,38 +350,6 @@ def _dump_v3(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, 
         runc["cgroup_writable"] = False
     runtimes["runc"] = deep_merge(runc, runtimes.get("runc") or {})
     return doc
-
-
-def _v2_cri_to_v3(plugins: dict[str, Any], version: ContainerdVersion) -> None:
-    """The rest of 2.x's migration of a version-2 CRI table (`merge` moves its runtime
-    keys): `cni` to the runtime plugin (from 2.1 its `bin_dir` as `bin_dirs`), the image
-    keys to the images plugin; only the streaming keys stay under the version-2 name. Keys
-    the version-3 tables set win."""
-    src = plugins.get(CRI_V2)
-    if not isinstance(src, dict):
-        return
-    runtime = plugins.setdefault(CRI_V3_RUNTIME, {})
-    images = plugins.setdefault(CRI_V3_IMAGES, {})
-    cni = src.get("cni")
-    if isinstance(cni, dict):
-        cni = dict(cni)
-        if version.minor >= 1 and cni.get("bin_dir"):
-            cni.setdefault("bin_dirs", [cni["bin_dir"]])
-            cni["bin_dir"] = ""
-        runtime.setdefault("cni", cni)
-    for key in _V2_TO_IMAGES:
-        if key in src:
-            images.setdefault(key, src[key])
-    if "sandbox_image" in src:
-        images.setdefault("pinned_images", {}).setdefault("sandbox", src["sandbox_image"])
-    src_ctd = src.get("containerd")
-    for key in _V2_TO_IMAGES_CTD:
-        if isinstance(src_ctd, dict) and key in src_ctd:
-            images.setdefault(key, src_ctd[key])
-    if isinstance(runtime.get("containerd"), dict):
-        for key in _V2_TO_IMAGES_CTD:
-            runtime["containerd"].pop(key, None)
-    plugins[CRI_V2] = {k: v for k, v in src.items() if k in _V2_GRPC}
 
 
 def _edit_v1(doc: dict[str, Any], env: Mapping[str, str],
