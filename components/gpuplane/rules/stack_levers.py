@@ -10,6 +10,7 @@ appends it, the plan leads with it. One table for both, below both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -103,4 +104,39 @@ def planned_fix(finding: Finding, intent: ClusterIntent, captured: str | None = 
     return replace(finding, fix=fix)
 
 
-__all__ = ["containerd_stack_hint", "distro_keys", "planned_fix", "stack_lever"]
+# A program gpuplane did not make has no `gpuplane:` stack keys: the cluster's facts are
+# the pack config's keys (named like the stack's), the rest is the release's own values.
+_PACK = "in the pack's config (--policy-pack-config)"
+_FOREIGN_KEYS = (
+    (re.compile(r"`gpuplane:cluster\.(distro|containerdBaseDir|platform|containerdVersion|"
+                r"kubernetesVersion)((?::[^`]*)?)`"), rf"`\1\2` {_PACK}"),
+    (re.compile(r"`gpuplane:gpuOperator\.values`"), "the release's values"),
+    (re.compile(r"`gpuplane:gpuOperator\.chartVersion`"), "the release's chart `version`"),
+)
+# Rules whose verdict rests on the distribution the pack config names.
+_ON_FACTS = ("FM01", "FM04", "FM05", "FM17")
+
+
+def foreign_fix(finding: Finding) -> Finding:
+    """`finding` worded for a program gpuplane did not make (judged with the pack
+    config's facts): where its fix names `gpuplane:` stack keys, the release values to
+    change (its raw Helm part) lead, then, for the rules that rest on the distribution,
+    the pack-config keys that state it; elsewhere the stack keys become those keys."""
+    if "gpuplane:" not in finding.fix:
+        return finding
+    _, sep, raw = finding.fix.partition("raw Helm ")
+    if sep:
+        fix = f"Change the release's values, raw Helm {raw.rstrip()}"
+        if finding.id in _ON_FACTS and "`gpuplane:cluster.distro: " in finding.fix:
+            fix = (f"If the nodes run another distribution than the pack's config says, set "
+                   f"`distro` (and `containerdBaseDir`) {_PACK} to what they run; otherwise "
+                   + fix[0].lower() + fix[1:])
+        return replace(finding, fix=fix if fix.endswith((".", "}")) else fix + ".")
+    fix = finding.fix
+    for pattern, words in _FOREIGN_KEYS:
+        fix = pattern.sub(words, fix)
+    return replace(finding, fix=fix)
+
+
+__all__ = ["containerd_stack_hint", "distro_keys", "foreign_fix", "planned_fix",
+           "stack_lever"]
