@@ -73,3 +73,36 @@ def test_fm17_foreign_fix_applied_to_the_release_clears_it(tmp_path: Path) -> No
                for line in fm17["fix"].splitlines() if line.startswith("- {name: ")]
     fixed = _env(**dict(entries))
     assert not [f for f in _plan(tmp_path, fixed, facts) if f["id"] == "FM17"]
+
+
+HAMI = """import pulumi_kubernetes as k8s
+k8s.helm.v3.Release("hami", name="hami", chart="hami", version="2.10.0",
+    repository_opts={{"repo": "https://project-hami.github.io/HAMi/"}},
+    namespace="hami-system", values={values!r})
+"""
+COS = {"platform": "gke-cos", "containerdVersion": "1.7", "kubernetesVersion": "1.34.2"}
+
+
+def _plan_hami(tmp_path: Path, values: dict[str, Any]) -> list[dict]:
+    folder = tmp_path / "hami"
+    folder.mkdir(exist_ok=True)
+    (folder / "Pulumi.yaml").write_text("name: infra\nruntime: python\n")
+    (folder / "__main__.py").write_text(HAMI.format(values=values))
+    (folder / "Pulumi.dev.yaml").write_text("config: {}\n")
+    config = {name: dict(COS) for name in policy_names()}
+    report = plan_stack("dev", folder, config, load_project(folder))
+    return [f for f in report["findings"] if f["severity"] != "info"]
+
+
+def test_fm15_plain_program_hami_release_on_cos_is_judged_for_its_driver_root(
+        tmp_path: Path) -> None:
+    """A HAMi Release in a plain program on GKE COS (pack facts only): FM15 names
+    devicePlugin.nvidiaDriverRoot, every fix names the release's values, not
+    `gpuplane:hami.*`, and the driver root the fix gives clears FM15."""
+    found = _plan_hami(tmp_path, {})
+    [fm15] = [f for f in found if f["id"] == "FM15"]
+    assert "nvidiaDriverRoot" in fm15["message"] and fm15["severity"] == "error"
+    for f in found:
+        assert "gpuplane:" not in f["fix"], (f["id"], f["fix"])
+    root = {"devicePlugin": {"nvidiaDriverRoot": "/home/kubernetes/bin/nvidia"}}
+    assert not [f for f in _plan_hami(tmp_path, root) if f["id"] == "FM15"]

@@ -110,7 +110,9 @@ _PACK = "in the pack's config (--policy-pack-config)"
 _FOREIGN_KEYS = (
     (re.compile(r"`gpuplane:cluster\.(distro|containerdBaseDir|platform|containerdVersion|"
                 r"kubernetesVersion)((?::[^`]*)?)`"), rf"`\1\2` {_PACK}"),
-    (re.compile(r"`gpuplane:gpuOperator\.values`"), "the release's values"),
+    (re.compile(r"`gpuplane:(?:gpuOperator|hami)\.values: ([^`]*)`"),
+     r"the release's values `\1`"),
+    (re.compile(r"`gpuplane:(?:gpuOperator|hami)\.values`"), "the release's values"),
     (re.compile(r"`gpuplane:gpuOperator\.chartVersion`"), "the release's chart `version`"),
 )
 # Rules whose verdict rests on the distribution the pack config names.
@@ -124,9 +126,10 @@ def foreign_fix(finding: Finding) -> Finding:
     the pack-config keys that state it; elsewhere the stack keys become those keys."""
     if "gpuplane:" not in finding.fix:
         return finding
-    _, sep, raw = finding.fix.partition("raw Helm ")
-    if sep:
-        fix = f"Change the release's values, raw Helm {raw.rstrip()}"
+    raw_at = re.search(r"raw Helm:? ", finding.fix)
+    if raw_at:
+        raw = finding.fix[raw_at.end():].rstrip()
+        fix = f"Change the release's values, raw Helm {raw}"
         if finding.id in _ON_FACTS and "`gpuplane:cluster.distro: " in finding.fix:
             fix = (f"If the nodes run another distribution than the pack's config says, set "
                    f"`distro` (and `containerdBaseDir`) {_PACK} to what they run; otherwise "
