@@ -43,6 +43,17 @@ def _fm07(i: ClusterIntent) -> str:
             "writes SystemdCgroup into every runc-based runtime.")
 
 
+def _image_toolkit(i: ClusterIntent) -> str:
+    """Where the platform's image has the toolkit, the operator's is the second one."""
+    from gpuplane.platforms.profiles import TOOLKIT, platform_profile
+
+    if not i.platform or i.toolkit != "operator" \
+            or TOOLKIT not in platform_profile(i.platform).preinstalled:
+        return ""
+    return ("; where the operator's toolkit writes the file, use the image's own "
+            "(`gpuplane:gpuOperator.toolkit: host`)")
+
+
 _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
     "FM01": _fm01,
     "FM02": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
@@ -52,7 +63,7 @@ _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
                        f"(now {i.containerd_version}) so every file gets that line's config "
                        "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9.2 or "
                        "later for containerd 2.x (toolkit >= 1.17.4; v24.9.0/v24.9.1 pin "
-                       "1.17.0/1.17.3)."),
+                       "1.17.0/1.17.3)" + _image_toolkit(i) + "."),
     "FM04": lambda i: (f"set {distro_keys(i)} to what the node runs (on RKE2/K3s also "
                        "`gpuplane:gpuOperator.runtimeSetup`); gpuplane then writes the "
                        "distribution's template or drop-in, never the file it regenerates."),
