@@ -73,12 +73,10 @@ def test_the_operators_toolkit_plans_clean_on_every_distribution(
 
 def _refusal(distro: Distro, chart: str, access: str,
              default: bool) -> tuple[str, tuple[str, str, str]] | None:
-    """The refusals a stack gets, with the alternative its fix names: the toolkit of chart
-    v25.3.x (1.17.8) rewrites a containerd 2.x config from `config dump` (FM03); on
-    RKE2/K3s nvidia as the default needs gpuplane's template, so node access (FM05)."""
-    if chart == "v25.3.4" and VERSIONS[distro][1].startswith("2.") \
-            and distro is Distro.KUBEADM:
-        return "FM03", ("gpuplane:gpuOperator", "chartVersion", "v25.10.1")
+    """The refusals a stack gets, with the alternative its fix names: on RKE2/K3s nvidia
+    as the default needs gpuplane's template, so node access (FM05). (The toolkit of
+    chart v25.3.x, 1.17.8, rewriting a containerd 2.x config from `config dump` is
+    predicted and plans clean.)"""
     if distro in (Distro.RKE2, Distro.K3S) and default and access == "none":
         return "FM05", ("gpuplane:cluster", "nodeAccess", "pod")
     return None

@@ -7,6 +7,7 @@ has no such file; `gpuplane nodes capture` writes that for a node without one.""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,11 +78,14 @@ def test_operator_toolkit_sees_gpuplanes_new_file(line: str, toolkit: str,
                                     else {})),
                      current={})
     errors = [f for f in plan.findings if f.severity == "error"]
-    if toolkit == "1.17.8" and line.startswith("2."):
-        # Toolkit 1.17.8 writes back a `config dump` there: refused on any node (FM03).
-        assert [f.id for f in errors] == ["FM03"]
-        return
     assert not errors, errors
+    if toolkit == "1.17.8" and line.startswith("2."):
+        # Toolkit 1.17.8 writes back 2.x's `config dump` there: version 3, runc's built-in
+        # table folded in (predicted, no longer refused).
+        written = tomllib.loads(plan.toolkit_files[CONFIG])
+        assert written["version"] == 3
+        runc = written["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+        assert runc["runc"]["sandboxer"] == "podsandbox" and "nvidia" in runc
     assert CONFIG in plan.files and plan.bases[CONFIG] is None
     assert ("SystemdCgroup = true" in plan.files[CONFIG]) == bool(systemd)
     assert plan.toolkit_files, "the modelled toolkit writes its part"

@@ -27,7 +27,7 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
                          "effectiveRuntimes", "toolkit",
                          "resources", "helm", "withheldResources", "batches", "withheldBatches",
                          "config", "nodes",
-                         "findings", "summary"}
+                         "findings", "summary", "warnings"}
     assert plan["verdict"] == "ok" and plan["withheldBatches"] == []
     assert plan["config"]["rollout"] == {"canary": True, "maxUnavailable": 2,
                                          "allowAllAtOnce": False}

@@ -18,14 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    Field,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
-)
+from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
@@ -456,17 +449,25 @@ def _node_pod_unused(cfg: StackConfig) -> Iterator[Problem]:
                              "remove gpuplane:nodePod")
 
 
-@_check(STACK_CHECKS, "cluster", "ssh", "ssh_private_key", "rollout")
+@_check(STACK_CHECKS, "cluster", "ssh", "ssh_private_key", "rollout", "nodes")
 def _node_access_unused(cfg: StackConfig) -> Iterator[Problem]:
-    """SSH settings without `nodeAccess: ssh`, a rollout without node access: read by
-    nothing (`nodes capture` over SSH needs `nodeAccess: ssh` too)."""
+    """SSH settings (`gpuplane:ssh`, a node's `user`/`port`) without `nodeAccess: ssh`, a
+    rollout without node access: read by nothing (`nodes capture` over SSH needs
+    `nodeAccess: ssh` too)."""
     access = cfg.cluster.node_access
     if access != "ssh":
+        unused = f"cluster.nodeAccess is {access}, which reaches no node over SSH"
         written = _written(cfg.ssh) if "ssh" in cfg.model_fields_set else []
         if written:
-            yield _at("ssh", f"{', '.join(written)} set, but cluster.nodeAccess is {access}, "
-                             "which reaches no node over SSH, so they would be ignored; set "
-                             "gpuplane:cluster.nodeAccess: ssh or remove gpuplane:ssh")
+            yield _at("ssh", f"{', '.join(written)} set, but {unused}, so they would be "
+                             "ignored; set gpuplane:cluster.nodeAccess: ssh or remove "
+                             "gpuplane:ssh")
+        for i, node in enumerate(cfg.nodes):
+            for key in ("user", "port"):
+                if key in node.model_fields_set:
+                    yield _at(f"nodes[{i}].{key}", f"set, but {unused}, so it would be "
+                              f"ignored; remove {key} from node {node.name} or set "
+                              "gpuplane:cluster.nodeAccess: ssh")
         if cfg.ssh_private_key is not None:
             yield _at("sshPrivateKey", f"set, but cluster.nodeAccess is {access}, which "
                                        "reaches no node over SSH, so the key is never used; "

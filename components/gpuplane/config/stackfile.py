@@ -54,6 +54,8 @@ class StackFile:
     # Keys the stack has that gpuplane does not read though they look like its own
     # (`rollout:` in a project not named gpuplane): `file:line: ...` with the fix.
     warnings: list[str] = field(default_factory=list)
+    # The same, as the JSON plan gives them (`warnings`): where (file:line), message, fix.
+    warning_entries: list[dict[str, str]] = field(default_factory=list)
 
     def line_of(self, key: str) -> int | None:
         """The line of `key` or of its nearest parent present in the file."""
@@ -154,10 +156,12 @@ def load_stack_file(name: str, stacks_dir: Path, project: str | None = None) -> 
         full = namespaced(str(raw))
         ns, _, key = full.partition(":")
         if ":" not in str(raw) and ns != NAMESPACE and key in KEYS:
-            stack.warnings.append(
-                f"{path}:{stack.lines.get(full, 0)}: `{raw}` has no namespace, so Pulumi "
-                f"reads it as `{full}` (the project {owner!r}'s own key) and gpuplane never "
-                f"sees it; fix: write `{NAMESPACE}:{raw}`")
+            entry = {"where": f"{path}:{stack.lines.get(full, 0)}",
+                     "message": f"`{raw}` has no namespace, so Pulumi reads it as `{full}` "
+                                f"(the project {owner!r}'s own key) and gpuplane never sees it",
+                     "fix": f"write `{NAMESPACE}:{raw}`"}
+            stack.warning_entries.append(entry)
+            stack.warnings.append(f"{entry['where']}: {entry['message']}; fix: {entry['fix']}")
         if isinstance(value, dict) and set(value) == {"secure"}:
             value = SECRET_PLACEHOLDER
             stack.secret_keys.append(full)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuplane.containerd.load import LoadResult
-from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME
+from gpuplane.containerd.versions import CRI_V1, CRI_V2, CRI_V3_RUNTIME, ContainerdVersion
 
 _V1_CORE = {
     "cri": CRI_V2,
@@ -47,6 +47,18 @@ _NOT_RUNTIME_KEYS = {
 }
 _NOT_RUNTIME_CONTAINERD_KEYS = {"snapshotter", "disable_snapshot_annotations",
                                 "discard_unpacked_layers"}
+
+_CRI_V3_IMAGES = "io.containerd.cri.v1.images"
+# Where 2.x moves a version-2 CRI table's keys (measured with `config dump` of a version-2
+# file setting each): these to the images plugin (`sandbox_image` as
+# `pinned_images.sandbox`), these stay in `io.containerd.grpc.v1.cri`, the rest (`cni`
+# included) to the runtime plugin.
+_V2_TO_IMAGES = ("registry", "image_decryption", "max_concurrent_downloads",
+                 "image_pull_progress_timeout", "image_pull_with_sync_fs",
+                 "stats_collect_period")
+_V2_TO_IMAGES_CTD = ("snapshotter", "disable_snapshot_annotations", "discard_unpacked_layers")
+_V2_GRPC = ("disable_tcp_service", "stream_server_address", "stream_server_port",
+            "stream_idle_timeout", "enable_tls_streaming", "x509_key_pair_streaming")
 
 
 @dataclass
@@ -191,3 +203,32 @@ def _migrate_cri_v2_to_v3(plugins: dict[str, Any]) -> None:
                 dst_ctd[key] = value
         dst["containerd"] = dst_ctd
     plugins[CRI_V3_RUNTIME] = dst
+
+
+def migrate_v2_cri(plugins: dict[str, Any], version: ContainerdVersion) -> None:
+    """The rest of 2.x's migration of a version-2 CRI table, as `config dump` prints it
+    (`merge` moves only its runtime keys, what the CRI view needs): `cni` to the runtime
+    plugin (from 2.1 its `bin_dir` as `bin_dirs`), the image keys to the images plugin;
+    only the streaming keys stay under the version-2 name. Keys the v3 tables set win."""
+    src = plugins.get(CRI_V2)
+    if not isinstance(src, dict):
+        return
+    runtime = plugins.setdefault(CRI_V3_RUNTIME, {})
+    images = plugins.setdefault(_CRI_V3_IMAGES, {})
+    cni = src.get("cni")
+    if isinstance(cni, dict):
+        cni = dict(cni)
+        if version.minor >= 1 and cni.get("bin_dir"):
+            cni.setdefault("bin_dirs", [cni["bin_dir"]])
+            cni["bin_dir"] = ""
+        runtime.setdefault("cni", cni)
+    for key in _V2_TO_IMAGES:
+        if key in src:
+            images.setdefault(key, src[key])
+    if "sandbox_image" in src:
+        images.setdefault("pinned_images", {}).setdefault("sandbox", src["sandbox_image"])
+    src_ctd = src.get("containerd")
+    for key in _V2_TO_IMAGES_CTD:
+        if isinstance(src_ctd, dict) and key in src_ctd:
+            images.setdefault(key, src_ctd[key])
+    plugins[CRI_V2] = {k: v for k, v in src.items() if k in _V2_GRPC}

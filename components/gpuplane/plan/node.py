@@ -20,7 +20,7 @@ from gpuplane.containerd.effective import EffectiveConfig, effective_config
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
-from gpuplane.containerd.merge import merge
+from gpuplane.containerd.merge import merge, migrate_v2_cri
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import (
     AFTER_GPUPLANE,
@@ -341,6 +341,10 @@ def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dic
         merged = merge(load_config(top, MemoryFiles(layout), version))
     except ConfigError:
         return {}
+    if version.major >= 2 and merged.version < 3:
+        # As 2.x runs it (and prints it): a version-2 CRI table's keys in the v3 plugins,
+        # so that a toolkit writing the dump back as version 3 loses nothing by the move.
+        migrate_v2_cri(merged.plugins, version)
     return {"version": merged.version, "plugins": merged.plugins}
 
 

@@ -19,6 +19,7 @@ from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent, DevicePlugin, ToolkitWhere
 from gpuplane.policy.views import StackFindings, View
+from gpuplane.rules.stack_levers import foreign_fix
 
 RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"
@@ -177,7 +178,7 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
     config = {**implied_facts(config), **config}
     for f, urn in [*_device_plugin_daemonsets(views, found),
                    *_runtime_classes(views, found, config, base), *_dra_releases(views, base)]:
-        out.add([f], urn)   # needs no fact beyond the runtime's
+        out.add([foreign_fix(f)], urn)   # needs no fact beyond the runtime's
     if not found:
         return
     intent = foreign_intent(config, found, base)
@@ -199,7 +200,7 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
         if fact is not None:
             held.setdefault(fact.key, []).append(f)
         else:
-            out.add([f], urn)
+            out.add([foreign_fix(f)], urn)   # no stack keys in a program not gpuplane's
     charts = {i.chart for i in found}
     said: set[str] = set()
     for fact in FACTS:

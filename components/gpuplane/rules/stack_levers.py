@@ -10,6 +10,7 @@ appends it, the plan leads with it. One table for both, below both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -42,6 +43,17 @@ def _fm07(i: ClusterIntent) -> str:
             "writes SystemdCgroup into every runc-based runtime.")
 
 
+def _image_toolkit(i: ClusterIntent) -> str:
+    """Where the platform's image has the toolkit, the operator's is the second one."""
+    from gpuplane.platforms.profiles import TOOLKIT, platform_profile
+
+    if not i.platform or i.toolkit != "operator" \
+            or TOOLKIT not in platform_profile(i.platform).preinstalled:
+        return ""
+    return ("; where the operator's toolkit writes the file, use the image's own "
+            "(`gpuplane:gpuOperator.toolkit: host`)")
+
+
 _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
     "FM01": _fm01,
     "FM02": lambda i: ("set `gpuplane:cluster.containerdVersion` to the node's containerd "
@@ -51,7 +63,7 @@ _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
                        f"(now {i.containerd_version}) so every file gets that line's config "
                        "version, and pin `gpuplane:gpuOperator.chartVersion` to v24.9.2 or "
                        "later for containerd 2.x (toolkit >= 1.17.4; v24.9.0/v24.9.1 pin "
-                       "1.17.0/1.17.3)."),
+                       "1.17.0/1.17.3)" + _image_toolkit(i) + "."),
     "FM04": lambda i: (f"set {distro_keys(i)} to what the node runs (on RKE2/K3s also "
                        "`gpuplane:gpuOperator.runtimeSetup`); gpuplane then writes the "
                        "distribution's template or drop-in, never the file it regenerates."),
@@ -103,4 +115,42 @@ def planned_fix(finding: Finding, intent: ClusterIntent, captured: str | None = 
     return replace(finding, fix=fix)
 
 
-__all__ = ["containerd_stack_hint", "distro_keys", "planned_fix", "stack_lever"]
+# A program gpuplane did not make has no `gpuplane:` stack keys: the cluster's facts are
+# the pack config's keys (named like the stack's), the rest is the release's own values.
+_PACK = "in the pack's config (--policy-pack-config)"
+_FOREIGN_KEYS = (
+    (re.compile(r"`gpuplane:cluster\.(distro|containerdBaseDir|platform|containerdVersion|"
+                r"kubernetesVersion)((?::[^`]*)?)`"), rf"`\1\2` {_PACK}"),
+    (re.compile(r"`gpuplane:(?:gpuOperator|hami)\.values: ([^`]*)`"),
+     r"the release's values `\1`"),
+    (re.compile(r"`gpuplane:(?:gpuOperator|hami)\.values`"), "the release's values"),
+    (re.compile(r"`gpuplane:gpuOperator\.chartVersion`"), "the release's chart `version`"),
+)
+# Rules whose verdict rests on the distribution the pack config names.
+_ON_FACTS = ("FM01", "FM04", "FM05", "FM17")
+
+
+def foreign_fix(finding: Finding) -> Finding:
+    """`finding` worded for a program gpuplane did not make (judged with the pack
+    config's facts): where its fix names `gpuplane:` stack keys, the release values to
+    change (its raw Helm part) lead, then, for the rules that rest on the distribution,
+    the pack-config keys that state it; elsewhere the stack keys become those keys."""
+    if "gpuplane:" not in finding.fix:
+        return finding
+    raw_at = re.search(r"raw Helm:? ", finding.fix)
+    if raw_at:
+        raw = finding.fix[raw_at.end():].rstrip()
+        fix = f"Change the release's values, raw Helm {raw}"
+        if finding.id in _ON_FACTS and "`gpuplane:cluster.distro: " in finding.fix:
+            fix = (f"If the nodes run another distribution than the pack's config says, set "
+                   f"`distro` (and `containerdBaseDir`) {_PACK} to what they run; otherwise "
+                   + fix[0].lower() + fix[1:])
+        return replace(finding, fix=fix if fix.endswith((".", "}")) else fix + ".")
+    fix = finding.fix
+    for pattern, words in _FOREIGN_KEYS:
+        fix = pattern.sub(words, fix)
+    return replace(finding, fix=fix)
+
+
+__all__ = ["containerd_stack_hint", "distro_keys", "foreign_fix", "planned_fix",
+           "stack_lever"]

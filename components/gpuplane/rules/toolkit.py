@@ -355,7 +355,9 @@ def _detected_config(ctx: OperatorValues, env: Mapping[str, str | None], prof: D
     fix = (f"Remove toolkit.env (its {name}) from `gpuplane:gpuOperator.values` (in "
            f"detected mode gpuplane's toolkit.env sets only CONTAINERD_SOCKET={prof.socket}), "
            "or set `gpuplane:gpuOperator.runtimeSetup: template` to have gpuplane write the "
-           "whole template and point the toolkit at it.")
+           f"whole template and point the toolkit at it; raw Helm toolkit.env (the "
+           f"distribution's detection adds the runtimes):\n- {{name: CONTAINERD_SOCKET, value: "
+           f"{prof.socket}}}")
     changes = ((USER_ENV, None),)
     if _norm(value) == _norm(prof.config_path):
         return [finding(

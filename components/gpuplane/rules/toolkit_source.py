@@ -42,8 +42,8 @@ def check_toolkit_source_version(path: str, text: str | None) -> list[Finding]:
 
 
 def check_toolkit_run(blocker: str | None, where: str) -> list[Finding]:
-    """An error when the operator's toolkit fails on this node or rewrites its config in a
-    way the plan cannot predict (`gpuplane.toolkit.output.toolkit_blocker` says why)."""
+    """An error when the operator's toolkit fails on this node
+    (`gpuplane.toolkit.output.toolkit_blocker` says why)."""
     if blocker is None:
         return []
     return [finding(

@@ -17,8 +17,10 @@ v1.17.8 `tools/container/nvidia-toolkit`, with gpu-operator v25.10.1 / v25.3.4's
   runtimes go into that file's own CRI table. 1.17 first asks `containerd config dump`
   (of containerd's default config path) where the node's containerd can be run: on 1.x
   lines the file then holds the whole merged config (every import folded in) plus the
-  runtimes; on 2.x the dump is version 3, which 1.17.0-1.17.3 refuse and which gpuplane
-  does not model for the later ones (`toolkit_blocker` says so; the plan refuses).
+  runtimes; on 2.x the dump is version 3 (every default and import folded in, a
+  version-2 CRI table moved to the version-3 plugins, 2.2's default `conf.d` import
+  listed), which 1.17.0-1.17.3 refuse (`toolkit_blocker` says so) and 1.17.4+ write back
+  whole, as version 3, with the runtimes added (`_dump_v3`, held against the real dump).
 - The runtimes are `<CONTAINERD_RUNTIME_CLASS>`, `nvidia-cdi` and `nvidia-legacy` (the
   mode runtimes keep their names whatever the class is), each a copy of the default
   runtime's whole subtree with `BinaryName` set to `$ROOT/toolkit/nvidia-container-runtime
@@ -49,7 +51,7 @@ import tomlkit
 from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
-from gpuplane.containerd.merge import merge, v1_plugins_as_v2
+from gpuplane.containerd.merge import deep_merge, merge, migrate_v2_cri, v1_plugins_as_v2
 from gpuplane.containerd.versions import (
     CRI_V1,
     CRI_V2,
@@ -178,8 +180,9 @@ class Node:
 
 def toolkit_blocker(files: Mapping[str, str], env: Mapping[str, str], installer: Installer,
                     node: Node) -> str | None:
-    """Why the installer's result cannot be planned on this node, or None: it fails, or it
-    rewrites the config from a `config dump` gpuplane does not model (containerd 2.x)."""
+    """Why the installer fails on this node, or None (then `toolkit_writes` predicts what
+    it writes): a version-3 config (the file, or 2.x's `config dump`) before 1.17.4, or
+    1.17.0 without a `containerd` to dump."""
     binary = installer.dump_binary(env, node.binaries)
     if binary is None:
         source = _load(files.get(env["CONTAINERD_CONFIG"]))
@@ -198,11 +201,6 @@ def toolkit_blocker(files: Mapping[str, str], env: Mapping[str, str], installer:
                 f"dump` ({binary}), which containerd {node.version} prints as version 3; "
                 "toolkits before 1.17.4 refuse version 3 (\"unsupported config version: 3\"): "
                 "the installer fails")
-    if node.version.major >= 2:
-        return (f"toolkit {installer.name} rewrites {env['CONTAINERD_CONFIG']} from "
-                f"`containerd config dump` ({binary}): every default of containerd "
-                f"{node.version} and every imported file folded into one version-3 file, "
-                "which gpuplane does not predict")
     return None
 
 
@@ -267,10 +265,12 @@ _DUMPED_RUNC = {
 
 
 def _dump(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any]:
-    """What `containerd config dump` (1.x) prints for the node, as far as it is not
-    containerd's own defaults: the file at containerd's default path with everything it
+    """What `containerd config dump` prints for the node (2.x: `_dump_v3`); on 1.x, as far
+    as it is not containerd's own defaults: the file at containerd's default path with everything it
     imports merged in (plugin tables replaced whole per file, top-level settings
     overridden by later files), as version 2. No file there: defaults only."""
+    if version.major >= 2:
+        return _dump_v3(files, version)
     doc: dict[str, Any] = {"version": 2, "plugins": {}}
     try:
         loaded = load_config(DEFAULT_CONFIG, MemoryFiles(dict(files)), version)
@@ -295,6 +295,60 @@ def _with_default_runc(doc: dict[str, Any], version: ContainerdVersion) -> dict[
     runtimes = ctd.setdefault("runtimes", {})
     if not runtimes:   # a configured `runtimes` table replaces the built-in one (1.x)
         runtimes["runc"] = copy.deepcopy(_DUMPED_RUNC[version.minor])
+    return doc
+
+
+# The `runc` runtime containerd 2.x always has, as `config dump` prints it (measured: the
+# oracle builds 2.0.11, 2.1.9 and 2.2.7, `config dump` of a config holding only
+# `version = 3`). Unlike 1.x, a configured `runtimes` table is merged over it key by key,
+# so runc is always there, its `options` filled in around what the config sets.
+_RUNC_2X = {"runtime_type": RUNC_V2, "runtime_path": "", "pod_annotations": [],
+            "container_annotations": [], "privileged_without_host_devices": False,
+            "privileged_without_host_devices_all_devices_allowed": False,
+            "base_runtime_spec": "", "cni_conf_dir": "", "cni_max_conf_num": 0,
+            "snapshotter": "", "sandboxer": "podsandbox", "io_type": "",
+            "options": {"BinaryName": "", "CriuImagePath": "", "CriuWorkPath": "", "IoGid": 0,
+                        "IoUid": 0, "NoNewKeyring": False, "Root": "", "ShimCgroup": "",
+                        "SystemdCgroup": False}}
+CONF_D_IMPORT = "/etc/containerd/conf.d/*.toml"   # 2.2's default `imports`
+
+
+def _dump_v3(files: Mapping[str, str], version: ContainerdVersion) -> dict[str, Any]:
+    """What `containerd config dump` of 2.x prints for the node, as far as it is not
+    containerd's own defaults: version 3, every file at and imported by containerd's
+    default path deep-merged, a version-2 CRI table moved into the version-3 plugins, the
+    built-in runc runtime under whatever the config sets, and `imports` as the top-level
+    file lists them, after 2.2's default (`/etc/containerd/conf.d/*.toml`, which 2.2 prints
+    whether the file imports it or not; an installer writing the dump back makes it real)."""
+    doc: dict[str, Any] = {"version": 3, "plugins": {}}
+    imports = [CONF_D_IMPORT] if version.minor >= 2 else []
+    try:
+        loaded = load_config(DEFAULT_CONFIG, MemoryFiles(dict(files)), version)
+    except ConfigError:
+        loaded = None
+    if loaded is not None:
+        for file in loaded.files:
+            for key, value in file.data.items():
+                if key in ("plugins", "version", "imports"):
+                    continue
+                if isinstance(value, dict) and isinstance(doc.get(key), dict):
+                    deep_merge(doc[key], copy.deepcopy(value))
+                else:
+                    doc[key] = copy.deepcopy(value)
+        top_imports = loaded.files[0].data.get("imports") if loaded.files else None
+        imports += [i for i in top_imports or [] if i not in imports]
+        merged = merge(loaded)
+        doc["plugins"] = merged.plugins
+        if merged.version < 3:
+            migrate_v2_cri(doc["plugins"], version)
+    doc["imports"] = imports
+    ctd = doc["plugins"].setdefault(CRI_V3_RUNTIME, {}).setdefault("containerd", {})
+    ctd.setdefault("default_runtime_name", "runc")
+    runtimes = ctd.setdefault("runtimes", {})
+    runc = copy.deepcopy(_RUNC_2X)
+    if version.minor >= 1:
+        runc["cgroup_writable"] = False
+    runtimes["runc"] = deep_merge(runc, runtimes.get("runc") or {})
     return doc
 
 

@@ -44,7 +44,10 @@ def plan_stack(name: str, stacks_dir: Path, pack_config: dict[str, Any] | None =
     # The registrations stay alive until the report is built: full collections would
     # re-scan them during the policies and the report too (half their time at 2000 nodes).
     with no_full_gc():
-        return _plan(name, stack, stacks_dir, pack_config, project)
+        report = _plan(name, stack, stacks_dir, pack_config, project)
+    # Stack-file warnings in the report too, so `--format json` readers see them.
+    report["warnings"] = list(stack.warning_entries)
+    return report
 
 
 def _plan(name: str, stack: StackFile, stacks_dir: Path, pack_config: dict[str, Any] | None,

@@ -254,7 +254,7 @@ def _mixing_message(eff: EffectiveConfig, src: LoadedFile, losses: list[Loss]) -
                 f"version {merged or 1} ({_decider(eff)}) and takes CRI settings from "
                 f"`plugins.\"{eff.cri_key}\"`: {src.path}'s `plugins.\"{losses[0].key}\"` "
                 f"table is ignored, losing {lost}.")
-    v3 = [f.path for f in eff.files if f.version >= 3]
+    v3 = [f.path for f in eff.files if f.version >= 3 or _v3_names(f)]
     if merged >= 3:
         return (f"containerd {line} settles on the last file's config version: the merged "
                 f"config is version 3 ({_decider(eff)}), and a version-3 config ignores every "
@@ -262,9 +262,10 @@ def _mixing_message(eff: EffectiveConfig, src: LoadedFile, losses: list[Loss]) -
                 f"{lost} {'is' if len(losses) == 1 else 'are'} ignored.")
     return (f"the merged config ends at version {merged} ({_decider(eff)}), so containerd "
             f"{line} migrates the version-2 CRI section into `plugins.\"{CRI_V3_RUNTIME}\"`,"
-            f" keeping what the version-3 file(s) {', '.join(v3) or '(none)'} already set "
-            f"there: {src.path} is {own} and its {lost} "
-            f"{'is' if len(losses) == 1 else 'are'} dropped in the migration.")
+            f" keeping what {', '.join(v3) or 'no file'} already set"
+            f"{'s' if len(v3) == 1 else ''} there under the version-3 names: {src.path} is "
+            f"{own} and its {lost} {'is' if len(losses) == 1 else 'are'} dropped in the "
+            "migration.")
 
 
 def _mixing_fix(eff: EffectiveConfig, src: LoadedFile, key: str) -> str:
@@ -278,9 +279,24 @@ def _mixing_fix(eff: EffectiveConfig, src: LoadedFile, key: str) -> str:
     if top.version >= 3:
         return (f"Rewrite {path} as version 3 (`version = 3`, CRI runtimes under "
                 f'`plugins."{CRI_V3_RUNTIME}"`), the version of {top.path}.')
+    named = [f.path for f in eff.files if f is not src and f.version < 3 and _v3_names(f)]
+    if named:
+        # AKS's AgentBaker root: version 2 spelt with the version-3 names, whose table the
+        # migration keeps over any version-2 drop-in's (measured, real containerd 2.0-2.2).
+        return (f"{', '.join(named)} {verb(named, 'is', 'are')} version 2 but "
+                f'{verb(named, "sets", "set")} the CRI runtimes under the version-3 name '
+                f'`plugins."{CRI_V3_RUNTIME}"`, which the migration keeps: put {path}\'s '
+                "runtimes under that name too, or leave them out where the node's own "
+                "config already has the runtime they are for (a GPU image whose toolkit "
+                "configures NVIDIA's runtime needs no second toolkit).")
     others = [f.path for f in eff.files if f.version >= 3]
     return (f"Use one config version in every file: make {', '.join(others) or path} "
             f"version 2 like {top.path}, or rewrite all files as version 3.")
+
+
+def _v3_names(f: LoadedFile) -> bool:
+    """A file below version 3 that names the version-3 CRI runtime plugin."""
+    return f.version < 3 and CRI_V3_RUNTIME in f.plugins
 
 
 def _decider(eff: EffectiveConfig) -> str:
