@@ -7,6 +7,10 @@ with SSH access and N nodes, canary then batches of 10, planned with `plan_stack
 is the serialized inputs (compact JSON) of every per-node SSH resource (the agent upload and
 the node command) as the engine registered them, per node: what Pulumi's state
 holds per node, with the SSH key's ciphertext counted as the engine's placeholder.
+"cpu s" is the plan's CPU time (steadier than its wall time on a loaded machine), "load 1m"
+the machine's 1-minute load average when the plan ended; the JSON report is encoded piece
+by piece, as `gpuplane plan --format json` writes it, so "peak MB" is the plan's and its
+output's, not a second copy of the text.
 
     .venv/bin/python benchmarks/plan_scale.py [SIZES...]
 """
@@ -24,7 +28,7 @@ import yaml
 
 SIZES = (1, 100, 1000, 2000, 5000, 10000)
 CHILD = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 import gpuplane.cli.plan.run as run
@@ -46,17 +50,22 @@ run.run_program = timed("program", recording)
 run.load_stack_file = timed("stack file", run.load_stack_file)
 run.run_policies = timed("policies", run.run_policies)
 run.build_report = timed("report", run.build_report)
+c1 = time.process_time()
 plan = run.plan_stack("bench", Path(sys.argv[1]))
 t2 = time.perf_counter()
+c2 = time.process_time()
 nodes = len(plan["nodes"])
 state = sum(len(json.dumps(r.inputs, separators=(",", ":"))) for r in seen[0]
             if r.type.startswith("command:remote:"))
-text = json.dumps(plan)
+# Encoded piece by piece, as `gpuplane plan --format json` writes it (never the whole text
+# at once: that string and its pieces would add 2x its size to the peak).
+size = sum(len(piece) for piece in json.JSONEncoder().iterencode(plan))
 t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "plan_s": t2 - t1, "json_s": t3 - t2,
+print(json.dumps({"import_s": t1 - t0, "plan_s": t2 - t1, "cpu_s": c2 - c1, "json_s": t3 - t2,
                   "resources": plan["summary"]["resources"], "findings": len(plan["findings"]),
-                  "bytes": len(text), "state_per_node": state / max(nodes, 1), "phases": phases,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "bytes": size, "state_per_node": state / max(nodes, 1), "phases": phases,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "load": os.getloadavg()[0]}))
 """
 
 
@@ -93,13 +102,15 @@ def main(argv: list[str] | None = None) -> None:
                         "program under the plan engine, policies, report)")
     args = parser.parse_args(argv)
     sizes = args.sizes or SIZES
-    print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'ms/node':>8} {'json s':>7} "
-          f"{'import s':>8} {'peak MB':>8} {'state B/node':>12} {'findings':>8}")
+    print(f"{'nodes':>6} {'resources':>9} {'plan s':>8} {'cpu s':>6} {'ms/node':>8} "
+          f"{'json s':>7} {'import s':>8} {'peak MB':>8} {'state B/node':>12} "
+          f"{'findings':>8} {'load 1m':>7}")
     for n in sizes:
         r = measure(n)
-        print(f"{n:>6} {r['resources']:>9} {r['plan_s']:>8.2f} {1000 * r['plan_s'] / n:>8.2f} "
-              f"{r['json_s']:>7.2f} {r['import_s']:>8.2f} {r['peak_mb']:>8.0f} "
-              f"{r['state_per_node']:>12.0f} {r['findings']:>8}", flush=True)
+        print(f"{n:>6} {r['resources']:>9} {r['plan_s']:>8.2f} {r['cpu_s']:>6.2f} "
+              f"{1000 * r['plan_s'] / n:>8.2f} {r['json_s']:>7.2f} {r['import_s']:>8.2f} "
+              f"{r['peak_mb']:>8.0f} {r['state_per_node']:>12.0f} {r['findings']:>8} "
+              f"{r['load']:>7.2f}", flush=True)
         if args.phases:
             print("       " + ", ".join(f"{k} {v:.2f} s" for k, v in r["phases"].items()),
                   flush=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 from pulumi import Output, _types
 from pulumi.asset import FileAsset
-from pulumi.resource import Resource
+from pulumi.resource import CustomResource, Resource
 from pulumi.runtime import rpc, settings
 from pulumi.runtime._depends_on import _resolve_depends_on_urns
 from pulumi.runtime.resource import _get_rpc_manager, resource_output
@@ -114,8 +114,7 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
             if depends_on and all(isinstance(d, Resource) for d in depends_on):
                 # A plain list: what _resolve_depends_on_urns computes, without an Output
                 # per entry (the expansion and its cycle check are the SDK's own).
-                dependencies = set(await rpc._expand_dependencies(set(depends_on),
-                                                                  from_resource=res))
+                dependencies = set(await _expanded(set(depends_on), res))
             elif depends_on:
                 dependencies = await _resolve_depends_on_urns(depends_on, from_resource=res)
             inputs: dict[str, Any] = {}
@@ -130,8 +129,7 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
                 if value is None:
                     continue
                 inputs[wire] = value
-                urns = list(await rpc._expand_dependencies(deps, from_resource=res)
-                            ) if deps else []
+                urns = list(await _expanded(deps, res)) if deps else []
                 property_dependencies[wire] = urns
                 dependencies |= set(urns)
             urn = make_urn(parent_urn, ty, name)
@@ -150,6 +148,27 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
     task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+async def _expanded(deps: set[Any], res: Any) -> dict[str, Any]:
+    """`rpc._expand_dependencies(deps, from_resource=res)`, computed without a coroutine per
+    dependency where the SDK's walk would not await anything: every dependency a custom
+    resource (no children to expand) whose URN is already resolved. A node command has a
+    dozen dependencies (its upload, the batch before it), 110,000 walks at 10,000 nodes.
+    The cycle check is the SDK's own (`rpc.declare_dependency`, as installed); anything
+    else, a cycle included, takes the SDK's path, which answers as it always does."""
+    expanded: dict[str, Any] = {}
+    for dep in deps:
+        if not isinstance(dep, CustomResource):
+            return await rpc._expand_dependencies(deps, from_resource=res)
+        data = getattr(dep.urn, "_data", None)
+        if data is None or not data.done() or data.cancelled() or \
+                data.exception() is not None or not rpc.declare_dependency(res, dep):
+            return await rpc._expand_dependencies(deps, from_resource=res)
+        urn = data.result().value
+        if urn and not rpc.contains_unknowns(urn):
+            expanded[urn] = dep
+    return expanded
 
 
 def file_asset(path: str) -> dict[str, str]:
