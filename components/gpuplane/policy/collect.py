@@ -71,6 +71,7 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
         runtime_class=str(cfg.get("runtimeClass", "nvidia")),
         device_plugin=cfg.get("devicePlugin", "gpu-operator"),
         cdi=bool(cfg.get("cdi", False)),
+        nri=bool(cfg.get("nri", False)),
         kubernetes_version=str(cfg.get("kubernetesVersion", ClusterIntent.kubernetes_version)),
         nodes=(NodeIntent("any", gpus),) if gpus else (),
     )

@@ -70,8 +70,8 @@ FACTS = (
     Fact("containerdBaseDir", "FM01/FM05/FM17 (which containerd the kubelet uses on "
          "k8s-snap: its base dir, `/` by default)", lambda f: f.id in _TOOLKIT_PATH,
          applies=_k8s_snap),
-    Fact("containerdVersion", "FM03/FM16 (the toolkit's config version and CDI against the "
-         "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
+    Fact("containerdVersion", "FM03/FM16/FM27 (the toolkit's config version, CDI and NRI "
+         "against the nodes' containerd)", lambda f: f.id in {"FM03", "FM16", "FM27"}),
     Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
          lambda f: f.id == "FM08"),
     # RKE2/K3s: whether the release's own detection adds the operator's runtimes decides
@@ -149,7 +149,11 @@ def foreign_intent(config: Mapping[str, Any], found: list[Install],
         "hami" if any(i.chart == "hami" for i in found) else "gpu-operator")
     toolkit: ToolkitWhere = "operator" if operator and flag(
         operator[0].values, "toolkit.enabled", True) else "host"
-    out = replace(base, device_plugin=plugin, toolkit=toolkit,
+    from gpuplane.rules.nri import nri_enabled
+    from gpuplane.toolkit.operator import chart_tuple
+
+    nri = base.nri or any(nri_enabled(i.values, chart_tuple(i.version)) for i in operator)
+    out = replace(base, device_plugin=plugin, toolkit=toolkit, nri=nri,
                   driver_preinstalled=config.get("driver", "preinstalled") != "managed")
     return replace(out, runtime_setup=_runtime_setup(out))
 

@@ -1,4 +1,4 @@
-"""Rules findable by id: for each failure mode FM01-FM18, the functions that can emit it,
+"""Rules findable by id: for each failure mode FM01-FM18 and FM26-FM28, the functions that can emit it,
 its catalogue entry, the event texts that point at it and the tests that hold it.
 
 A rule id is raised from many places (FM03 from the containerd model, the toolkit's
@@ -398,6 +398,26 @@ _DATA = {
             "tests/pure/test_rules_known_bad.py::test_fm18_known_bad_v24_9_0_on_rancher_distros",
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
         ),
+    ),
+    "FM26": _entry(
+        checks=("gpuplane.rules.workloads._fm26",),
+        tests=(
+            "tests/pure/test_rules_nri.py::test_fm26_pod_naming_a_deleted_runtime_class",
+            "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
+        ),
+    ),
+    "FM27": _entry(
+        checks=("gpuplane.rules.nri._nri", "gpuplane.rules.containerd.nri.fm27"),
+        tests=(
+            "tests/pure/test_rules_nri.py::test_fm27_containerd_versions",
+            "tests/pure/test_rules_nri.py::test_fm27_nri_off_in_the_merged_config",
+            "tests/pure/test_rules_nri.py::test_fm27_plan_enables_nri_on_1_7",
+            "tests/real/test_nri_dump.py::test_fm27_nri_dropin_against_config_dump",
+        ),
+    ),
+    "FM28": _entry(
+        checks=("gpuplane.rules.nri._cdi_off",),
+        tests=("tests/pure/test_rules_nri.py::test_fm28_cdi_off_on_a_chart_that_turns_it_on",),
     ),
 }
 
