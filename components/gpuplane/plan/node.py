@@ -21,6 +21,7 @@ from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import merge
+from gpuplane.containerd.nri import nri_state
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import (
     AFTER_GPUPLANE,
@@ -100,7 +101,8 @@ class NodeContainerdPlan:
         """Whether writing the files changes what containerd runs (the agent restarts).
         Computed once per plan: every node planned from it asks (the report, the rollout
         rules), and `written` and `before` are set once, when the plan is made."""
-        return self.written.to_dict() != self.before.to_dict()
+        return self.written.to_dict() != self.before.to_dict() or _nri_on(self.written) \
+            != _nri_on(self.before)
 
 
 def plan_node(
@@ -341,6 +343,11 @@ def own_default(before: EffectiveConfig) -> str:
     define: its own default (EKS's and AKS's GPU nodes have no runc table), runc where the
     node as found does not start."""
     return before.default_runtime if before.starts else "runc"
+
+
+def _nri_on(eff: EffectiveConfig) -> bool:
+    """Whether containerd serves NRI with `eff` (a change of it needs a restart too)."""
+    return nri_state(eff.plugins, eff.containerd_version, eff.disabled_plugins).enabled
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Rules findable by id: for each failure mode FM01-FM18 and FM26-FM28, the functions that can emit it,
-its catalogue entry, the event texts that point at it and the tests that hold it.
+"""Rules findable by id: for each failure mode FM01-FM18 and FM26-FM28, the functions that
+can emit it, its catalogue entry, the event texts that point at it and the tests that hold it.
 
 A rule id is raised from many places (FM03 from the containerd model, the toolkit's
 version checks, the policies; FM11 from the operator values, the platforms, workloads,
