@@ -18,7 +18,7 @@ from typing import Any
 
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.rules._shared import finding, flag, present
-from gpuplane.rules.opvalues import OperatorValues, cdi_enabled
+from gpuplane.rules.opvalues import OperatorValues, cdi_enabled, containerd_version
 from gpuplane.toolkit.operator import CHART_CDI_DEFAULT_FROM, CHART_NRI_FROM
 
 # The first containerd release of each line the NRI plugin supports (cdi.rst@5e3d218).
@@ -94,6 +94,10 @@ def _cdi_off(ctx: OperatorValues) -> list[Finding]:
                                                                           ctx.chart)[0]:
         return []   # with HAMi CDI must be off (FM13): the change is the fix there
     if ctx.chart is not None and ctx.chart < CHART_CDI_DEFAULT_FROM:
+        return []
+    if not containerd_version(ctx.intent).supports_cdi or ctx.intent.nvidia_default:
+        # containerd 1.6 has no CDI (FM16), and nvidia as the default runtime needs CDI off
+        # (under CDI the operator sets NVIDIA_RUNTIME_SET_AS_DEFAULT=false): off is asked.
         return []
     chart = f"chart v{'.'.join(map(str, ctx.chart))}" if ctx.chart else "the chart"
     return [finding(
