@@ -180,7 +180,8 @@ def _stack(chart: str, **op: Any) -> Any:
 
 
 def test_fm27_nri_stack_key_refused_before_v26_3_and_without_cdi() -> None:
-    with pytest.raises(StackConfigError, match=r"gpuOperator: nri: true needs chartVersion v26\.3\.0"):
+    with pytest.raises(StackConfigError,
+                       match=r"gpuOperator: nri: true needs chartVersion v26\.3\.0"):
         _stack("v25.10.1", nri=True)
     with pytest.raises(StackConfigError, match="nri: true needs CDI"):
         _stack("v26.3.0", nri=True, cdi=False)
@@ -230,3 +231,25 @@ def test_fm27_offline_plan_of_a_stack_with_nri(tmp_path: Path) -> None:
     values = report["helm"]["gpu-operator"]["values"]
     assert values["cdi"]["nriPluginEnabled"] is True
     assert "FM27" in {f["id"] for f in run("1.7.24")["findings"]}
+
+
+def test_fm27_doctor_judges_the_nodes_merged_config_under_nri() -> None:
+    """The doctor on a cluster whose intent says NRI: a node without an nvidia runtime is
+    healthy where NRI is on, FM27 (not FM01) where its 1.7 config leaves NRI off."""
+    from gpuplane.doctor.nodes import NodeContext, analyse_node
+
+    v2 = ('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+          'default_runtime_name = "runc"\n')
+    intent = ClusterIntent(distro="kubeadm", containerd_version="1.7.30", cdi=True, nri=True)
+
+    def errors(config: str) -> set[str]:
+        inspection = {"daemons": [{"pid": 100, "config": TOP,
+                                   "version": "containerd github.com/containerd/containerd "
+                                              "v1.7.30 abc"}],
+                      "kubelet_daemon": 100, "files": {TOP: config}}
+        ctx = NodeContext("gpu-1", intent, "containerd://1.7.30", None, ())
+        return {d.finding.id for d in analyse_node(inspection, ctx).diagnoses
+                if d.finding.severity.value == "error"}
+
+    assert errors(v2) == {"FM27"}
+    assert errors(v2 + '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n') == set()

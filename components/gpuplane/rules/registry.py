@@ -410,6 +410,8 @@ _DATA = {
         checks=("gpuplane.rules.nri._nri", "gpuplane.rules.containerd.nri.fm27"),
         tests=(
             "tests/pure/test_rules_nri.py::test_fm27_containerd_versions",
+            "tests/pure/test_rules_nri.py::test_fm27_doctor_judges_the_nodes_merged_config_under_nri",
+            "tests/real/test_nri_toolkit.py::test_fm27_nri_mode_toolkit_writes_no_runtime",
             "tests/pure/test_rules_nri.py::test_fm27_nri_off_in_the_merged_config",
             "tests/pure/test_rules_nri.py::test_fm27_plan_enables_nri_on_1_7",
             "tests/real/test_nri_dump.py::test_fm27_nri_dropin_against_config_dump",
