@@ -253,3 +253,28 @@ def test_fm27_doctor_judges_the_nodes_merged_config_under_nri() -> None:
 
     assert errors(v2) == {"FM27"}
     assert errors(v2 + '[plugins."io.containerd.nri.v1.nri"]\n  disable = false\n') == set()
+
+
+def test_fm26_fm11_runtime_class_handlers_under_nri() -> None:
+    """Under NRI the nodes get no nvidia runtime: a RuntimeClass whose handler is nvidia
+    names no runtime they have (FM11 on the class; FM26 on the pods that use it)."""
+    from gpuplane.rules.device_plugins import check_runtime_class_handlers, node_runtime_handlers
+
+    handlers, source = node_runtime_handlers(ClusterIntent(cdi=True, nri=True))
+    assert handlers == ("runc",) and "NRI" in source
+    [f] = check_runtime_class_handlers([("RuntimeClass nvidia", {"handler": "nvidia"})],
+                                       handlers, source=source)
+    assert f.id == "FM11" and str(f.severity) == "error"
+    assert "nvidia" in node_runtime_handlers(ClusterIntent(cdi=True))[0]
+
+
+def test_fm26_foreign_runtime_class_beside_an_nri_release(tmp_path: Path) -> None:
+    """A program that keeps declaring RuntimeClass nvidia beside a release in NRI mode: its
+    handler names a runtime the nodes no longer get (FM11, read from the release itself)."""
+    rc = ('k8s.node.v1.RuntimeClass("rc", metadata={"name": "nvidia"}, '
+          'handler="nvidia")\n')
+    values = '{"driver": {"enabled": False}, "cdi": {"nriPluginEnabled": True}}'
+    nri = release(values).replace('version="v25.10.1"', 'version="v26.3.0"') + rc
+    assert "FM11" in ids(plan(tmp_path, nri, {**FACTS, "containerdVersion": "2.1"}))
+    plain = release().replace('version="v25.10.1"', 'version="v26.3.0"') + rc
+    assert "FM11" not in ids(plan(tmp_path, plain, {**FACTS, "containerdVersion": "2.1"}))

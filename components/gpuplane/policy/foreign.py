@@ -291,9 +291,13 @@ def _runtime_classes(views: list[View], found: list[Install], config: Mapping[st
     toolkit = [i for i in found if i.chart == "gpu-operator"
                and flag(i.values, "toolkit.enabled", True)]
     if toolkit:
+        from gpuplane.rules.nri import nri_enabled
+        from gpuplane.toolkit.operator import chart_tuple
+
         name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
+        nri = base.nri or nri_enabled(toolkit[0].values, chart_tuple(toolkit[0].version))
         handlers, source = node_runtime_handlers(
-            replace(base, toolkit="operator", runtime_class=name))
+            replace(base, toolkit="operator", runtime_class=name, nri=nri))
         source = f"{source}, {toolkit[0].where}"
     elif RUNTIME_FACTS & set(config):
         handlers, _ = node_runtime_handlers(replace(base, toolkit="host"))

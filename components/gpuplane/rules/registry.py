@@ -404,6 +404,8 @@ _DATA = {
         tests=(
             "tests/pure/test_rules_nri.py::test_fm26_pod_naming_a_deleted_runtime_class",
             "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
+            "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
+            "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
         ),
     ),
     "FM27": _entry(
