@@ -73,6 +73,9 @@ def test_fm26_foreign_program_with_nri_release(tmp_path: Path) -> None:
     body = release(values).replace('version="v25.10.1"', 'version="v26.3.0"') + pod
     report = plan(tmp_path, body, {**FACTS, "containerdVersion": "2.1", "nri": True})
     assert "FM26" in ids(report) and report["verdict"] == "rejected"
+    # The release alone says NRI: the pack's `nri` fact is not needed.
+    report = plan(tmp_path, body, {**FACTS, "containerdVersion": "2.1"})
+    assert "FM26" in ids(report) and report["verdict"] == "rejected"
     # Without NRI the same pod is fine (CDI on, the RuntimeClass exists).
     report = plan(tmp_path, release().replace('version="v25.10.1"', 'version="v26.3.0"')
                   + pod, {**FACTS, "containerdVersion": "2.1", "cdi": True})

@@ -121,6 +121,16 @@ def installs(views: list[View]) -> list[Install]:
     return out
 
 
+def runs_nri(views: list[View]) -> bool:
+    """Whether the stack's GPU Operator runs its NRI plugin (`cdi.nriPluginEnabled` with
+    CDI on a chart that has the mode), which deletes the operator's RuntimeClasses."""
+    from gpuplane.rules.nri import nri_enabled
+    from gpuplane.toolkit.operator import chart_tuple
+
+    return any(nri_enabled(i.values, chart_tuple(i.version)) for i in installs(views)
+               if i.chart == "gpu-operator")
+
+
 def implied_facts(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a `platform` fact decides, as the facts it stands for (a fact the config gives
     wins): the distribution (a platform's containerd is the kubeadm layout,
