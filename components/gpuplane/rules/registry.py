@@ -406,6 +406,8 @@ _DATA = {
             "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
             "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
             "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
+            "tests/engine/test_nri_engine.py::"
+            "test_fm26_fm27_nri_release_under_the_cli_gets_the_offline_verdict",
         ),
     ),
     "FM27": _entry(
