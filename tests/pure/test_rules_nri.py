@@ -59,6 +59,10 @@ def test_fm26_pod_naming_a_deleted_runtime_class() -> None:
         [f] = check_workload(_pod(rc), nri, "Pod default/p")
         assert f.id == "FM26" and "gpuplane:gpuOperator.nri" in f.where and rc in f.message
     assert check_workload(_pod(None), nri, "Pod default/p") == []    # CDI gives the GPU
+    # The operator's own class is the one operator.runtimeClass (gpuplane:runtime.name) names.
+    renamed = ClusterIntent(cdi=True, nri=True, runtime_class="gpu")
+    assert _ids(check_workload(_pod("gpu"), renamed, "Pod default/p")) == {"FM26"}
+    assert check_workload(_pod("kata-qemu"), nri, "Pod default/p") == []
     assert "FM26" not in _ids(check_workload(_pod("nvidia"), ClusterIntent(cdi=True),
                                              "Pod default/p"))
 

@@ -121,14 +121,18 @@ def installs(views: list[View]) -> list[Install]:
     return out
 
 
-def runs_nri(views: list[View]) -> bool:
-    """Whether the stack's GPU Operator runs its NRI plugin (`cdi.nriPluginEnabled` with
-    CDI on a chart that has the mode), which deletes the operator's RuntimeClasses."""
+def _nri(item: Install) -> bool:
+    """Whether the GPU Operator `item` runs its NRI plugin (`cdi.nriPluginEnabled` with CDI
+    on a chart that has the mode), which deletes the operator's RuntimeClasses."""
     from gpuplane.rules.nri import nri_enabled
     from gpuplane.toolkit.operator import chart_tuple
 
-    return any(nri_enabled(i.values, chart_tuple(i.version)) for i in installs(views)
-               if i.chart == "gpu-operator")
+    return item.chart == "gpu-operator" and nri_enabled(item.values, chart_tuple(item.version))
+
+
+def runs_nri(views: list[View]) -> bool:
+    """Whether the stack's GPU Operator runs its NRI plugin (see `_nri`)."""
+    return any(_nri(i) for i in installs(views))
 
 
 def implied_facts(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -159,10 +163,7 @@ def foreign_intent(config: Mapping[str, Any], found: list[Install],
         "hami" if any(i.chart == "hami" for i in found) else "gpu-operator")
     toolkit: ToolkitWhere = "operator" if operator and flag(
         operator[0].values, "toolkit.enabled", True) else "host"
-    from gpuplane.rules.nri import nri_enabled
-    from gpuplane.toolkit.operator import chart_tuple
-
-    nri = base.nri or any(nri_enabled(i.values, chart_tuple(i.version)) for i in operator)
+    nri = base.nri or any(_nri(i) for i in operator)
     out = replace(base, device_plugin=plugin, toolkit=toolkit, nri=nri,
                   driver_preinstalled=config.get("driver", "preinstalled") != "managed")
     return replace(out, runtime_setup=_runtime_setup(out))
@@ -301,11 +302,8 @@ def _runtime_classes(views: list[View], found: list[Install], config: Mapping[st
     toolkit = [i for i in found if i.chart == "gpu-operator"
                and flag(i.values, "toolkit.enabled", True)]
     if toolkit:
-        from gpuplane.rules.nri import nri_enabled
-        from gpuplane.toolkit.operator import chart_tuple
-
         name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
-        nri = base.nri or nri_enabled(toolkit[0].values, chart_tuple(toolkit[0].version))
+        nri = base.nri or _nri(toolkit[0])
         handlers, source = node_runtime_handlers(
             replace(base, toolkit="operator", runtime_class=name, nri=nri))
         source = f"{source}, {toolkit[0].where}"

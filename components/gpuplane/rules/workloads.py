@@ -27,9 +27,10 @@ PRIORITY = "nvidia.com/priority"
 HAMI_ONLY = (GPUMEM, GPUMEM_PCT, GPUCORES, PRIORITY)
 HAMI_SCHEDULERS = ("", "default-scheduler", "hami-scheduler")
 HOSTNAME = "kubernetes.io/hostname"
-# The operator's RuntimeClasses (assets/pre-requisites/02*_runtime_class*.yaml@v26.3.0),
-# all deleted in NRI plugin mode (controllers/object_controls.go@v26.3.0 `RuntimeClasses`).
-NRI_DELETED_CLASSES = ("nvidia", "nvidia-cdi", "nvidia-legacy")
+# The operator's RuntimeClasses beside the one `operator.runtimeClass` names (default
+# nvidia; assets/pre-requisites/02*_runtime_class*.yaml@v26.3.0), all deleted in NRI
+# plugin mode (controllers/object_controls.go@v26.3.0 `RuntimeClasses`/`clearRuntimeClasses`).
+NRI_DELETED_CLASSES = ("nvidia-cdi", "nvidia-legacy")
 
 # Where each kind keeps its pod spec.
 _SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -161,7 +162,7 @@ def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> li
 def _runtime_class(spec: Mapping[str, Any], spec_path: str, asked: set[str],
                    intent: ClusterIntent, where: str) -> list[Finding]:
     rc = spec.get("runtimeClassName")
-    if intent.nri and rc in NRI_DELETED_CLASSES:
+    if intent.nri and rc in (intent.runtime_class, *NRI_DELETED_CLASSES):
         return [_fm26(rc, spec_path, where)]
     gpus = sorted(n for n in asked if _wants_gpu(n))
     if not gpus or intent.cdi or intent.nri:
@@ -204,9 +205,9 @@ def _fm26(rc: str, spec_path: str, where: str) -> Finding:
     return finding(
         "FM26",
         f"the pod names runtimeClassName {rc!r}, but the GPU Operator runs its NRI plugin "
-        "(gpuplane:gpuOperator.nri), which deletes the operator's RuntimeClasses (nvidia, "
-        "nvidia-cdi, nvidia-legacy) and writes no nvidia runtime: the API server refuses "
-        "the pod (RuntimeClass not found).",
+        "(gpuplane:gpuOperator.nri), which deletes the operator's RuntimeClasses (the one "
+        "operator.runtimeClass names, nvidia-cdi, nvidia-legacy) and writes no nvidia "
+        "runtime: the API server refuses the pod (RuntimeClass not found).",
         at(where, f"{spec_path}.runtimeClassName", "gpuplane:gpuOperator.nri"),
         "Remove runtimeClassName from the pod spec (under NRI the GPUs come through CDI "
         "whatever the runtime), or leave NRI off (`gpuplane:gpuOperator.nri: false`; raw "
