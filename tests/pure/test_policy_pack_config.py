@@ -96,7 +96,7 @@ def test_no_fact_and_a_bad_base_are_refused(capsys: pytest.CaptureFixture[str],
 def test_the_flags_are_the_packs_schema() -> None:
     """One list of facts: the pack's config schema is what the command's flags set."""
     assert set(CONFIG_SCHEMA.properties) == set(FACTS) | {
-        "platform", "nvidiaDefault", "runtimeClass", "devicePlugin", "cdi", "maxGpusPerNode",
+        "platform", "nvidiaDefault", "runtimeClass", "devicePlugin", "cdi", "nri", "maxGpusPerNode",
         "containerdBaseDir"}
 
 

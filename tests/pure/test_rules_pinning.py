@@ -75,8 +75,10 @@ def test_toolkit_image_latest_blocks_the_plan_unless_lowered(
     capsys.readouterr()
     shutil.rmtree(tmp_path / "stacks")
     text = (STACKS / "Pulumi.kubeadm-prod.yaml").read_text()
-    assert text.count("    cdi: false\n") == 1
-    lowered = ("    cdi: false\n", "    cdi: false\n    toolkitImage: {repository: nvcr.io/nvidia/"
-               "k8s/container-toolkit, tag: latest}\n  gpuplane:rules: {FM18: advisory}\n")
+    # `toolkit: operator` is the last key of gpuplane:gpuOperator there.
+    assert text.count("    toolkit: operator\n  gpuplane:rollout:") == 1
+    lowered = ("    toolkit: operator\n", "    toolkit: operator\n    toolkitImage: {repository: "
+               "nvcr.io/nvidia/k8s/container-toolkit, tag: latest}\n"
+               "  gpuplane:rules: {FM18: advisory}\n")
     assert _plan(tmp_path, *lowered) == 0
     assert '"FM18"' in capsys.readouterr().out

@@ -66,6 +66,11 @@ def root_parser() -> argparse.ArgumentParser:
                        help="the GPU runtime pods use (RuntimeClass handler; default: "
                             "nvidia, as in the stacks): judged as used, so FM01/FM07 on it "
                             "are errors; '' judges no runtime as used")
+    check.add_argument("--nri", action="store_true",
+                       help="the GPU Operator runs its NRI plugin here (cdi.nriPluginEnabled, "
+                            "gpuplane:gpuOperator.nri): NRI must be on in the merged config "
+                            "(FM27) and no nvidia runtime is expected (implies "
+                            "--runtime-name '')")
     check.add_argument("--runtime-class-handler", action="append", default=[],
                        metavar="NAME", dest="handlers",
                        help="a RuntimeClass handler pods use, named by hand (offline, "
@@ -173,7 +178,8 @@ def _containerd_check(ns: argparse.Namespace) -> int:
         files, config = _node_files(ns.config, ns.root)
         binaries = load_binaries(ns.binaries) if ns.binaries else None
         result = check_node_config(files, config, version,
-                                   runtime_name=ns.runtime_name or None,
+                                   {"nri_requested": True} if ns.nri else None,
+                                   runtime_name=None if ns.nri else ns.runtime_name or None,
                                    runtime_classes=classes, binaries=binaries)
     except ConfigError as exc:
         return _input_error(_local_error(exc, ns.root))

@@ -54,7 +54,7 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
         "operator": {"runtimeClass": cfg.runtime.name},
         "driver": {"enabled": op.driver == "managed"},
         "toolkit": toolkit,
-        "cdi": {"enabled": op.cdi},
+        "cdi": {"enabled": op.cdi, **({"nriPluginEnabled": True} if op.nri else {})},
         "devicePlugin": device_plugin,
     }
     if plat is not None and plat.install_dir:

@@ -21,6 +21,7 @@ from gpuplane.core.images import check_mirror
 from gpuplane.distros.rancher_mode import RuntimeSetup
 from gpuplane.toolkit.installer import parse_version
 from gpuplane.toolkit.operator import (
+    CHART_NRI_FROM,
     OPERATOR_DROPIN_FROM,
     chart_cdi_default,
     chart_tuple,
@@ -123,6 +124,11 @@ class GpuOperatorConfig(ChartRelease):
     cdi: bool | None = None
     """`cdi.enabled` (containerd 1.7 and later); unset: the chart's own default, off up to
     v25.3.x and on from v25.10.0 (so gpuplane never turns off what the chart turns on)."""
+    nri: bool = False
+    """`cdi.nriPluginEnabled` (chart v26.3.0 and later, needs CDI): the toolkit's NRI plugin
+    injects the GPUs, the toolkit writes no containerd runtime and the operator deletes the
+    `nvidia` RuntimeClasses; gpuplane switches NRI on in containerd 1.7's config where it is
+    off. Needs containerd 1.7.30+, 2.1 or 2.2 on the nodes."""
     toolkit_image: ImageConfig | None = None
     """Override of the chart's toolkit image; unset: the chart's."""
 
@@ -164,6 +170,32 @@ class GpuOperatorConfig(ChartRelease):
                 f"(from {first}): the nvidia runtime would stay inside the toolkit "
                 f"container. Use chartVersion {first} or later, or a toolkit tag below "
                 f"v1.18 (the chart pins {known_toolkit_tag(self.chart_version)})")
+        return self
+
+    @model_validator(mode="after")
+    def _nri_fits_chart(self) -> GpuOperatorConfig:
+        """`nri` needs a chart that has `cdi.nriPluginEnabled` (v26.3.0+) and CDI, which the
+        chart itself demands (templates/validations.yaml@v26.3.0 fails the install)."""
+        if not self.nri:
+            return self
+        problems = []
+        chart = chart_tuple(self.chart_version)
+        if chart is not None and chart < CHART_NRI_FROM:
+            first = "v" + ".".join(map(str, CHART_NRI_FROM))
+            problems.append(
+                f"nri: true needs chartVersion {first} or later (the first chart with "
+                f"cdi.nriPluginEnabled); chart {self.chart_version} has no NRI plugin mode. "
+                f"Set chartVersion: {first} (or later), or remove nri")
+        if self.cdi is False:
+            problems.append(
+                "nri: true needs CDI (the chart refuses nriPluginEnabled with cdi.enabled "
+                "false): remove `cdi: false` (the chart turns CDI on), or remove nri")
+        if self.toolkit != "operator":
+            problems.append(
+                "nri: true needs `toolkit: operator` (the NRI plugin runs in the operator's "
+                "toolkit container): set toolkit: operator, or remove nri")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property

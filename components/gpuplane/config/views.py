@@ -172,6 +172,7 @@ class StackViews:
             toolkit=ToolkitMode(self.toolkit),
             nvidia_default=self.runtime.nvidia_default,
             cdi=bool(op.cdi) if op else False,
+            nri=bool(op.nri) if op else False,
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_version=op.toolkit_release if op else NEWEST_TOOLKIT,
             runtime_name=self.runtime.name,
@@ -242,6 +243,7 @@ class StackViews:
             # HAMi alone: the nodes carry the driver (no operator to install it).
             driver_preinstalled=op is None or op.driver == "preinstalled",
             cdi=bool(op.cdi) if op else False,
+            nri=bool(op.nri) if op else False,
             nvidia_default=self.runtime.nvidia_default,
             runtime_class=self.runtime.name,
             runtime_setup=self.plan_options().runtime_setup,

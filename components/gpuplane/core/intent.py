@@ -57,6 +57,8 @@ class ClusterIntent:
     toolkit: ToolkitWhere = "operator"
     driver_preinstalled: bool = True
     cdi: bool = False
+    # gpuOperator.nri: the operator's NRI plugin injects GPUs; its RuntimeClasses are gone.
+    nri: bool = False
     nvidia_default: bool = False       # nvidia is containerd's default runtime on GPU nodes
     runtime_class: str = "nvidia"
     # RKE2/K3s with the operator's toolkit: `detected` (socket-only toolkit.env, the
@@ -119,6 +121,8 @@ class ClusterIntent:
         for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
             if not data[key]:
                 del data[key]
+        if not data["nri"]:                 # as the record was before gpuOperator.nri
+            del data["nri"]
         for node in data["nodes"]:          # only a pool with its own sharing writes these
             if not node["resources"]:
                 del node["resources"]

@@ -135,8 +135,11 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
     operator = view.operator_values()
     if operator is not None:
         values, where, chart = operator
-        diagnoses += causes(check_operator_values(values, intent, chart_version=chart,
-                                                  where=where), "operator")
+        # FM28 (CDI turned off on a chart that turns it on) is advice on a choice, given
+        # when the stack or program makes it; it never explains a broken GPU.
+        found = [f for f in check_operator_values(values, intent, chart_version=chart,
+                                                  where=where) if f.id != "FM28"]
+        diagnoses += causes(found, "operator")
         diagnoses += _time_slicing(view, intent, notes)
         diagnoses += _sharing(view, intent, values, where)
     elif intent.toolkit == "operator" or intent.device_plugin == "gpu-operator":

@@ -120,7 +120,8 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
     target = ctx.toolkit if intent.toolkit == "operator" else None
     fm17 = _wrong_daemon(target, mine, others, loaded, name, intent) if target else None
     expected_runtimes = {"runc"}
-    if intent.toolkit != "none" and fm17 is None:
+    if intent.toolkit != "none" and fm17 is None and not intent.nri:
+        # Under the operator's NRI plugin no nvidia runtime exists (FM27 judges NRI instead).
         expected_runtimes.add(intent.runtime_class)
     expected_files: tuple[str, ...] = ()
     if target and fm17 is None and target.dropin and target.dropin not in loaded[mine["pid"]]:
@@ -137,6 +138,7 @@ def analyse_node(inspection: dict[str, Any], ctx: NodeContext) -> NodeResult:
              "expected_files": expected_files,
              "kubelet_cgroup_driver": _driver(inspection),
              "cdi_requested": intent.cdi if intent.toolkit != "none" else None,
+             "nri_requested": intent.nri,
              "config_key_prefix": f"node {name}"}
     try:
         check = check_node_config(MemoryFiles(files), config, version, facts,

@@ -21,6 +21,7 @@ from gpuplane.containerd.errors import ConfigError
 from gpuplane.containerd.files import MemoryFiles
 from gpuplane.containerd.load import load_config
 from gpuplane.containerd.merge import merge, migrate_v2_cri
+from gpuplane.containerd.nri import nri_state
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import (
     AFTER_GPUPLANE,
@@ -48,6 +49,7 @@ from gpuplane.plan.layout import (
     rendered_layout,
     renders_dropins,
 )
+from gpuplane.plan.nri import nri_dropin, nri_dropin_path
 from gpuplane.plan.patch import cri_patch
 from gpuplane.plan.rancher import detected_binaries, extends_rancher_base, rancher_files
 from gpuplane.rules import ContainerdFacts
@@ -99,7 +101,8 @@ class NodeContainerdPlan:
         """Whether writing the files changes what containerd runs (the agent restarts).
         Computed once per plan: every node planned from it asks (the report, the rollout
         rules), and `written` and `before` are set once, when the plan is made."""
-        return self.written.to_dict() != self.before.to_dict()
+        return self.written.to_dict() != self.before.to_dict() or _nri_on(self.written) \
+            != _nri_on(self.before)
 
 
 def plan_node(
@@ -158,8 +161,8 @@ def _plan_containerd(
         # distribution then renders into a config without any of its own settings.
         # gpuplane writes the whole template first; for 1.18 it imports the
         # distribution-local dir the toolkit is pointed at (gpuplane.toolkit.env).
-        toolkit_runs = options.toolkit is ToolkitMode.OPERATOR
-        toolkit_dir = _toolkit_dropin_dir(profile, options)
+        toolkit_runs = options.toolkit_configures_runtime
+        toolkit_dir = _toolkit_dropin_dir(profile, options) if toolkit_runs else None
         if toolkit_dir:
             text = add_import(text, posixpath.join(toolkit_dir, "*.toml"))
         if (patch or toolkit_runs) and text != baseline.get(target):
@@ -174,26 +177,30 @@ def _plan_containerd(
                     rendered_layout(baseline, profile, version), top, version, patch,
                     whole=False)
             return assess(profile, version, options, files, baseline)
-        operator_dropin = options.toolkit is ToolkitMode.OPERATOR and options.toolkit_dropin
+        runs = options.toolkit_configures_runtime
+        operator_dropin = runs and options.toolkit_dropin
         top_text = baseline[top]
-        if operator_dropin or (patch and options.toolkit is not ToolkitMode.OPERATOR):
+        nri = nri_dropin(baseline, top, version) if options.nri else None
+        if operator_dropin or (patch and not runs) or nri:
             top_text = ensure_import(top_text, profile, version, baseline)
-        if options.toolkit is ToolkitMode.OPERATOR and v3_names_in_v2(top_text, version):
+        if runs and v3_names_in_v2(top_text, version):
             top_text = as_version_3(top_text)
-        if options.toolkit is ToolkitMode.OPERATOR:
+        if runs:
             top_text = one_binary_spelling(top_text, version)
-        if patch and options.toolkit is ToolkitMode.OPERATOR:
+        if patch and runs:
             # The toolkit copies the CRI table from the top-level file (its config source)
             # into a drop-in merged last: a change anywhere else would be overwritten.
             top_text = apply_patch(top_text, patch, version)
         # A node without the file gets one whenever gpuplane writes anything, and always
         # before the operator's toolkit, which then edits gpuplane's file.
-        if top_text != baseline[top] or (top not in recorded and (
-                patch or options.toolkit is ToolkitMode.OPERATOR)):
+        if top_text != baseline[top] or (top not in recorded and (patch or runs or nri)):
             files[top] = top_text
-        if patch and options.toolkit is not ToolkitMode.OPERATOR:
+        if patch and not runs:
             state = {**baseline, **files}
             files[dropin_path(profile)] = dropin(state, top, version, patch)
+        if nri:
+            # NRI plugin mode: the toolkit writes no runtime; NRI must be on (1.7: off).
+            files[nri_dropin_path(profile)] = nri
     if not options.writes_files:
         files = {}
     return assess(profile, version, options, files, recorded)
@@ -259,6 +266,7 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     blocker: str | None = None
     if options.toolkit is ToolkitMode.OPERATOR:
         toolkit_env = toolkit_env_for(profile, version, options)
+    if options.toolkit_configures_runtime:
         env = installer_env(toolkit_env, options)
         node = Node(version, (profile.containerd_binary,))
         blocker = toolkit_blocker(after, env, options.installer, node)
@@ -275,7 +283,9 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                   *check_toolkit_losses(_merged(top, written_layout, version),
                                         _merged(top, after, version), where=_where(profile),
                                         origins=_origins(top, written_layout, version))]
-    expected = frozenset() if options.toolkit is ToolkitMode.NONE else {options.runtime_name}
+    # NRI plugin mode: no nvidia runtime in containerd, the plugin injects the devices.
+    expected = frozenset() if options.toolkit is ToolkitMode.NONE or options.nri \
+        else {options.runtime_name}
     effective = effective_config(top, MemoryFiles(after), version, missing_ok=missing_ok)
     facts = ContainerdFacts(
         effective=effective,
@@ -287,9 +297,10 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
                              and read_directly(profile, p)),
         kubelet_cgroup_driver=options.kubelet_cgroup_driver,
         cdi_requested=options.cdi,
+        nri_requested=options.nri,
         owner=profile.owned_by or None,
     )
-    operator = options.toolkit is ToolkitMode.OPERATOR
+    operator = options.toolkit_configures_runtime
     frozen = [] if operator else check_frozen_template(profile, files, baseline,
                                                        where=profile.title, version=version)
     findings = judge_states(_states(options, files, facts, written, before, top, profile),
@@ -316,7 +327,7 @@ def _states(options: PlanOptions, files: dict[str, str], final: ContainerdFacts,
     # As found, the node is judged exactly as `gpuplane containerd check` judges its files
     # (gpuplane.rules.nodecheck): nothing is expected of it yet.
     as_found = ContainerdFacts(effective=before)
-    if options.toolkit is not ToolkitMode.OPERATOR:
+    if not options.toolkit_configures_runtime:
         return [(AS_FOUND, as_found), (AFTER_GPUPLANE, final)]
     mine = ContainerdFacts(
         effective=written, expected_runtimes=frozenset({own_default(before)}),
@@ -332,6 +343,11 @@ def own_default(before: EffectiveConfig) -> str:
     define: its own default (EKS's and AKS's GPU nodes have no runc table), runc where the
     node as found does not start."""
     return before.default_runtime if before.starts else "runc"
+
+
+def _nri_on(eff: EffectiveConfig) -> bool:
+    """Whether containerd serves NRI with `eff` (a change of it needs a restart too)."""
+    return nri_state(eff.plugins, eff.containerd_version, eff.disabled_plugins).enabled
 
 
 def _merged(top: str, layout: dict[str, str], version: ContainerdVersion) -> dict[str, Any]:

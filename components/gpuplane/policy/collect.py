@@ -71,6 +71,7 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
         runtime_class=str(cfg.get("runtimeClass", "nvidia")),
         device_plugin=cfg.get("devicePlugin", "gpu-operator"),
         cdi=bool(cfg.get("cdi", False)),
+        nri=bool(cfg.get("nri", False)),
         kubernetes_version=str(cfg.get("kubernetesVersion", ClusterIntent.kubernetes_version)),
         nodes=(NodeIntent("any", gpus),) if gpus else (),
     )
@@ -167,9 +168,15 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
                       ) -> StackFindings:
     """Every rule over one cluster's resources, judged by `intent` (None: not gpuplane's)."""
     out = StackFindings()
+    judge = intent or fallback
+    if intent is None and not fallback.nri:
+        from gpuplane.policy.foreign import runs_nri
+
+        # A plain release in NRI plugin mode decides what its workloads may name (FM26).
+        judge = replace(fallback, nri=True) if runs_nri(views) else fallback
     for v in views:
         if v.type in WORKLOADS:
-            out.add(workload_findings(v, intent or fallback), v.urn)
+            out.add(workload_findings(v, judge), v.urn)
     if intent is None:   # not a gpuplane stack: its GPU installs, judged from the config
         from gpuplane.policy.foreign import foreign_findings
 

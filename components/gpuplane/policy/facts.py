@@ -45,6 +45,9 @@ FACTS_SCHEMA: dict[str, dict[str, Any]] = {
                      "description": "whose device plugin serves nvidia.com/gpu"},
     "cdi": {"type": "boolean", "default": False,
             "description": "as gpuplane:gpuOperator.cdi: the operator's CDI is on"},
+    "nri": {"type": "boolean", "default": False,
+            "description": "as gpuplane:gpuOperator.nri: the operator's NRI plugin runs "
+                           "(cdi.nriPluginEnabled), its RuntimeClasses are deleted"},
     "kubernetesVersion": {"type": "string", "pattern": _VERSION,
                           "description": "the cluster's Kubernetes, as "
                           "gpuplane:cluster.kubernetesVersion (e.g. \"1.31.0\")"},

@@ -71,8 +71,8 @@ FACTS = (
     Fact("containerdBaseDir", "FM01/FM05/FM17 (which containerd the kubelet uses on "
          "k8s-snap: its base dir, `/` by default)", lambda f: f.id in _TOOLKIT_PATH,
          applies=_k8s_snap),
-    Fact("containerdVersion", "FM03/FM16 (the toolkit's config version and CDI against the "
-         "nodes' containerd)", lambda f: f.id in {"FM03", "FM16"}),
+    Fact("containerdVersion", "FM03/FM16/FM27 (the toolkit's config version, CDI and NRI "
+         "against the nodes' containerd)", lambda f: f.id in {"FM03", "FM16", "FM27"}),
     Fact("driver", "FM08 (the operator's driver against a driver already on the nodes)",
          lambda f: f.id == "FM08"),
     # RKE2/K3s: whether the release's own detection adds the operator's runtimes decides
@@ -122,6 +122,20 @@ def installs(views: list[View]) -> list[Install]:
     return out
 
 
+def _nri(item: Install) -> bool:
+    """Whether the GPU Operator `item` runs its NRI plugin (`cdi.nriPluginEnabled` with CDI
+    on a chart that has the mode), which deletes the operator's RuntimeClasses."""
+    from gpuplane.rules.nri import nri_enabled
+    from gpuplane.toolkit.operator import chart_tuple
+
+    return item.chart == "gpu-operator" and nri_enabled(item.values, chart_tuple(item.version))
+
+
+def runs_nri(views: list[View]) -> bool:
+    """Whether the stack's GPU Operator runs its NRI plugin (see `_nri`)."""
+    return any(_nri(i) for i in installs(views))
+
+
 def implied_facts(config: Mapping[str, Any]) -> dict[str, Any]:
     """What a `platform` fact decides, as the facts it stands for (a fact the config gives
     wins): the distribution (a platform's containerd is the kubeadm layout,
@@ -150,7 +164,8 @@ def foreign_intent(config: Mapping[str, Any], found: list[Install],
         "hami" if any(i.chart == "hami" for i in found) else "gpu-operator")
     toolkit: ToolkitWhere = "operator" if operator and flag(
         operator[0].values, "toolkit.enabled", True) else "host"
-    out = replace(base, device_plugin=plugin, toolkit=toolkit,
+    nri = base.nri or any(_nri(i) for i in operator)
+    out = replace(base, device_plugin=plugin, toolkit=toolkit, nri=nri,
                   driver_preinstalled=config.get("driver", "preinstalled") != "managed")
     return replace(out, runtime_setup=_runtime_setup(out))
 
@@ -293,8 +308,9 @@ def _runtime_classes(views: list[View], found: list[Install], config: Mapping[st
                and flag(i.values, "toolkit.enabled", True)]
     if toolkit:
         name = str(lookup(toolkit[0].values, "operator.runtimeClass") or "nvidia")
+        nri = base.nri or _nri(toolkit[0])
         handlers, source = node_runtime_handlers(
-            replace(base, toolkit="operator", runtime_class=name))
+            replace(base, toolkit="operator", runtime_class=name, nri=nri))
         source = f"{source}, {toolkit[0].where}"
     elif RUNTIME_FACTS & set(config):
         handlers, _ = node_runtime_handlers(replace(base, toolkit="host"))

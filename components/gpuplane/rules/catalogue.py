@@ -349,6 +349,43 @@ _ALL = [
         "of whole GPUs.",
     ),
     _rule(
+        "FM26", _E, "pods name the nvidia RuntimeClass under the NRI plugin",
+        "After turning on the operator's NRI plugin, pods with `runtimeClassName: nvidia` "
+        "are refused: RuntimeClass \"nvidia\" not found.",
+        "In NRI plugin mode (`cdi.nriPluginEnabled`) the toolkit writes no nvidia runtime "
+        "and the operator deletes its RuntimeClasses (nvidia, nvidia-cdi, nvidia-legacy); "
+        "the toolkit's NRI plugin and containerd's CDI give pods their GPUs instead.",
+        "gpuOperator.nri: true on chart v26.3.0, and a Deployment whose pod spec keeps "
+        "`runtimeClassName: nvidia` from the runtime-class days.",
+        "Remove runtimeClassName from GPU pods (under NRI the devices come through CDI "
+        "whatever the runtime), or leave NRI off (`gpuplane:gpuOperator.nri: false`).",
+    ),
+    _rule(
+        "FM27", _E, "NRI plugin mode on a containerd without NRI",
+        "The toolkit pod logs `unable to start NRI plugin server`; the device plugin, GFD "
+        "and DCGM get no GPU, and no nvidia runtime exists to fall back on.",
+        "The NRI plugin needs containerd 1.7.30+, 2.1 or 2.2 with NRI on in its merged "
+        "config. containerd 1.6 has no NRI; 1.7 ships it off (`disable = true`); 2.x has "
+        "it on unless a file turns it off. A chart before v26.3.0 ignores the key.",
+        "gpuOperator.nri: true on nodes running containerd 1.7.24 whose config.toml never "
+        "sets [plugins.\"io.containerd.nri.v1.nri\"] disable = false.",
+        "Upgrade containerd (1.7.30+, 2.1, 2.2) and set `disable = false` under "
+        "[plugins.\"io.containerd.nri.v1.nri\"] (gpuplane writes that drop-in itself where "
+        "it edits the node's files), or leave NRI off.",
+    ),
+    _rule(
+        "FM28", _W, "CDI turned off on a chart that turns it on",
+        "After an upgrade to chart v25.10+ GPU pods still need `runtimeClassName: nvidia`; "
+        "the nvidia-cdi and nvidia-legacy RuntimeClasses are gone.",
+        "From v25.10.0 the chart's `cdi.enabled` defaults to true: containerd's own CDI "
+        "injects GPUs for any runtime. `cdi.enabled: false` keeps the older path: the "
+        "nvidia runtime injects them, only pods using it get GPUs, the operator deletes "
+        "its CDI RuntimeClasses and the NRI plugin mode cannot be used.",
+        "gpuOperator.cdi: false with chartVersion v25.10.1.",
+        "Leave `gpuplane:gpuOperator.cdi` unset (the chart's default) unless the legacy "
+        "runtime is wanted on purpose; HAMi needs it off (FM13).",
+    ),
+    _rule(
         "FM38", _E, "the DRA driver publishes no GPU for a GPU node",
         "Pods that claim a GPU (a ResourceClaim of DeviceClass gpu.nvidia.com) stay Pending "
         "with `cannot allocate all claims`; `kubectl get resourceslices` shows nothing from "
@@ -433,6 +470,18 @@ _UPSTREAM = {
             "nvidiaDriverRoot), templates/deviceclass-gpu.yaml@v0.4.1; kubernetes/kubernetes "
             "pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go@v1.34.3 "
             "(claims allocated only from published ResourceSlices)",
+    "FM26": "NVIDIA/gpu-operator controllers/object_controls.go@v26.3.0 (`RuntimeClasses`: "
+            "cleared when state `pre-requisites` is off) and controllers/state_manager.go"
+            "@v26.3.0 (off under nriPluginEnabled); assets/pre-requisites/@v26.3.0 (nvidia, "
+            "nvidia-legacy, nvidia-cdi); NVIDIA/nvidia-container-toolkit cmd/nvidia-ctk-"
+            "installer/container/runtime/runtime.go@v1.19.0 (no runtime written under NRI)",
+    "FM27": "NVIDIA/cloud-native-docs gpu-operator/cdi.rst@5e3d218 (containerd 1.7.30, 2.1, "
+            "2.2 with NRI enabled); containerd/containerd pkg/nri/config.go@v1.7.29 (off by "
+            "default) and internal/nri/config.go@v2.0.11 (on by default); NVIDIA/gpu-operator "
+            "deployments/gpu-operator/values.yaml@v26.3.0 (cdi.nriPluginEnabled, first there)",
+    "FM28": "NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v25.10.0 (cdi.enabled: "
+            "true) and controllers/object_controls.go@v26.3.0 (`RuntimeClasses`: nvidia-cdi "
+            "and nvidia-legacy deleted without CDI; `transformToolkitCtrForCDI`)",
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
 

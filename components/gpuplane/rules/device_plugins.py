@@ -60,6 +60,9 @@ def node_runtime_handlers(intent: ClusterIntent) -> tuple[tuple[str, ...], str]:
     gpuplane writes (`gpuplane:runtime.name`, plan.node); a platform's image defines the
     runtime `runtime.name` names (FM11-platform-runtime holds that). runc everywhere."""
     name = intent.runtime_class
+    if intent.toolkit == "operator" and intent.nri:
+        # NRI plugin mode: the toolkit writes no runtime (toolkit/options.py, FM11-nri).
+        return ("runc",), "the GPU Operator's toolkit in NRI plugin mode (no nvidia runtime)"
     if intent.toolkit == "operator":
         return (tuple(dict.fromkeys((name, "nvidia-cdi", "nvidia-legacy", "runc"))),
                 "the GPU Operator's toolkit")

@@ -1,7 +1,8 @@
 """The GPU Operator's Helm values against the stack's intent.
 
 FM08 driver, FM12 device plugin beside HAMi, FM10 device-plugin config, FM13 CDI with
-HAMi, FM16 CDI on containerd 1.6, FM11 runtime class, FM18 pinning; the toolkit's own
+HAMi, FM16 CDI on containerd 1.6, FM11 runtime class, FM18 pinning, FM27/FM28 NRI and
+CDI modes (gpuplane.rules.nri); the toolkit's own
 rules (FM01/FM05, FM15, FM17/FM04, FM09/FM11/FM13) live in gpuplane.rules.toolkit.
 """
 
@@ -15,6 +16,7 @@ from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import finding, flag, lookup, mapping, present
 from gpuplane.rules._shared import version_tuple as vt
 from gpuplane.rules.known_bad import check_known_bad_release
+from gpuplane.rules.nri import check_nri_values
 from gpuplane.rules.opvalues import (
     OPERATOR_DEFAULTS,
     OperatorValues,
@@ -49,7 +51,7 @@ def check_operator_values(values: dict[str, Any], intent: ClusterIntent, *,
     ctx = OperatorValues(values, intent, vt(chart_version), where)
     out: list[Finding] = []
     for check in (_driver, _device_plugin, _plugin_config, _cdi, _runtime_class,
-                  check_toolkit, check_platform_values):
+                  check_toolkit, check_platform_values, check_nri_values):
         out += check(ctx)
     out += check_toolkit_containerd(values, intent, chart_version=chart_version, where=where)
     out += check_toolkit_dump(values, intent, chart_version=chart_version, where=where)

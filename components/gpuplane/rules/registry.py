@@ -477,6 +477,32 @@ _DATA = {
             "tests/engine/test_dra_scheduler.py::test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_says_why",
         ),
     ),
+    "FM26": _entry(
+        checks=("gpuplane.rules.workloads._fm26",),
+        tests=(
+            "tests/pure/test_rules_nri.py::test_fm26_pod_naming_a_deleted_runtime_class",
+            "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
+            "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
+            "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
+            "tests/engine/test_nri_engine.py::"
+            "test_fm26_fm27_nri_release_under_the_cli_gets_the_offline_verdict",
+        ),
+    ),
+    "FM27": _entry(
+        checks=("gpuplane.rules.nri._nri", "gpuplane.rules.containerd.nri.fm27"),
+        tests=(
+            "tests/pure/test_rules_nri.py::test_fm27_containerd_versions",
+            "tests/pure/test_rules_nri.py::test_fm27_doctor_judges_the_nodes_merged_config_under_nri",
+            "tests/real/test_nri_toolkit.py::test_fm27_nri_mode_toolkit_writes_no_runtime",
+            "tests/pure/test_rules_nri.py::test_fm27_nri_off_in_the_merged_config",
+            "tests/pure/test_rules_nri.py::test_fm27_plan_enables_nri_on_1_7",
+            "tests/real/test_nri_dump.py::test_fm27_nri_dropin_against_config_dump",
+        ),
+    ),
+    "FM28": _entry(
+        checks=("gpuplane.rules.nri._cdi_off",),
+        tests=("tests/pure/test_rules_nri.py::test_fm28_cdi_off_on_a_chart_that_turns_it_on",),
+    ),
 }
 
 REGISTRY: dict[str, RuleIndex] = {

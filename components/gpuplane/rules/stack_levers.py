@@ -80,6 +80,9 @@ _HINTS: dict[str, Callable[[ClusterIntent], str]] = {
     "FM09": lambda i: ("keep `gpuplane:runtime.nvidiaDefault: false` unless nvidia must be the "
                        "default; gpuplane's node agent restores runc as the default when the "
                        "stack is destroyed."),
+    "FM27": lambda i: ("set `gpuplane:gpuOperator.nri: false`, or upgrade containerd (1.7.30+, "
+                       "2.1, 2.2) and set `gpuplane:cluster.containerdVersion`; where gpuplane "
+                       "edits the node's files it writes the NRI drop-in itself."),
     "FM16": lambda i: ("set `gpuplane:gpuOperator.cdi: false`, or upgrade containerd and set "
                        "`gpuplane:cluster.containerdVersion` accordingly."),
 }

@@ -264,6 +264,33 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "(RUNTIME_CONFIG_SOURCE=file=<root>) so its drop-in copies that version.",
         "containerd/containerd cmd/containerd/server/config/config.go@v2.0.11 (imports, "
         "version limit 3; measured on 2.0-2.2 in tests/real/test_platform_rules.py)"),
+    Topic(
+        "FM27-merged-config", "NRI off in the node's merged containerd config",
+        "The NRI plugin registers over containerd's NRI socket, which exists only where the "
+        "merged config has NRI on: 1.7 ships `disable = true`, so a 1.7.30 node is still "
+        "off until a file says otherwise, and on 1.x a later file's NRI table replaces an "
+        "earlier one whole. Judged on the plan's final state, on `gpuplane containerd check "
+        "--nri`, and on nodes where gpuplane writes no file (`cluster.nodeAccess: none`).",
+        "containerd 1.7.30 with the kubeadm config.toml and gpuOperator.nri: true, "
+        "`cluster.nodeAccess: none`.",
+        "Let gpuplane write its NRI drop-in (`cluster.nodeAccess: ssh` or `pod`), or set "
+        "`disable = false` under [plugins.\"io.containerd.nri.v1.nri\"] in the node's last "
+        "file with that table and restart containerd.",
+        "containerd/containerd pkg/nri/config.go@v1.7.29 (`DefaultConfig`: Disable true) and "
+        "internal/nri/config.go@v2.0.11 (Disable false); measured with `config dump` on "
+        "1.6-2.2 in tests/real/test_nri_dump.py"),
+    Topic(
+        "FM11-nri", "GPU pods without the nvidia runtime under the NRI plugin",
+        "In the operator's NRI plugin mode (which needs CDI) no nvidia runtime exists in "
+        "containerd and no pod needs one: containerd's CDI injects the devices the device "
+        "plugin allocates. FM11's runtime-class checks stand down there; a pod naming the "
+        "deleted RuntimeClasses is FM26.",
+        "gpuOperator.nri: true and a Job asking for nvidia.com/gpu without "
+        "runtimeClassName: fine.",
+        "Nothing to change in the pods; keep `runtimeClassName` out of them.",
+        "NVIDIA/gpu-operator controllers/object_controls.go@v26.3.0 (`setRuntimeClassName` "
+        "skips the operand pods under NRI); NVIDIA/nvidia-container-toolkit "
+        "cmd/nvidia-ctk-installer/container/runtime/runtime.go@v1.19.0"),
 ]}
 
 

@@ -1,10 +1,11 @@
-"""FM11 and FM14: GPU workloads whose pod spec cannot get what it asks for.
+"""FM11, FM14 and FM26: GPU workloads whose pod spec cannot get what it asks for.
 
 FM11: a pod asking for NVIDIA GPUs gets them only through the nvidia runtime, unless
 nvidia is containerd's default, CDI injects the devices (GPU Operator >= v25.10 with
 `gpuOperator.cdi`), or HAMi's webhook adds the runtime class for it.
 FM14: requests HAMi refuses, caps or can never place (HAMi v2.10 admission and
 scheduler behaviour).
+FM26: a pod naming one of the operator's RuntimeClasses, which its NRI plugin mode deletes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ PRIORITY = "nvidia.com/priority"
 HAMI_ONLY = (GPUMEM, GPUMEM_PCT, GPUCORES, PRIORITY)
 HAMI_SCHEDULERS = ("", "default-scheduler", "hami-scheduler")
 HOSTNAME = "kubernetes.io/hostname"
+# The operator's RuntimeClasses beside the one `operator.runtimeClass` names (default
+# nvidia; assets/pre-requisites/02*_runtime_class*.yaml@v26.3.0), all deleted in NRI
+# plugin mode (controllers/object_controls.go@v26.3.0 `RuntimeClasses`/`clearRuntimeClasses`).
+NRI_DELETED_CLASSES = ("nvidia-cdi", "nvidia-legacy")
 
 # Where each kind keeps its pod spec.
 _SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -159,11 +164,13 @@ def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> li
 
 def _runtime_class(spec: Mapping[str, Any], spec_path: str, asked: set[str],
                    intent: ClusterIntent, where: str) -> list[Finding]:
+    rc = spec.get("runtimeClassName")
+    if intent.nri and rc in (intent.runtime_class, *NRI_DELETED_CLASSES):
+        return [_fm26(rc, spec_path, where)]
     gpus = sorted(n for n in asked if _wants_gpu(n))
-    if not gpus or intent.cdi:
+    if not gpus or intent.cdi or intent.nri:
         # With CDI (operator >= v25.10) containerd injects the devices whatever the runtime.
         return []
-    rc = spec.get("runtimeClassName")
     here = at(where, f"{spec_path}.runtimeClassName", "gpuplane:runtime.name")
     nvidia = intent.runtime_class
     if rc:
@@ -194,6 +201,20 @@ def _runtime_class(spec: Mapping[str, Any], spec_path: str, asked: set[str],
         "runtime deliberately with `gpuplane:runtime.nvidiaDefault: true` (raw: toolkit.env "
         "CONTAINERD_SET_AS_DEFAULT=true).",
     )]
+
+
+def _fm26(rc: str, spec_path: str, where: str) -> Finding:
+    """FM26: the operator's NRI plugin mode deletes the RuntimeClass the pod names."""
+    return finding(
+        "FM26",
+        f"the pod names runtimeClassName {rc!r}, but the GPU Operator runs its NRI plugin "
+        "(gpuplane:gpuOperator.nri), which deletes the operator's RuntimeClasses (the one "
+        "operator.runtimeClass names, nvidia-cdi, nvidia-legacy) and writes no nvidia "
+        "runtime: the API server refuses the pod (RuntimeClass not found).",
+        at(where, f"{spec_path}.runtimeClassName", "gpuplane:gpuOperator.nri"),
+        "Remove runtimeClassName from the pod spec (under NRI the GPUs come through CDI "
+        "whatever the runtime), or leave NRI off (`gpuplane:gpuOperator.nri: false`; raw "
+        "Helm: --set cdi.nriPluginEnabled=false).")
 
 
 def _pinned_node(spec: Mapping[str, Any], intent: ClusterIntent) -> tuple[str, int] | None:

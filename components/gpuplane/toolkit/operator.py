@@ -38,8 +38,9 @@ The env (`chart_operator_env`) is read from the operator at each tag:
 
 The env is given in node paths: the operator's container paths (`/runtime/config-dir/`,
 `/runtime/config-dir.d/`, `/runtime/sock-dir/`, `/host`) are mounts of exactly these host
-paths. Entries set through `valueFrom` (`NRI_NAMESPACE` from v26.3.0) are left out; CDI's
-NRI plugin mode (`cdi.nriPluginEnabled`, v26.3.0+, off by default) is not modelled.
+paths. Entries set through `valueFrom` (`NRI_NAMESPACE` from v26.3.0) are left out; In CDI's
+NRI plugin mode (`cdi.nriPluginEnabled`, v26.3.0+, off by default) the toolkit writes no
+runtime at all (`CHART_NRI_FROM`; gpuplane.plan.node plans that node state).
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ OPERATOR_DROPIN_FROM = (25, 10, 0)        # drop-in, config source, CDI set-as-d
 # `cdi.enabled` in NVIDIA/gpu-operator deployments/gpu-operator/values.yaml: false up to
 # v25.3.x, true from v25.10.0 (tests/pure/test_charts.py holds it against every chart).
 CHART_CDI_DEFAULT_FROM = (25, 10, 0)
+# `cdi.nriPluginEnabled`, first in deployments/gpu-operator/values.yaml@v26.3.0 (absent
+# @v25.10.1): the toolkit then configures no runtime (nvidia-container-toolkit
+# cmd/nvidia-ctk-installer/container/runtime/runtime.go@v1.19.0 `NewConfigurer`) and the
+# operator deletes its RuntimeClasses (controllers/object_controls.go@v26.3.0
+# `RuntimeClasses`, state `pre-requisites` off under NRI in state_manager.go@v26.3.0).
+CHART_NRI_FROM = (26, 3, 0)
 
 
 def chart_tuple(chart_version: str | None) -> tuple[int, int, int] | None:

@@ -28,6 +28,9 @@ class PlanOptions:
     toolkit: ToolkitMode = ToolkitMode.OPERATOR
     nvidia_default: bool = False
     cdi: bool = False
+    # The GPU Operator's NRI plugin mode (`cdi.nriPluginEnabled`): the operator's toolkit
+    # configures no runtime, and gpuplane's files only switch NRI on where it is off.
+    nri: bool = False
     systemd_cgroup: bool | None = None   # None keeps what the distribution configures
     # The operator's toolkit release (the chart's pin or the image override): what its
     # installer does differs by release (gpuplane.toolkit.installer).
@@ -54,6 +57,13 @@ class PlanOptions:
     def detected(self) -> bool:
         """Whether RKE2's/K3s's detection, not a written template, adds the runtimes."""
         return self.toolkit is ToolkitMode.OPERATOR and self.runtime_setup == "detected"
+
+    @property
+    def toolkit_configures_runtime(self) -> bool:
+        """Whether the operator's toolkit writes containerd's nvidia runtime: in NRI mode
+        it does not (nvidia-container-toolkit cmd/nvidia-ctk-installer/container/runtime/
+        runtime.go@v1.19.0: a no-op configurer when the NRI plugin is on)."""
+        return self.toolkit is ToolkitMode.OPERATOR and not self.nri
 
     @property
     def toolkit_dropin(self) -> bool:

@@ -1,4 +1,5 @@
-"""Rules over one node's containerd configuration (FM01, FM02, FM03, FM07, FM09, FM16).
+"""Rules over one node's containerd configuration (FM01, FM02, FM03, FM07, FM09, FM16,
+FM27).
 
 Pure functions from `ContainerdFacts` to findings, so the same rules serve the offline
 plan (a rendered layout in memory), the node agent before a restart, and the doctor.
@@ -18,6 +19,7 @@ from gpuplane.rules.containerd.merging import (
     fm02,
     fm03,
 )
+from gpuplane.rules.containerd.nri import check_nri_enabled, fm27
 from gpuplane.rules.containerd.reading import check_not_read, fm01
 from gpuplane.rules.containerd.runtimes import (
     check_cdi_support,
@@ -34,7 +36,7 @@ from gpuplane.rules.containerd.whole import cri_disabled, missing_binary, no_top
 
 _CHECKS: tuple[Callable[[Analysis], list[Finding]], ...] = (
     cri_disabled, no_top_level_file, missing_binary, fm01, fm01_shadowed_binary, fm02,
-    fm03, fm07, fm09, fm16, unexplained_refusals,
+    fm03, fm07, fm09, fm16, fm27, unexplained_refusals,
 )
 _RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
@@ -56,6 +58,7 @@ __all__ = [
     "check_containerd",
     "check_default_runtime",
     "check_not_read",
+    "check_nri_enabled",
     "check_other_refusals",
     "check_replaced_cri_table",
     "check_systemd_cgroup",

@@ -39,6 +39,9 @@ class ContainerdFacts:
     unread_files: tuple[str, ...] = ()
     kubelet_cgroup_driver: CgroupDriver | None = None
     cdi_requested: bool | None = None
+    # The GPU Operator's NRI plugin will run on the node (gpuOperator.nri, or
+    # `containerd check --nri`): NRI must be on in the merged config (FM27).
+    nri_requested: bool = False
     config_key_prefix: str | None = None
     # The managed platform that writes these files (gpuplane.platforms.profiles), None when the
     # node's owner may edit them.
