@@ -13,12 +13,11 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
@@ -38,6 +37,7 @@ from gpuplane.config.sections import (
     _Section,
 )
 from gpuplane.config.sharing import SHARING_NEEDS, SharingConfig, sharing_problems
+from gpuplane.config.unused import UNUSED_CHECKS
 from gpuplane.config.views import StackViews
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros.profiles import Distro, bundled_containerd_major, k0s_unsupported
@@ -421,73 +421,7 @@ def _docker_access(cfg: StackConfig) -> Iterator[Problem]:
                                           "docker.nvidiaRuntime: false")
 
 
-@_check(STACK_CHECKS, "device_plugin", "hami")
-def _hami_values(cfg: StackConfig) -> Iterator[Problem]:
-    """A `gpuplane:hami` block HAMi never reads (it is not installed) is an error, as
-    `hami.values` is: nothing the user wrote is dropped in silence."""
-    if cfg.device_plugin == "hami" or "hami" not in cfg.model_fields_set:
-        return
-    if cfg.hami.values:
-        yield _at("hami.values", f"HAMi is not installed (devicePlugin is "
-                                 f"{cfg.device_plugin}), so these raw values would be "
-                                 "ignored; set devicePlugin: hami or remove hami.values")
-    written = _written(cfg.hami, skip={"values"})
-    if written:
-        yield _at("hami", f"{', '.join(written)} set, but HAMi is not installed (devicePlugin "
-                          f"is {cfg.device_plugin}), so they would be ignored; set "
-                          "gpuplane:devicePlugin: hami or remove gpuplane:hami")
-
-
-@_check(STACK_CHECKS, "cluster", "node_pod")
-def _node_pod_unused(cfg: StackConfig) -> Iterator[Problem]:
-    """`gpuplane:nodePod` configures the agent's pods, which only `nodeAccess: pod` runs."""
-    written = _written(cfg.node_pod) if "node_pod" in cfg.model_fields_set else []
-    if written and cfg.cluster.node_access != "pod":
-        yield _at("nodePod", f"{', '.join(written)} set, but cluster.nodeAccess is "
-                             f"{cfg.cluster.node_access}, which runs no node-agent pods, so "
-                             "they would be ignored; set gpuplane:cluster.nodeAccess: pod or "
-                             "remove gpuplane:nodePod")
-
-
-@_check(STACK_CHECKS, "cluster", "ssh", "ssh_private_key", "rollout", "nodes")
-def _node_access_unused(cfg: StackConfig) -> Iterator[Problem]:
-    """SSH settings (`gpuplane:ssh`, a node's `user`/`port`) without `nodeAccess: ssh`, a
-    rollout without node access: read by nothing (`nodes capture` over SSH needs
-    `nodeAccess: ssh` too)."""
-    access = cfg.cluster.node_access
-    if access != "ssh":
-        unused = f"cluster.nodeAccess is {access}, which reaches no node over SSH"
-        written = _written(cfg.ssh) if "ssh" in cfg.model_fields_set else []
-        if written:
-            yield _at("ssh", f"{', '.join(written)} set, but {unused}, so they would be "
-                             "ignored; set gpuplane:cluster.nodeAccess: ssh or remove "
-                             "gpuplane:ssh")
-        for i, node in enumerate(cfg.nodes):
-            for key in ("user", "port"):
-                if key in node.model_fields_set:
-                    yield _at(f"nodes[{i}].{key}", f"set, but {unused}, so it would be "
-                              f"ignored; remove {key} from node {node.name} or set "
-                              "gpuplane:cluster.nodeAccess: ssh")
-        if cfg.ssh_private_key is not None:
-            yield _at("sshPrivateKey", f"set, but cluster.nodeAccess is {access}, which "
-                                       "reaches no node over SSH, so the key is never used; "
-                                       "set gpuplane:cluster.nodeAccess: ssh or remove it "
-                                       "(`pulumi config rm gpuplane:sshPrivateKey`)")
-    written = _written(cfg.rollout) if "rollout" in cfg.model_fields_set else []
-    if access == "none" and written:
-        yield _at("rollout", f"{', '.join(written)} set, but cluster.nodeAccess is none: "
-                             "gpuplane changes no node files, so nothing is rolled out; set "
-                             "gpuplane:cluster.nodeAccess: ssh or pod, or remove "
-                             "gpuplane:rollout")
-
-
-def _written(section: BaseModel, skip: AbstractSet[str] = frozenset()) -> list[str]:
-    """The keys of `section` the stack wrote, as spelt there (camelCase)."""
-    fields = type(section).model_fields
-    return [fields[name].alias or to_camel(name)
-            for name in sorted(section.model_fields_set - skip)]
-
-
+STACK_CHECKS.extend(Check(frozenset(needs), run) for needs, run in UNUSED_CHECKS)
 STACK_CHECKS.append(Check(SHARING_NEEDS, sharing_problems))
 
 
