@@ -95,6 +95,7 @@ def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path], access: str = "p
     cfg = data["config"]
     cfg["gpuplane:cluster"]["nodeAccess"] = access
     cfg.pop("gpuplane:sshPrivateKey", None)
+    cfg.pop("gpuplane:ssh", None)   # no SSH: the stack refuses settings it would ignore
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 8, "os": "ubuntu22.04",
                               "pool": "a100"} for i in range(nodes)]
     cfg["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
@@ -221,26 +222,32 @@ class StandIn:
             t.join()
 
 
-def _node_bytes(checkpoint: Path) -> tuple[float, int]:
-    """(mean bytes of one NodeAgentPod's state: inputs and outputs, the plan ConfigMaps'
-    bytes in all) from a local backend's checkpoint."""
+def _node_bytes(checkpoint: Path) -> tuple[float, float, int]:
+    """From a local backend's checkpoint, the mean bytes of one NodeAgentPod's state: its
+    own inputs and outputs, and its whole record (with what the engine keeps beside them:
+    URN, parent, the URNs of the batch before it, the SDK's source positions); and the plan
+    ConfigMaps' bytes in all."""
     resources = json.loads(checkpoint.read_text())["checkpoint"]["latest"]["resources"]
-    nodes = [len(json.dumps(r)) for r in resources
-             if r["type"].endswith("gpuplane:NodeAgentPod")]
+    nodes = [r for r in resources if r["type"].endswith("gpuplane:NodeAgentPod")]
+    own = [len(json.dumps(r.get("inputs"))) + len(json.dumps(r.get("outputs"))) for r in nodes]
+    whole = [len(json.dumps(r)) for r in nodes]
     maps = sum(len(json.dumps(r)) for r in resources
                if r["type"] == "kubernetes:core/v1:ConfigMap"
                and "gpuplane-plan-" in json.dumps(r.get("inputs", {}).get("metadata")))
-    return (sum(nodes) / len(nodes) if nodes else 0.0), maps
+    if os.environ.get("GPUPLANE_BENCH_DUMP") and nodes:
+        print(json.dumps(nodes[-1], indent=1), file=sys.stderr)
+    count = max(len(nodes), 1)
+    return sum(own) / count, sum(whole) / count, maps
 
 
 def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> int:
     """`--pod-up`: first `up`, state per node, a no-op `up` (its time per node and the pods
     it started: none), `destroy`; the load average beside each figure."""
     standin = StandIn(cp, "gpu-operator")
-    print("| GPU nodes | first up | state B/node (file / N) | NodeAgentPod B | "
-          "plan ConfigMaps B | no-op up | no-op per node | pods started by the no-op | "
-          "changes in the no-op | load (1 min) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| GPU nodes | first up | state B/node (file / N) | node inputs+outputs B | "
+          "node record B | plan ConfigMaps B | no-op up | no-op per node | "
+          "pods started by the no-op | changes in the no-op | load (1 min) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     made = 0
     try:
         for n in sorted(sizes):
@@ -266,11 +273,11 @@ def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> i
                     checkpoint = root / stack / "state" / ".pulumi" / "stacks" / \
                         "gpuplane" / f"{stack}.json"
                     per_file = checkpoint.stat().st_size / n
-                    node_b, maps_b = _node_bytes(checkpoint)
+                    own_b, node_b, maps_b = _node_bytes(checkpoint)
             (first, _, load1), (noop, pods, load2) = results
             changes = {k: v for k, v in noop.changes.items() if k != "same"}
             print(f"| {n:,} | {first.seconds:.1f} s (load {load1:.2f}) | {per_file:,.0f} | "
-                  f"{node_b:,.0f} | {maps_b:,} | {noop.seconds:.1f} s | "
+                  f"{own_b:,.0f} | {node_b:,.0f} | {maps_b:,} | {noop.seconds:.1f} s | "
                   f"{noop.seconds / n * 1000:.1f} ms | {pods} | {changes or 'none'} | "
                   f"{load2:.2f} |", flush=True)
             with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
