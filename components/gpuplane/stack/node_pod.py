@@ -59,7 +59,6 @@ from gpuplane.stack.batches import in_batches, urns_of
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
-_OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched", "nodeStatus"})
 _INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "program", "planId", "tries")
 # What the outputs keep of the inputs: what diff compares, what delete and read need.
 _KEPT_KEYS = (*_INPUT_KEYS, "kubeconfig")
