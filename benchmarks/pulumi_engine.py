@@ -30,17 +30,32 @@ With `--per-node`: `pulumi preview` of kubeadm-prod at each size with `nodeAcces
 and with `nodeAccess: pod`, in the same run, and the time per node (their difference
 divided by N): flat when the cost of a node does not grow with the fleet.
 
-    .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod | --per-node] [SIZES...]
+With `--pod-up`: kubeadm-prod with `nodeAccess: pod` through `pulumi up`, a second `pulumi
+up` that changes nothing, then `pulumi destroy`: the state per node after the first `up`
+and the no-op's time per node. The engine, the kubernetes provider and gpuplane's
+NodeAgentPod provider run for real (the pods, their ConfigMaps, the polls, the logs
+through the API server); only the agent pods' outcome is stood in for (:class:`StandIn`):
+each Node object points at a stand-in kubelet on 127.0.0.1 that serves the agent's log
+(its result line), and each agent pod is marked Succeeded with exit code 0. The no-op
+must start no pod: the pods the stand-in completed during it are printed.
+
+    .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod | --per-node | --pod-up]
+        [SIZES...]
         default sizes: 10 100 1000
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
+import ssl
 import sys
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +95,7 @@ def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path], access: str = "p
     cfg = data["config"]
     cfg["gpuplane:cluster"]["nodeAccess"] = access
     cfg.pop("gpuplane:sshPrivateKey", None)
+    cfg.pop("gpuplane:ssh", None)   # no SSH: the stack refuses settings it would ignore
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 8, "os": "ubuntu22.04",
                               "pool": "a100"} for i in range(nodes)]
     cfg["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
@@ -119,6 +135,158 @@ def _per_node(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) ->
     return 0
 
 
+# What the agent prints after an apply (gpuplane/data/agent/60-state.sh gp_json_result),
+# as a kubeadm node with the host toolkit gives it.
+AGENT_LOG = "gpuplane-agent: applied the plan\n" + json.dumps({
+    "mode": "apply", "ok": True, "changed": True, "restarted": True,
+    "written": ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-gpuplane.toml"],
+    "plan_id": "0123456789abcdef", "distro": "kubeadm", "config": "/etc/containerd/config.toml",
+    "default_runtime": "runc", "cdi": False,
+    "runtimes": {n: {"runtime_type": "io.containerd.runc.v2",
+                     "binary_name": f"/usr/bin/{n}-container-runtime", "systemd_cgroup": True}
+                 for n in ("runc", "nvidia", "nvidia-cdi", "nvidia-legacy")},
+    "config_sha256": "0" * 64,
+    "timings_ms": {"total": 4210, "restart": 912, "cri_ready": 1388}}) + "\n"
+
+
+class StandIn:
+    """The agent pods' outcome without kubelets: an HTTPS server on 127.0.0.1 that serves
+    every container log as :data:`AGENT_LOG` (the Node objects point at it), and a thread
+    that marks each node-agent pod Succeeded with exit code 0. `started`: the pods it
+    completed."""
+
+    def __init__(self, cp: Any, namespace: str) -> None:
+        from kubernetes import client, config
+
+        self.core = client.CoreV1Api(config.new_client_from_config(
+            config_file=str(cp.kubeconfig)))
+        self.namespace, self.started = namespace, 0
+        self.done: set[str] = set()
+
+        class Log(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = AGENT_LOG.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Log)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        pki = cp.root / "pki"
+        ctx.load_cert_chain(str(pki / "apiserver.crt"), str(pki / "apiserver.key"))
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True),
+                        threading.Thread(target=self._complete, daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def node(self, name: str) -> None:
+        """A Node object whose kubelet is the stand-in."""
+        from kubernetes import client
+
+        self.core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name)))
+        self.core.patch_node_status(name, {"status": {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}}}})
+
+    def _complete(self) -> None:
+        selector = "app.kubernetes.io/component=node-agent"
+        while not self.stop.wait(0.2):
+            with contextlib.suppress(Exception):   # the namespace is not there yet
+                for pod in self.core.list_namespaced_pod(
+                        self.namespace, label_selector=selector).items:
+                    uid = pod.metadata.uid
+                    if uid in self.done or pod.status.phase != "Pending":
+                        continue
+                    self.core.patch_namespaced_pod_status(
+                        pod.metadata.name, self.namespace, {"status": {
+                            "phase": "Succeeded", "containerStatuses": [{
+                                "name": "agent", "image": pod.spec.containers[0].image,
+                                "imageID": "", "ready": False, "restartCount": 0,
+                                "state": {"terminated": {"exitCode": 0,
+                                                         "reason": "Completed"}}}]}})
+                    self.done.add(uid)
+                    self.started += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        for t in self.threads:
+            t.join()
+
+
+def _node_bytes(checkpoint: Path) -> tuple[float, float, int]:
+    """From a local backend's checkpoint, the mean bytes of one NodeAgentPod's state: its
+    own inputs and outputs, and its whole record (with what the engine keeps beside them:
+    URN, parent, the URNs of the batch before it, the SDK's source positions); and the plan
+    ConfigMaps' bytes in all."""
+    resources = json.loads(checkpoint.read_text())["checkpoint"]["latest"]["resources"]
+    nodes = [r for r in resources if r["type"].endswith("gpuplane:NodeAgentPod")]
+    own = [len(json.dumps(r.get("inputs"))) + len(json.dumps(r.get("outputs"))) for r in nodes]
+    whole = [len(json.dumps(r)) for r in nodes]
+    maps = sum(len(json.dumps(r)) for r in resources
+               if r["type"] == "kubernetes:core/v1:ConfigMap"
+               and "gpuplane-plan-" in json.dumps(r.get("inputs", {}).get("metadata")))
+    if os.environ.get("GPUPLANE_BENCH_DUMP") and nodes:
+        print(json.dumps(nodes[-1], indent=1), file=sys.stderr)
+    count = max(len(nodes), 1)
+    return sum(own) / count, sum(whole) / count, maps
+
+
+def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> int:
+    """`--pod-up`: first `up`, state per node, a no-op `up` (its time per node and the pods
+    it started: none), `destroy`; the load average beside each figure."""
+    standin = StandIn(cp, "gpu-operator")
+    print("| GPU nodes | first up | state B/node (file / N) | node inputs+outputs B | "
+          "node record B | plan ConfigMaps B | no-op up | no-op per node | "
+          "pods started by the no-op | changes in the no-op | load (1 min) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    made = 0
+    try:
+        for n in sorted(sizes):
+            for i in range(made, n):
+                standin.node(f"gpu-{i:05d}")
+            made = max(made, n)
+            stack = f"bench{n}pod"
+            engine = pulumi_engine.Engine(root / stack, kubeconfig=cp.kubeconfig)
+            path = _pod_stack(root / stack / "stacks", n, charts, "pod")
+            results = []
+            for label in ("first up", "no-op up"):
+                before = standin.started
+                with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
+                    res = engine.run("up", stack, stack_file=path, timeout=3600)
+                if not res.ok:
+                    errors = [d["message"] for d in res.diagnostics
+                              if d["severity"] == "error"]
+                    print(f"{label} of {n} nodes failed:\n" + "\n".join(errors)
+                          + f"\n{res.stderr[-3000:]}", file=sys.stderr)
+                    return 1
+                results.append((res, standin.started - before, os.getloadavg()[0]))
+                if label == "first up":
+                    checkpoint = root / stack / "state" / ".pulumi" / "stacks" / \
+                        "gpuplane" / f"{stack}.json"
+                    per_file = checkpoint.stat().st_size / n
+                    own_b, node_b, maps_b = _node_bytes(checkpoint)
+            (first, _, load1), (noop, pods, load2) = results
+            changes = {k: v for k, v in noop.changes.items() if k != "same"}
+            print(f"| {n:,} | {first.seconds:.1f} s (load {load1:.2f}) | {per_file:,.0f} | "
+                  f"{own_b:,.0f} | {node_b:,.0f} | {maps_b:,} | {noop.seconds:.1f} s | "
+                  f"{noop.seconds / n * 1000:.1f} ms | {pods} | {changes or 'none'} | "
+                  f"{load2:.2f} |", flush=True)
+            with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
+                engine.run("destroy", stack, stack_file=path, timeout=3600)
+    finally:
+        standin.close()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000])
@@ -130,6 +298,8 @@ def main() -> int:
                       help="kubeadm-prod with nodeAccess: pod (preview only)")
     mode.add_argument("--per-node", action="store_true",
                       help="preview time per GPU node: nodeAccess pod against none")
+    mode.add_argument("--pod-up", action="store_true",
+                      help="nodeAccess pod: state per node after up, the no-op up per node")
     a = ap.parse_args()
     for why in (pulumi_engine.missing(), control_plane.missing()):
         if why:
@@ -146,6 +316,8 @@ def main() -> int:
         from kubernetes import client, config
 
         core = client.CoreV1Api(config.new_client_from_config(config_file=str(cp.kubeconfig)))
+        if a.pod_up:
+            return _pod_up(root, cp, a.sizes, charts)
         if a.per_node:
             for i in range(max(a.sizes)):
                 core.create_node(client.V1Node(metadata=client.V1ObjectMeta(

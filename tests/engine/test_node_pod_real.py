@@ -68,7 +68,8 @@ class Node:
     def props(self, namespace: str = NS, **plan_options: Any) -> dict[str, Any]:
         plan = self.node.plan(**plan_options)
         return {"node": self.name, "namespace": namespace, "image": agent_pod.IMAGE,
-                "timeoutSeconds": 180, "stdin": plan_stdin(plan), "planId": plan.plan_id,
+                "timeoutSeconds": 180, "planId": plan.plan_id,
+                "program": agent_pod.plan_program(self.cp, namespace, plan),
                 "tries": 3, "kubeconfig": None}
 
     def ready(self) -> None:

@@ -411,7 +411,7 @@ def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
     the files byte for byte and the node is Ready."""
     from support import agent_pod
 
-    from gpuplane.agent.script import agent_plan, plan_stdin
+    from gpuplane.agent.script import agent_plan
     from gpuplane.containerd import ContainerdVersion
     from gpuplane.plan.node import plan_node
     from gpuplane.stack.node_pod import NodeAgentPodProvider
@@ -435,7 +435,8 @@ def test_each_containerd_line_takes_the_plan_through_the_pod_and_stays_ready(
         provider.client_factory = lambda *_: agent_pod.client(cluster)
         provider.poll_seconds = 0.5
         props = {"node": name, "namespace": "gpuplane-nodes", "image": agent_pod.IMAGE,
-                 "timeoutSeconds": 120, "stdin": plan_stdin(plan), "planId": plan.plan_id,
+                 "timeoutSeconds": 120, "planId": plan.plan_id,
+                 "program": agent_pod.plan_program(cluster, "gpuplane-nodes", plan),
                  "tries": 3, "kubeconfig": None}
         outs = provider.create(props).outs
         assert outs["error"] is None, outs["error"]

@@ -9,18 +9,26 @@ Measured here under the SDK's mocks, for two fleet sizes: each must be the same.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
 import pytest
+from google.protobuf import json_format
 from pulumi.runtime import resource_cycle_breaker
 from pulumi.runtime.settings import SETTINGS
 from test_checks_component import Recorder, RecordingMonitor
 
+from gpuplane.agent.script import agent_plan, plan_stdin
 from gpuplane.containerd import ContainerdVersion
 from gpuplane.distros.profiles import profile
 from gpuplane.plan.node import PlanOptions, ToolkitMode, plan_node
-from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
+from gpuplane.stack.node_pod import (
+    PROVIDER_KEY,
+    ContainerdPodRollout,
+    ContainerdPodRolloutArgs,
+    NodeAgentPodProvider,
+)
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 
 PLAN = plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
@@ -88,3 +96,94 @@ def test_a_nodes_cost_to_the_sdk_does_not_grow_with_the_fleet(preview: bool,
     # Pending outputs while the rollout goes by batch: one batch's (about 20 per node),
     # not every node's; the chain of batches adds two per batch.
     assert large["pending"] - small["pending"] <= 2 * (121 - 31) // 10, (small, large)
+
+
+# -- the state a node leaves after `up` (issue 49: at most 2 KB per node) -----------------
+
+BASE = profile("kubeadm").baseline(ContainerdVersion.parse("1.7"))
+# The same node with its captured original config (a long one): a program of about 14 KB
+# against PLAN's 4 KB.
+BIG = plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
+                PlanOptions(toolkit=ToolkitMode.HOST),
+                {p: t + "".join(f"# site note {i}\n" for i in range(400))
+                 for p, t in BASE.items()})
+# What the agent prints after an apply (gpuplane/data/agent/60-state.sh gp_json_result).
+RESULT = json.dumps({
+    "mode": "apply", "ok": True, "changed": True, "restarted": True,
+    "written": sorted(PLAN.files), "plan_id": "0123456789abcdef", "distro": "kubeadm",
+    "config": "/etc/containerd/config.toml", "default_runtime": "runc", "cdi": False,
+    "runtimes": {n: {"runtime_type": "io.containerd.runc.v2",
+                     "binary_name": f"/usr/bin/{n}-runtime", "systemd_cgroup": True}
+                 for n in ("runc", "nvidia", "nvidia-cdi")},
+    "config_sha256": "0" * 64, "timings_ms": {"total": 4000, "restart": 900,
+                                              "cri_ready": 1200}})
+
+
+class Registered(RecordingMonitor):
+    """The registered inputs of every NodeAgentPod and plan ConfigMap."""
+
+    def __init__(self, mocks: Recorder) -> None:
+        super().__init__(mocks)
+        self.inputs: dict[str, dict[str, Any]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        if request.type.endswith((":NodeAgentPod", ":ConfigMap")):
+            self.inputs[request.name] = json_format.MessageToDict(request.object)
+        return super().RegisterResource(request)
+
+
+class Cluster:
+    """The plan ConfigMaps the rollout registered, and agent pods that apply."""
+
+    def __init__(self, maps: list[dict[str, Any]]) -> None:
+        self.maps = {f"/api/v1/namespaces/{m['metadata']['namespace']}/configmaps/"
+                     f"{m['metadata']['name']}": m for m in maps}
+
+    def get(self, path: str, params: Any = None) -> Any:
+        if path in self.maps:
+            return self.maps[path]
+        return {"status": {"phase": "Succeeded",
+                           "containerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]}}
+
+    def get_text(self, path: str, params: Any = None) -> str:
+        return f"gpuplane-agent: applied\n{RESULT}\n"
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        return body
+
+    def delete(self, path: str) -> None:
+        pass
+
+
+def _node_state(plan: Any) -> tuple[int, dict[str, Any]]:
+    """The bytes one node's resource keeps in the state after `up`: its registered inputs
+    and the outputs its provider returns (the SDK adds the pickled provider to both)."""
+    mocks = Recorder()
+    monitor = Registered(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    names = ["gpu-0", "gpu-1", "gpu-2"]
+    pulumi.runtime.test(lambda: ContainerdPodRollout("r", ContainerdPodRolloutArgs(
+        plans=dict.fromkeys(names, plan), batches=[names[:1], names[1:]], namespace="ns",
+        image="busybox:1.36", timeout_seconds=60)).finished)()
+    inputs = monitor.inputs["containerd-gpu-2"]
+    provider = NodeAgentPodProvider()
+    provider.client_factory = lambda *_: Cluster(
+        [v for k, v in monitor.inputs.items() if not k.startswith("containerd-")])
+    provider.poll_seconds = 0.0
+    outs = provider.create(dict(inputs)).outs
+    outs[PROVIDER_KEY] = inputs[PROVIDER_KEY]
+    assert outs.get("error") is None and outs["result"]["ok"], outs
+    return len(json.dumps(inputs)) + len(json.dumps(outs)), inputs
+
+
+def test_a_nodes_state_after_up_is_small_and_does_not_grow_with_its_program() -> None:
+    """A node's inputs and outputs carry its plan id and a reference to its plan's
+    program, which nodes sharing a plan share: never the program itself, in the inputs or
+    again in the outputs (about 7 KB per node before)."""
+    small, small_inputs = _node_state(PLAN)
+    large, large_inputs = _node_state(BIG)
+    program = len(plan_stdin(agent_plan(BIG)))
+    assert program > 3 * len(plan_stdin(agent_plan(PLAN))), "BIG's program is larger"
+    assert large == small <= 2048, (small, large)
+    assert "stdin" not in large_inputs and "stdin" not in small_inputs

@@ -266,3 +266,35 @@ def test_policies_read_the_sdks_proxies_and_unknowns() -> None:
     assert not isinstance(proxied["values"]["toolkit"]["env"], list)
     assert plain(proxied) == {"values": {"toolkit": {"env": [{"name": "A", "value": None}]}},
                               "name": None}
+
+
+def test_a_pod_access_nodes_files_are_read_from_its_plan_configmap() -> None:
+    """`nodeAccess: pod`: each NodeAgentPod names the ConfigMap that holds its plan's
+    program (one per distinct plan); the pack reads the planned files there and reports
+    them on the node's resource."""
+    from dataclasses import replace
+
+    from gpuplane.agent.payload import payload_files
+    from gpuplane.agent.pod import PLAN_PREFIX, PROGRAM_KEY
+    from gpuplane.agent.script import plan_stdin
+
+    resources = registered("hami-host")
+    assert not [f for f in run_policies(resources) if f.id == "FM02"]
+    [plan_map] = [r for r in resources if r.type == "kubernetes:core/v1:ConfigMap"
+                  and r.inputs["metadata"]["name"].startswith(PLAN_PREFIX)]
+    pods = [r for r in resources if r.type.endswith(":NodeAgentPod")]
+    assert pods and all(p.inputs["program"] == plan_map.inputs["metadata"]["name"]
+                        and "stdin" not in p.inputs for p in pods)
+    files = payload_files(plan_map.inputs["data"][PROGRAM_KEY])
+    assert files
+    path, text = next((p, t) for p, t in files.items() if "runtimes.runc]" in t)
+    broken = copy.deepcopy(resources)
+    [target] = [r for r in broken if r.urn == plan_map.urn]
+    plan = replace(_agent_plan_of("hami-host", files),
+                   files={**files, path: text.replace("runtimes.runc]", "runtimes.runc-gone]")})
+    target.inputs["data"][PROGRAM_KEY] = plan_stdin(plan)
+    found = [f for f in run_policies(broken) if f.id == "FM02"]
+    assert found and any("runc" in f.message for f in found)
+    # Judged once per distinct program (as over SSH), on the first node that runs it.
+    on = [urn for _, urn in violations("gpuplane-fm02", broken)]
+    assert on and set(on) <= {p.urn for p in pods}, on

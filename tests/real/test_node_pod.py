@@ -18,7 +18,14 @@ import pytest
 import yaml
 from test_checks_component import Recorder, RecordingMonitor
 
-from gpuplane.agent.pod import agent_pod, rejection, run_agent_pod
+from gpuplane.agent.pod import (
+    PROGRAM_KEY,
+    agent_pod,
+    plan_configmap,
+    plan_configmap_name,
+    rejection,
+    run_agent_pod,
+)
 from gpuplane.agent.script import agent_plan, apply_stdin, embedded_program, plan_stdin
 from gpuplane.cli.main import main
 from gpuplane.config import StackConfigError, parse_stack_config
@@ -36,6 +43,12 @@ from gpuplane.stack.node_pod import (
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 PLAN = agent_plan(plan_node(profile("kubeadm"), ContainerdVersion.parse("1.7"),
                             PlanOptions(toolkit=ToolkitMode.HOST)))
+PROGRAM = plan_configmap_name(PLAN.plan_id, plan_stdin(PLAN))
+OTHER = plan_configmap_name("other", plan_stdin(PLAN) + "#\n")
+# The plan ConfigMaps the stack made (ContainerdPodRollout), as the fake API holds them.
+MAPS = {f"/api/v1/namespaces/ns/configmaps/{m['metadata']['name']}": m for m in (
+    plan_configmap(PROGRAM, "ns", plan_stdin(PLAN)),
+    plan_configmap(OTHER, "ns", plan_stdin(PLAN) + "#\n"))}
 
 
 def _pod_stack(dest: Path, name: str = "kubeadm-pod", **edits: Any) -> Path:
@@ -143,9 +156,14 @@ class FakeApi:
         self.calls: list[tuple[str, str]] = []
         self.pods: list[dict[str, Any]] = []
         self.code: int | None = None
+        self.maps = dict(MAPS)
 
     def get(self, path: str, params: Any = None) -> Any:
         self.calls.append(("GET", path))
+        if "/configmaps/" in path:
+            if path not in self.maps:
+                raise ApiError(404, "GET", path, "not found")
+            return self.maps[path]
         state = {"terminated": {"exitCode": self.code}} if self.code is not None else {}
         return {"status": {"phase": "Succeeded" if self.code == 0 else "Failed",
                            "containerStatuses": [{"state": state}]}}
@@ -176,7 +194,7 @@ def _provider(api: FakeApi) -> NodeAgentPodProvider:
 
 def _props() -> dict[str, Any]:
     return {"node": "gpu-1", "namespace": "ns", "image": "busybox:1.36",
-            "timeoutSeconds": 60, "stdin": plan_stdin(PLAN), "planId": PLAN.plan_id,
+            "timeoutSeconds": 60, "program": PROGRAM, "planId": PLAN.plan_id,
             "tries": 3, "kubeconfig": None}
 
 
@@ -213,13 +231,13 @@ def test_a_failed_update_keeps_the_plan_the_node_holds_and_runs_again() -> None:
     provider, olds = _provider(FakeApi([0])), _props()
     applied = provider.create(olds).outs
     assert applied["error"] is None and applied["nodeTouched"] is True
-    news = {**olds, "stdin": olds["stdin"] + "#\n", "planId": "other"}
+    news = {**olds, "program": OTHER, "planId": "other"}
     provider.client_factory = lambda *_: FakeApi([1])
     failed = provider.update("id", applied, news).outs
     assert "exited 1" in failed["error"]
     # the node still holds the old plan: delete restores that one, and the next `up`
     # (same inputs) runs the agent again
-    assert failed["planId"] == olds["planId"] and failed["stdin"] == olds["stdin"]
+    assert failed["planId"] == olds["planId"] and failed["program"] == olds["program"]
     assert failed["result"] == applied["result"]
     assert provider.diff("id", failed, news).changes
     assert provider.diff("id", failed, failed).changes, "a failed run must always re-run"
@@ -257,7 +275,32 @@ def test_a_failed_restore_fails_the_delete() -> None:
 def test_only_the_plan_and_the_pods_settings_change_the_resource() -> None:
     provider, props = NodeAgentPodProvider(), _props()
     assert not provider.diff("id", props, {**props, "kubeconfig": "other"}).changes
-    assert provider.diff("id", props, {**props, "stdin": props["stdin"] + "#\n"}).changes
+    assert provider.diff("id", props, {**props, "program": OTHER}).changes
+
+
+def test_the_apply_reads_its_program_from_the_plan_configmap() -> None:
+    """The program the pod runs is the plan ConfigMap's, with the agent embedded; the
+    outputs keep its name, never the program."""
+    api = FakeApi([0])
+    outs = _provider(api).create(_props()).outs
+    assert ("GET", f"/api/v1/namespaces/ns/configmaps/{PROGRAM}") in api.calls
+    assert outs["program"] == PROGRAM and "stdin" not in outs and outs["error"] is None
+    assert plan_stdin(PLAN) not in json.dumps(outs)
+
+
+def test_a_missing_or_changed_plan_configmap_runs_nothing_and_says_what_to_do() -> None:
+    api = FakeApi([0])
+    del api.maps[f"/api/v1/namespaces/ns/configmaps/{PROGRAM}"]
+    outs = _provider(api).create(_props()).outs
+    assert f"plan ConfigMap ns/{PROGRAM} does not exist" in outs["error"], outs
+    assert "pulumi up --refresh" in outs["error"]
+    assert outs["nodeTouched"] is False and api.pods == []
+    api = FakeApi([0])
+    api.maps[f"/api/v1/namespaces/ns/configmaps/{PROGRAM}"]["data"] = {
+        PROGRAM_KEY: plan_stdin(PLAN) + "echo changed\n"}
+    outs = _provider(api).create(_props()).outs
+    assert "does not hold the program its name says" in outs["error"], outs
+    assert outs["nodeTouched"] is False and api.pods == []
 
 
 # -- the rollout stops at a failed node ----------------------------------------------------
@@ -357,12 +400,18 @@ def test_the_pod_rollout_has_the_ssh_rollouts_batches_order_and_findings(
     nodes = rollout(pod, "pulumi-python:dynamic/gpuplane:NodeAgentPod")
     assert nodes == rollout(ssh, "command:remote:Command")
     assert not [r for r in pod["resources"] if r["type"].startswith("command:")]
-    stdin = {r["name"]: r["inputs"]["stdin"] for r in pod["resources"]
-             if r["name"].startswith("containerd-")}
+    # Each node names the ConfigMap holding its plan's program: the SSH command's stdin.
+    maps = {r["inputs"]["metadata"]["name"]: r for r in pod["resources"]
+            if r["type"] == "kubernetes:core/v1:ConfigMap"}
+    stdin = {r["name"]: maps[r["inputs"]["program"]]["inputs"]["data"][PROGRAM_KEY]
+             for r in pod["resources"] if r["name"].startswith("containerd-")}
     assert stdin == {r["name"]: r["inputs"]["stdin"] for r in ssh["resources"]
                      if r["type"] == "command:remote:Command"}
     canary = next(r for r in pod["resources"] if r["name"] == "containerd-a100-01")
-    assert canary["dependsOn"] == ["gpu-operator-namespace"]   # its pod's namespace
+    program = maps[canary["inputs"]["program"]]
+    # its pod's namespace, and its program (made in that namespace)
+    assert sorted(canary["dependsOn"]) == sorted(["gpu-operator-namespace", program["name"]])
+    assert program["dependsOn"] == ["gpu-operator-namespace"]
     view = pod["cluster"]["nodePod"]
     assert view["namespace"] == "gpu-operator" and view["namespaceCreatedByGpuplane"]
     assert view["hostPID"] and view["privileged"]
@@ -394,7 +443,7 @@ def test_the_text_plan_shows_the_pod_and_its_needs(capsys: pytest.CaptureFixture
     assert main(["plan", "--stack", "kubeadm-pod", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
     assert "through a pod per node, no SSH" in out and "namespace node-tools" in out
-    assert "needs: create, delete configmaps in namespace node-tools" in out
+    assert "needs: create, get, delete configmaps in namespace node-tools" in out
     assert main(["plan", "--stack", "kubeadm-pod", "--stacks-dir", str(stacks),
                  "--format", "markdown"]) == 0
     assert "- through a pod per node, no SSH" in capsys.readouterr().out

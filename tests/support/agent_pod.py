@@ -29,9 +29,10 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from gpuplane.agent.pod import DEFAULT_IMAGE
+from gpuplane.agent.pod import DEFAULT_IMAGE, plan_configmap, plan_configmap_name
+from gpuplane.agent.script import AgentPlan, plan_stdin
 from gpuplane.distros.profiles import DistroProfile
-from gpuplane.kube.client import KubeClient
+from gpuplane.kube.client import ApiError, KubeClient
 from gpuplane.stack.node_pod import SANDBOX_ENV
 from support import control_plane, kubelet_node, oracle
 
@@ -102,6 +103,20 @@ def _stop_keeping_shims(daemon: oracle.Daemon) -> None:
 
 def client(cp: control_plane.ControlPlane) -> KubeClient:
     return KubeClient(str(cp.kubeconfig))
+
+
+def plan_program(cp: control_plane.ControlPlane, namespace: str, plan: AgentPlan) -> str:
+    """The plan's ConfigMap in `namespace`, as the stack makes it (ContainerdPodRollout):
+    its name, for a NodeAgentPod's `program`. Made once (a second call finds it)."""
+    program = plan_stdin(plan)
+    name = plan_configmap_name(plan.plan_id, program)
+    try:
+        client(cp).post(f"/api/v1/namespaces/{namespace}/configmaps",
+                        plan_configmap(name, namespace, program))
+    except ApiError as exc:
+        if exc.status != 409:   # 409: made already
+            raise
+    return name
 
 
 def namespace(cp: control_plane.ControlPlane, name: str, enforce: str | None) -> None:

@@ -54,7 +54,7 @@ def rbac_needs(namespace: str) -> list[str]:
     """What the stack's credentials must be allowed, as the plan lists it."""
     return [f"create, get, delete pods in namespace {namespace}",
             f"get pods/log in namespace {namespace}",
-            f"create, delete configmaps in namespace {namespace}",
+            f"create, get, delete configmaps in namespace {namespace}",
             f"Pod Security: namespace {namespace} admits privileged pods with hostPID "
             f"({PSA_ENFORCE}: privileged)"]
 
@@ -134,6 +134,46 @@ def program_configmap(pod: Mapping[str, Any], program: str) -> dict[str, Any]:
             "metadata": {"name": meta["name"], "namespace": meta["namespace"],
                          "labels": dict(LABELS)},
             "data": {PROGRAM_KEY: program}}
+
+
+PLAN_PREFIX = "gpuplane-plan-"
+
+
+def plan_configmap_name(plan_id: str, program: str) -> str:
+    """The ConfigMap that holds one distinct plan's program for every node that shares
+    it: named by the plan id and the program's digest, so a changed program (another agent
+    version for the same plan) is a new ConfigMap and a change of each node using it."""
+    return f"{PLAN_PREFIX}{plan_id}-{_digest(program)}"
+
+
+def plan_configmap(name: str, namespace: str, program: str) -> dict[str, Any]:
+    """That ConfigMap's manifest (immutable: its name says what it holds)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(LABELS)},
+            "data": {PROGRAM_KEY: program}, "immutable": True}
+
+
+def read_plan_program(client: ClusterClient, namespace: str, name: str) -> str:
+    """The program of the plan ConfigMap `name`, checked against the digest its name
+    carries. Raises PodFailed (nothing ran) when it is missing or holds something else."""
+    where = f"ConfigMap {namespace}/{name}"
+    try:
+        data = client.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}").get("data")
+    except ApiError as exc:
+        if exc.status == 404:
+            raise PodFailed(f"the node agent's plan {where} does not exist (deleted outside "
+                            "Pulumi?); run `pulumi up --refresh` to create it again") from None
+        raise PodFailed(rejection(exc, namespace)) from None
+    program = (data or {}).get(PROGRAM_KEY)
+    if not isinstance(program, str) or not name.endswith(f"-{_digest(program)}"):
+        raise PodFailed(f"the node agent's plan {where} does not hold the program its name "
+                        "says (changed outside Pulumi?); delete it and run `pulumi up "
+                        "--refresh` to create it again")
+    return program
+
+
+def _digest(program: str) -> str:
+    return hashlib.sha256(program.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -264,5 +304,19 @@ def _result(log: str) -> dict[str, Any]:
     return {}
 
 
-__all__ = ["DEFAULT_IMAGE", "LABELS", "PodFailed", "PodRun", "agent_pod", "pod_name",
-           "program_configmap", "psa_problem", "rbac_needs", "rejection", "run_agent_pod"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "LABELS",
+    "PodFailed",
+    "PodRun",
+    "agent_pod",
+    "plan_configmap",
+    "plan_configmap_name",
+    "pod_name",
+    "program_configmap",
+    "psa_problem",
+    "rbac_needs",
+    "read_plan_program",
+    "rejection",
+    "run_agent_pod",
+]

@@ -11,7 +11,7 @@ from typing import Any
 from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
-from gpuplane.policy.nodes import node_findings
+from gpuplane.policy.nodes import node_findings, plan_programs
 from gpuplane.policy.views import Located, StackFindings, View
 from gpuplane.rules.toolkit_version import toolkit_version
 from gpuplane.toolkit.options import NEWEST_TOOLKIT
@@ -200,7 +200,7 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
     found = toolkit_version(values, version)
     node_findings([v for v in views if v.type in NODE_COMMANDS], intent, out,
                   toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
-                  operator_chart=version or None)
+                  operator_chart=version or None, programs=plan_programs(views))
     if intent.rule_levels:   # the stack's own `gpuplane:rules`, as the program applies them
         nodes = {v.urn for v in views if v.type in NODE_COMMANDS}
         out.items = [Located(f, item.urn) for item in out.items

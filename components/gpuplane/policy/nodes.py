@@ -3,7 +3,8 @@
 daemon.json, which a command may also carry, is left out) under that
 containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order in which nodes
 restart (FM06, FM09). The files are read back from the command's `stdin`, exactly what
-would be sent to the node."""
+would be sent to the node; a `NodeAgentPod` (`nodeAccess: pod`) names the ConfigMap of the
+stack that holds that program (`program`: gpuplane.stack.node_pod), and it is read there."""
 
 from __future__ import annotations
 
@@ -24,11 +25,41 @@ from gpuplane.rules.rollout import RolloutStep, check_rollout
 ROLLOUT_WHERE = "node rollout (gpuplane:rollout)"
 
 
-def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
-    """(files, captured originals) a node command carries; None if it carries no plan."""
+CONFIGMAP = "kubernetes:core/v1:ConfigMap"
+
+
+def plan_programs(views: Sequence[View]) -> dict[tuple[str, str], str]:
+    """The node agent programs the stack's plan ConfigMaps hold, by (namespace, name)."""
+    from gpuplane.agent.pod import PLAN_PREFIX, PROGRAM_KEY
+
+    found: dict[tuple[str, str], str] = {}
+    for v in views:
+        meta = v.props.get("metadata") or {}
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if v.type != CONFIGMAP or not isinstance(name, str) or \
+                not name.startswith(PLAN_PREFIX):
+            continue
+        program = (v.props.get("data") or {}).get(PROGRAM_KEY)
+        if isinstance(program, str):
+            found[(str(meta.get("namespace") or "default"), name)] = program
+    return found
+
+
+def _stdin(view: View, programs: Mapping[tuple[str, str], str]) -> str | None:
+    """The program a node command runs: its own `stdin`, or its plan ConfigMap's."""
+    stdin = view.props.get("stdin")
+    if isinstance(stdin, str):
+        return stdin
+    ref = view.props.get("program")
+    if isinstance(ref, str):
+        return programs.get((str(view.props.get("namespace") or "default"), ref))
+    return None
+
+
+def _payload(stdin: str | None) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(files, captured originals) a node program carries; None if it carries no plan."""
     from gpuplane.agent.payload import payload_base_texts, payload_docker_config, payload_files
 
-    stdin = view.props.get("stdin")
     if not isinstance(stdin, str):
         return None
     files = payload_files(stdin)
@@ -42,7 +73,10 @@ def _payload(view: View) -> tuple[dict[str, str], dict[str, str]] | None:
 
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
-                  toolkit: str, operator_chart: str | None = None) -> None:
+                  toolkit: str, operator_chart: str | None = None,
+                  programs: Mapping[tuple[str, str], str] | None = None) -> None:
+    """`programs`: the plan ConfigMaps' programs (:func:`plan_programs`), for the
+    commands that name one rather than carry their `stdin`."""
     profile, version = intent_profile(intent)
     options = PlanOptions(
         toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
@@ -56,10 +90,10 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
     depth: dict[str, int] = {}
     payloads: dict[str, tuple[dict[str, str], dict[str, str], str] | None] = {}
     for view in _in_dependency_order(commands):
-        stdin = view.props.get("stdin")
+        stdin = _stdin(view, programs or {})
         key_ = stdin if isinstance(stdin, str) else ""
         if key_ not in payloads:   # nodes sharing a plan share its program: parse it once
-            read = _payload(view)
+            read = _payload(stdin)
             payloads[key_] = None if read is None else (
                 *read, repr((sorted(read[0].items()), sorted(read[1].items()))))
         payload = payloads[key_]
@@ -147,5 +181,5 @@ def _in_dependency_order(commands: list[View]) -> list[View]:
     return ordered
 
 
-__all__ = ["ROLLOUT_WHERE", "judge_rollout", "node_findings", "rollout_step",
+__all__ = ["ROLLOUT_WHERE", "judge_rollout", "node_findings", "plan_programs", "rollout_step",
            "written_file_findings"]

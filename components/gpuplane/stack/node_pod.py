@@ -9,8 +9,15 @@ dynamic resource has the SSH command's lifecycle exactly: create and update run 
 agent's `apply` in a pod, delete runs its `restore` (only while this resource's plan is
 the one applied: `--plan-id`) in a pod. Like `GpuJobCheck` (gpuplane.checks.provider) it
 uses the Kubernetes client with the stack's kubeconfig; the pods and their ConfigMaps
-live for one run only, so the state keeps the plan (its `stdin`, the same text the SSH
-command carries, which the policies read) and nothing of the cluster.
+live for one run only.
+
+A node's resource holds its plan id and the name of the ConfigMap that holds its plan's
+program (the `stdin` the SSH command carries), one ConfigMap per distinct plan
+(`gpuplane-plan-<planId>-<digest>`, made by `ContainerdPodRollout` through the Kubernetes
+provider before the nodes that use it): a fleet's nodes mostly share one plan, and a copy
+of the program per node made the state about 7 KB per node (issue 49). The provider reads
+the program from that ConfigMap when it applies; restore and status need only the plan id;
+the policies read the program from the ConfigMap by name (gpuplane.policy.nodes).
 
 A pod that ends without the agent's verdict (killed, its container lost when a restart
 took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
@@ -30,9 +37,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, UpdateResult
 
-from gpuplane.agent.pod import PodFailed, PodRun, agent_pod, run_agent_pod
+from gpuplane.agent.pod import (
+    PodFailed,
+    PodRun,
+    agent_pod,
+    plan_configmap,
+    plan_configmap_name,
+    read_plan_program,
+    run_agent_pod,
+)
 from gpuplane.agent.script import agent_plan, embedded_program, plan_stdin, restore_script
 from gpuplane.kube.client import ClusterClient
 from gpuplane.kube.gate import gate, judged
@@ -43,8 +59,9 @@ from gpuplane.stack.batches import in_batches, urns_of
 from gpuplane.stack.refusal import refuse
 
 PROVIDER_KEY = "__provider"
-_OUTPUT_KEYS = frozenset({"result", "runs", "error", "nodeTouched", "nodeStatus"})
-_INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "stdin", "planId", "tries")
+_INPUT_KEYS = ("node", "namespace", "image", "timeoutSeconds", "program", "planId", "tries")
+# What the outputs keep of the inputs: what diff compares, what delete and read need.
+_KEPT_KEYS = (*_INPUT_KEYS, "kubeconfig")
 SANDBOX_ENV = "GPUPLANE_NODE_POD_SANDBOX"
 """Tests and benchmarks only: JSON {"agentArgs": [...], "root": DIR, "hostPid": N} that
 points the pods at a sandbox node (tests/support/agent_node.py, tests/support/ns_node.py)
@@ -80,7 +97,14 @@ class NodeAgentPodProvider(KubeResourceProvider):
         """Run `mode` until the agent gives a verdict (at most `tries` pods); a verdict
         other than 0, or none, is AgentFailed."""
         node, tries = str(props["node"]), int(props.get("tries") or 3)
-        program = embedded_program(str(props["stdin"])) if mode == "apply" else None
+        program = None
+        if mode == "apply":
+            try:
+                program = embedded_program(read_plan_program(
+                    self._client(props), str(props["namespace"]), str(props["program"])))
+            except PodFailed as exc:
+                raise AgentFailed(f"node agent ({mode}) on {node}: {exc}",
+                                  started=False) from None
         run = PodRun(None)
         for attempt in range(1, tries + 1):
             try:
@@ -114,7 +138,8 @@ class NodeAgentPodProvider(KubeResourceProvider):
                         "error": str(exc), "nodeTouched": True}
             return {**inputs, "result": None, "runs": 0, "error": str(exc),
                     "nodeTouched": exc.started}
-        return {**inputs, "result": run.out, "runs": runs, "error": None, "nodeTouched": True}
+        return {**inputs, "result": _summary(run.out), "runs": runs, "error": None,
+                "nodeTouched": True}
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(id_=f"node-agent-{props['node']}", outs=self._apply(props))
@@ -176,8 +201,19 @@ def _drifted(olds: Mapping[str, Any]) -> bool:
                              or status.get("planId") != olds.get("planId"))
 
 
+def _summary(out: Mapping[str, Any]) -> dict[str, Any]:
+    """The agent's result as the state keeps it: what it did, and the names of the
+    runtimes it found (each runtime's settings are containerd's; `pulumi refresh` asks the
+    node again)."""
+    kept = {k: v for k, v in out.items() if k not in ("runtimes", "distro", "config")}
+    if isinstance(out.get("runtimes"), Mapping):
+        kept["runtimes"] = sorted(out["runtimes"])
+    return kept
+
+
 def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
+    """What the outputs keep of `props`: never a copy of what only the inputs need."""
+    return {k: props.get(k) for k in _KEPT_KEYS}
 
 
 def failure(error: Any) -> str | None:
@@ -197,13 +233,13 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
     nodeStatus: pulumi.Output[dict[str, Any] | None]
     """What the agent said at the last refresh: applied, planId, drift, driftedFiles."""
 
-    def __init__(self, name: str, *, node: str, stdin: str, plan_id: str, namespace: str,
+    def __init__(self, name: str, *, node: str, program: str, plan_id: str, namespace: str,
                  image: str, timeout_seconds: int, tries: int = 3,
                  kubeconfig: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None,
                  provider: NodeAgentPodProvider | None = None):
         props = {"node": node, "namespace": namespace, "image": image,
-                 "timeoutSeconds": timeout_seconds, "stdin": stdin, "planId": plan_id,
+                 "timeoutSeconds": timeout_seconds, "program": program, "planId": plan_id,
                  "tries": tries,
                  # What delete runs on the node (the policies read it, as the SSH
                  # command's `delete`).
@@ -252,22 +288,33 @@ class ContainerdPodRollout(pulumi.ComponentResource):
         # agent would refuse it too, but only as a traceback from inside the program).
         refuse(self, [f for plan in {id(p): p for p in plans.values()}.values()
                       for f in plan.findings])
+        # One ConfigMap per distinct program, made before the nodes that use it (after the
+        # namespace) and deleted after them.
         programs: dict[int, tuple[str, str]] = {}
+        self.programs: dict[str, k8s.core.v1.ConfigMap] = {}
         for plan in plans.values():
             if id(plan) not in programs:
                 ap = agent_plan(plan)
-                programs[id(plan)] = (ap.plan_id, plan_stdin(ap))
+                stdin = plan_stdin(ap)
+                cm = plan_configmap_name(ap.plan_id, stdin)
+                programs[id(plan)] = (ap.plan_id, cm)
+                if cm not in self.programs:
+                    manifest = plan_configmap(cm, args.namespace, stdin)
+                    self.programs[cm] = k8s.core.v1.ConfigMap(
+                        f"{name}-{cm}", metadata=manifest["metadata"], data=manifest["data"],
+                        immutable=True, opts=child_options(self, opts, depends_on=after))
         self.commands = {}
 
         def make(batch: Sequence[str], depends_on: list[pulumi.Input[pulumi.Resource]]
                  ) -> list[pulumi.Resource]:
             for node in batch:
-                plan_id, stdin = programs[id(plans[node])]
+                plan_id, cm = programs[id(plans[node])]
                 self.commands[node] = NodeAgentPod(
-                    f"containerd-{node}", node=node, stdin=stdin, plan_id=plan_id,
+                    f"containerd-{node}", node=node, program=cm, plan_id=plan_id,
                     namespace=args.namespace, image=args.image,
                     timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
-                    opts=child_options(self, opts, depends_on=depends_on))
+                    opts=child_options(self, opts,
+                                       depends_on=[*depends_on, self.programs[cm]]))
             return [self.commands[node] for node in batch]
 
         # The canary waits for its namespace; each later batch for the one before it, made
