@@ -43,7 +43,12 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
     if op.toolkit_image:
         repository, _, image = op.toolkit_image.repository.rpartition("/")
         toolkit.update(repository=repository, image=image, version=op.toolkit_image.tag)
-    device_plugin: dict[str, Any] = {"enabled": cfg.device_plugin == "gpu-operator"}
+    # With the DRA driver handing out the GPUs, the operator's device plugin must not
+    # advertise them too (FM32): off cluster-wide (the operator's ClusterPolicy has one
+    # devicePlugin switch for every node it manages).
+    dra_gpus = cfg.dra_driver is not None and cfg.dra_driver.gpus
+    device_plugin: dict[str, Any] = {
+        "enabled": cfg.device_plugin == "gpu-operator" and not dra_gpus}
     if op.toolkit == "operator" and cfg.device_plugin == "gpu-operator" \
             and cfg.plan_options().detected and before_v25_10(op.chart_version):
         # RKE2's docs for chart v25.3.x in detected mode (gpuplane.toolkit.env).
@@ -104,6 +109,19 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
     return deep_merge(deep_merge(mirror, values) if mirror else values, hami.values)
 
 
+def dra_values(cfg: StackConfig) -> dict[str, Any]:
+    """The DRA driver's values (gpuplane.config.dra.dra_release_values): the driver root
+    for where the driver lives, the kubelet plugin paths under the distribution's kubelet
+    root. Only for a stack with `gpuplane:draDriver` (ValueError otherwise)."""
+    from gpuplane.config.dra import dra_release_values
+    from gpuplane.rules.dra_facts import kubelet_root
+
+    if cfg.dra_driver is None:
+        raise ValueError("no gpuplane:draDriver: this stack installs no DRA driver")
+    return dra_release_values(cfg.dra_driver, cfg.dra_driver_root,
+                              kubelet_root(cfg.cluster.distro.value))
+
+
 def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
     """The device plugin's sharing config: one profile key holding YAML (keys under
     `sharing.timeSlicing`, never under `flags`, where the plugin ignores them). Its
@@ -123,4 +141,4 @@ def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
     return {ts.profile: yaml.safe_dump(profile, sort_keys=False)}
 
 
-__all__ = ["deep_merge", "hami_values", "operator_values", "time_slicing_data"]
+__all__ = ["deep_merge", "dra_values", "hami_values", "operator_values", "time_slicing_data"]

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from gpuplane.config.dra import DraDriverConfig
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
 from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
 from gpuplane.config.sections import (
@@ -114,6 +115,8 @@ class StackConfig(_Section, StackViews):
     """The operator's time-slicing (GPU sharing without HAMi)."""
     hami: HamiConfig = HamiConfig()
     """HAMi's Helm release, with `devicePlugin: hami`."""
+    dra_driver: DraDriverConfig | None = None
+    """NVIDIA's DRA driver (ResourceClaims) beside the operator (docs/dra.md)."""
     rollout: RolloutConfig = RolloutConfig()
     """The order in which nodes get their containerd change."""
     checks: ChecksConfig = ChecksConfig()

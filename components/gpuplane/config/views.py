@@ -26,6 +26,7 @@ from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
 HAMI_ALONE_NAMESPACE = "gpuplane"
 
 if TYPE_CHECKING:
+    from gpuplane.config.dra import DraDriverConfig
     from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
     from gpuplane.config.sections import (
         ClusterConfig,
@@ -52,6 +53,7 @@ class StackViews:
         gpu_operator: GpuOperatorConfig | None
         time_slicing: TimeSlicingConfig
         hami: HamiConfig
+        dra_driver: DraDriverConfig | None
         rollout: RolloutConfig
         docker: DockerConfig
         rules: Mapping[str, str]
@@ -177,8 +179,21 @@ class StackViews:
             writes_files=self.node_access,
         )
 
+    @property
+    def dra_driver_root(self) -> str:
+        """Where the DRA driver reads the NVIDIA driver: `draDriver.driverRoot` as set,
+        else the platform's driver directory (GKE COS), else `/run/nvidia/driver` where
+        the operator installs the driver (its driver container's root), else `/`."""
+        dra, op, plat = self.dra_driver, self.gpu_operator, self.platform
+        if dra is not None and dra.driver_root:
+            return dra.driver_root
+        if plat is not None and plat.install_dir:
+            return plat.install_dir
+        return "/run/nvidia/driver" if op is not None and op.driver == "managed" else "/"
+
     def intent(self) -> ClusterIntent:
         op = self.gpu_operator
+        dra = self.dra_driver
         return ClusterIntent(
             distro=self.cluster.distro.value,
             platform=self.cluster.platform.value if self.cluster.platform else None,
@@ -205,6 +220,11 @@ class StackViews:
             canary=self.rollout.canary,
             allow_all_at_once=self.rollout.allow_all_at_once,
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool) for n in self.nodes),
+            dra=dra is not None,
+            dra_driver_root=self.dra_driver_root if dra else "/",
+            dra_chart_version=dra.chart_version if dra else "",
+            dra_gpus=dra.gpus if dra else True,
+            dra_compute_domains=dra.compute_domains if dra else False,
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )

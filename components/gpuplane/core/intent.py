@@ -73,6 +73,12 @@ class ClusterIntent:
     nodes: tuple[NodeIntent, ...] = field(default_factory=tuple)
     # gpuplane:draDriver: GPUs are handed out by NVIDIA's DRA driver (ResourceClaims).
     dra: bool = False
+    # With `dra`: where the DRA driver reads the NVIDIA driver (`nvidiaDriverRoot`), the
+    # driver's chart version, and which of its parts run (GPUs, ComputeDomains).
+    dra_driver_root: str = "/"
+    dra_chart_version: str = ""
+    dra_gpus: bool = True
+    dra_compute_domains: bool = False
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -108,8 +114,10 @@ class ClusterIntent:
             del data["platform"]
         if not data["rule_levels"]:         # as the record was before gpuplane:rules
             del data["rule_levels"]
-        if not data["dra"]:
-            del data["dra"]
+        if not data["dra"]:   # the DRA fields only where the stack has the driver
+            for key in ("dra", "dra_driver_root", "dra_chart_version", "dra_gpus",
+                        "dra_compute_domains"):
+                del data[key]
         for node in data["nodes"]:          # only a pool with its own sharing writes these
             if not node["resources"]:
                 del node["resources"]
