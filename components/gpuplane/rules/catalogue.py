@@ -1,4 +1,5 @@
-"""The catalogue of failure modes FM01-FM18: one short doc per rule id.
+"""The catalogue of failure modes FM01-FM18 and FM30-FM37 (NVIDIA's DRA driver, in
+`dra_catalogue`): one short doc per rule id.
 
 Checks, policies and `gpuplane explain` all read their titles and docs from here, so a
 finding's id always leads to the same explanation whichever moment produced it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplane.core.findings import Severity
+from gpuplane.rules.dra_catalogue import DRA_RULES
 
 
 @dataclass(frozen=True)
@@ -308,6 +310,7 @@ _UPSTREAM = {
     "FM18": f"{_OPERATOR} (toolkit.version, driver.version)",
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
+_ALL += [Rule(**entry) for entry in DRA_RULES]   # FM30-FM37: NVIDIA's DRA driver
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplane.rules.catalogue import RULES, Rule
+from gpuplane.rules.dra_catalogue import DRA_REGISTRY
 from gpuplane.rules.events import EventCause, causes_of
 
 
@@ -400,6 +401,8 @@ _DATA = {
         ),
     ),
 }
+
+_DATA.update(DRA_REGISTRY)   # FM30-FM37 (gpuplane.rules.dra_catalogue)
 
 REGISTRY: dict[str, RuleIndex] = {
     rule_id: RuleIndex(rule_id, checks, tests) for rule_id, (checks, tests) in _DATA.items()

@@ -17,6 +17,7 @@ from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, items, mapping, quantity
 from gpuplane.rules.device_plugins import gpu_runtime_classes, node_runtime_handlers
+from gpuplane.rules.dra_workloads import check_pod_claims
 
 GPU = "nvidia.com/gpu"
 GPUMEM = "nvidia.com/gpumem"
@@ -138,6 +139,7 @@ def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> li
     amounts = {c.path: _amounts(c, strict=False) for c in ctrs}
     asked = {n for a in amounts.values() for n, v in a.items() if v > 0}
     out = _runtime_class(spec, spec_path, asked, intent, where)
+    out += check_pod_claims(spec, spec_path, asked, intent, where)   # FM32 (DRA)
     hami_used = sorted(n for n in asked if n in HAMI_ONLY)
     if intent.device_plugin == "hami":
         out += _hami(spec, spec_path, ctrs, amounts, asked, intent, where)

@@ -1,0 +1,142 @@
+"""The catalogue entries and the registry rows of FM30-FM37, NVIDIA's DRA driver for GPUs.
+
+Kept apart from `catalogue.py` and `registry.py` (which merge them in) so that the DRA
+rules read as one unit: the doc of each failure mode, the upstream files (file@tag) its
+facts come from, the functions that emit it and the tests that hold it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuplane.core.findings import Severity
+
+_E, _W = Severity.ERROR, Severity.WARNING
+_DRA = "NVIDIA/k8s-dra-driver-gpu"
+_SIGS = "kubernetes-sigs/dra-driver-nvidia-gpu"
+_CHART = "deployments/helm/nvidia-dra-driver-gpu"
+
+DRA_RULES: list[dict[str, Any]] = [
+    dict(
+        id="FM30", severity=_E, title="DRA driver on a containerd without CDI",
+        symptom="Claimed pods fail to start with `unresolvable CDI devices`.",
+        why="The DRA driver hands devices to containers only through CDI: it writes a CDI "
+            "spec per claim into /var/run/cdi and the runtime injects what it names. "
+            "containerd 1.6 has no CDI, 1.7 has it off unless `enable_cdi = true`, 2.x has "
+            "it on.",
+        example="draDriver on containerdVersion 1.7 with gpuOperator.cdi: false.",
+        fix="containerd 2.x, or on 1.7 `enable_cdi = true` (gpuplane: gpuOperator.cdi: true, "
+            "whose toolkit writes it).",
+        upstream=f"{_DRA} docs/prerequisites.md@v0.4.0 (CDI on by default from containerd "
+                 f"2.0); {_SIGS} {_CHART.replace('nvidia-dra-driver-gpu', 'dra-driver-nvidia-gpu')}"
+                 "/templates/kubeletplugin.yaml@v0.4.1 (CDI_ROOT /var/run/cdi); "
+                 "containerd/containerd pkg/cri/config/config.go@v1.7.24 (enable_cdi)"),
+    dict(
+        id="FM31", severity=_E,
+        title="DRA driver's nvidiaDriverRoot is not where the driver lives",
+        symptom="The kubelet plugin stays in Init; no ResourceSlice from gpu.nvidia.com.",
+        why="The plugin mounts `nvidiaDriverRoot` (default `/`) and waits for nvidia-smi and "
+            "libnvidia-ml there. A host driver is under `/`; the GPU Operator's driver "
+            "container puts it under /run/nvidia/driver (GKE COS: FM15).",
+        example="gpuOperator.driver: managed with the DRA driver's nvidiaDriverRoot left at /.",
+        fix="Leave draDriver.driverRoot unset (gpuplane derives it) or set it to where the "
+            "driver lives.",
+        upstream=f"{_DRA} {_CHART}/values.yaml@v25.12.0 (nvidiaDriverRoot), docs/install.md"
+                 f"@v0.4.0; {_SIGS} hack/kubelet-plugin-prestart.sh@v0.4.1"),
+    dict(
+        id="FM32", severity=_E,
+        title="a device plugin and the DRA driver hand out the same GPUs",
+        symptom="Nodes are over-admitted: one GPU goes to a claim and to a device-plugin pod.",
+        why="With resources.gpus.enabled the driver must not share a node with the GPU "
+            "device plugin until KEP 5004 is GA; its chart refuses to render unless "
+            "gpuResourcesEnabledOverride says the plugin is off. A pod asking for both "
+            "nvidia.com/gpu and a claim depends on both.",
+        example="A GPU Operator release with devicePlugin.enabled left true beside the driver.",
+        fix="devicePlugin.enabled=false in the operator (gpuplane does it with draDriver.gpus); "
+            "pods ask for GPUs one way.",
+        upstream=f"{_DRA} {_CHART}/templates/validation.yaml@v25.12.0 "
+                 "(gpuResourcesEnabledOverride); docs/prerequisites.md@v0.4.0"),
+    dict(
+        id="FM33", severity=_E, title="DRA driver on a Kubernetes without DRA on",
+        symptom="The release fails to install, or claims are never allocated.",
+        why="DynamicResourceAllocation is GA and on from 1.34 (resource.k8s.io/v1). 1.32 "
+            "and 1.33 have it beta and off: the gate on all four components and the beta "
+            "API groups are needed. The charts refuse anything before 1.32.",
+        example="draDriver on kubernetesVersion 1.31.4.",
+        fix="Kubernetes 1.34 or later (or the gate and API groups on 1.32/1.33).",
+        upstream=f"{_DRA} {_CHART}/Chart.yaml@v25.12.0 (kubeVersion >=1.32.0-0), "
+                 "docs/prerequisites.md@v0.4.0; kubernetes/website feature-gates/"
+                 "DynamicResourceAllocation.md"),
+    dict(
+        id="FM34", severity=_E,
+        title="the GPU Operator's DRA mode beside a ClusterPolicy or a second driver",
+        symptom="Two controllers reconcile the same nodes; two drivers publish gpu.nvidia.com.",
+        why="GPU Operator v26.7 runs the DRA driver itself under a GPUCluster "
+            "(gpuCluster.deployCR), which the chart calls invalid beside its ClusterPolicy "
+            "(clusterPolicy.deployCR, on by default); a separate driver release doubles it.",
+        example="gpuCluster.deployCR: true with clusterPolicy.deployCR left true.",
+        fix="clusterPolicy.deployCR: false with gpuCluster.deployCR: true, and one DRA driver.",
+        upstream="NVIDIA/gpu-operator deployments/gpu-operator/values.yaml@v26.7.0 "
+                 "(clusterPolicy, gpuCluster, draDriver)"),
+    dict(
+        id="FM35", severity=_W, title="host nvidia-imex.service with ComputeDomains",
+        symptom="The ComputeDomain daemon never becomes Ready (NV_ERR_IN_USE).",
+        why="ComputeDomains run their own IMEX daemon; a preinstalled driver ships "
+            "nvidia-imex.service, which holds the IMEX session unless disabled and masked. "
+            "gpuplane's node agent does not act on host units, so the step is the user's.",
+        example="draDriver.computeDomains: true on nodes with gpuOperator.driver: preinstalled.",
+        fix="`systemctl disable --now nvidia-imex.service && systemctl mask "
+            "nvidia-imex.service` on each GPU node.",
+        upstream=f"{_DRA} docs/prerequisites.md@v0.4.0 (disable and mask nvidia-imex)"),
+    dict(
+        id="FM36", severity=_E, title="DRA kubelet plugin paths outside the kubelet's root",
+        symptom="The kubelet never registers the plugin; claims are never prepared.",
+        why="The plugin registers under kubeletPlugin.kubeletRegistrarDirectoryPath and "
+            "serves under kubeletPluginsDirectoryPath (default /var/lib/kubelet/...). k0s "
+            "keeps the kubelet's root in /var/lib/k0s/kubelet.",
+        example="The driver on k0s with the chart's default kubelet paths.",
+        fix="Point both paths under the kubelet's root (gpuplane does on k0s).",
+        upstream=f"{_DRA} {_CHART}/values.yaml@v25.8.1 (kubeletPlugin.*DirectoryPath); "
+                 "k0sproject/k0s pkg/constant/constant_posix.go (DataDirDefault /var/lib/k0s)"),
+    dict(
+        id="FM37", severity=_E,
+        title="a claim asks for a DeviceClass or attribute the driver does not publish",
+        symptom="The claim is never allocated; its pods stay Pending without an error.",
+        why="The scheduler allocates only devices a ResourceSlice publishes that match the "
+            "class and the CEL selectors. The driver creates five DeviceClasses at most and "
+            "publishes a fixed set of attributes per release (`index` and `minor` are gone "
+            "since v25.8.0).",
+        example="A selector `device.attributes['gpu.nvidia.com'].index == 0`; a class "
+                "imex.nvidia.com.",
+        fix="Use the driver's classes (gpu.nvidia.com, mig.nvidia.com, ...) and attributes "
+            "(uuid, productName, profile, ...).",
+        upstream=f"{_SIGS} deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml"
+                 "@v0.4.1, cmd/gpu-kubelet-plugin/deviceinfo.go@v0.4.1; "
+                 f"{_DRA} cmd/gpu-kubelet-plugin/deviceinfo.go@v25.8.1"),
+]
+
+_T = "tests/pure/test_dra_rules.py::"
+DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "FM30": (("gpuplane.rules.dra._cdi",),
+             (f"{_T}test_fm30_containerd_1_6_and_1_7_without_cdi",)),
+    "FM31": (("gpuplane.rules.dra._driver_root",),
+             (f"{_T}test_fm31_driver_root_for_host_and_operator_driver",)),
+    "FM32": (("gpuplane.rules.dra._device_plugin",
+              "gpuplane.rules.dra_workloads.check_pod_claims"),
+             (f"{_T}test_fm32_operator_device_plugin_beside_the_driver",
+              f"{_T}test_fm32_pod_asks_for_nvidia_gpu_and_a_claim")),
+    "FM33": (("gpuplane.rules.dra._kubernetes",),
+             (f"{_T}test_fm33_kubernetes_before_1_34",)),
+    "FM34": (("gpuplane.rules.dra.check_operator_dra",),
+             (f"{_T}test_fm34_cluster_policy_and_gpu_cluster",)),
+    "FM35": (("gpuplane.rules.dra._imex",),
+             (f"{_T}test_fm35_imex_with_compute_domains_on_preinstalled_driver",)),
+    "FM36": (("gpuplane.rules.dra._kubelet_paths",),
+             (f"{_T}test_fm36_k0s_kubelet_plugin_paths",)),
+    "FM37": (("gpuplane.rules.dra_workloads.check_claim",
+              "gpuplane.rules.dra_workloads._unknown"),
+             (f"{_T}test_fm37_device_class_the_driver_does_not_create",
+              f"{_T}test_fm37_selector_on_an_attribute_the_driver_does_not_publish")),
+}
+
+__all__ = ["DRA_REGISTRY", "DRA_RULES"]
