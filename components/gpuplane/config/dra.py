@@ -99,6 +99,12 @@ class DraDriverConfig(ChartRelease):
         return dra_chart_of(self.chart_version)
 
     @property
+    def helm_version(self) -> str:
+        """The version as the chart's Chart.yaml states it, without the tag's `v`
+        (`0.4.1`, `25.12.0`@each tag), which is what Helm records for the release."""
+        return self.chart_version.strip().removeprefix("v")
+
+    @property
     def chart_source(self) -> ChartSource:
         from gpuplane.core.chartsource import UPSTREAM
 

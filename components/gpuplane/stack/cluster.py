@@ -171,7 +171,7 @@ class GpuCluster(pulumi.ComponentResource):
                              version=cfg.hami.chart_version, namespace=cfg.hami.namespace,
                              values=hami)] if hami is not None else [])
             + ([release_view(f"{name}-dra-driver", chart=dra.chart_name,
-                             version=dra.chart_version, namespace=dra.namespace,
+                             version=dra.helm_version, namespace=dra.namespace,
                              values=dra_vals)] if dra is not None and dra_vals is not None
                else []),
             config_maps=[config_map_view(cfg.time_slicing.config_map, namespace=namespace,
@@ -261,7 +261,7 @@ class GpuCluster(pulumi.ComponentResource):
             # After the operator: its driver and toolkit (CDI) come first.
             self.dra_driver = DraDriver(f"{name}-dra-driver", DraDriverArgs(
                 chart=dra.chart_name, namespace=dra.namespace,
-                chart_version=dra.chart_version, values=dra_vals, source=dra.chart_source,
+                chart_version=dra.helm_version, values=dra_vals, source=dra.chart_source,
                 skip_await=dra.skip_await),
                 opts=child_options(self, opts, depends_on=[self.operator]
                                    if self.operator is not None else before_operator))
