@@ -110,6 +110,19 @@ k8s.apps.v1.DaemonSet("nvidia-device-plugin", metadata={"name": "nvidia-device-p
 GOOD = '{"driver": {"enabled": False}}'
 
 
+def dra_release(values: str) -> str:
+    """NVIDIA's DRA driver from ../shared/charts (its Chart.yaml names its tag)."""
+    chart = chart_dirs("dra-driver-nvidia-gpu")["v0.4.1"]
+    return (f'k8s.helm.v3.Release("dra", name="dra-driver-nvidia-gpu", chart={str(chart)!r},\n'
+            f'    version="0.4.1", namespace="nvidia-dra-driver-gpu", create_namespace=True,\n'
+            f'    skip_await=True, values={values})\n')
+
+
+DRA_OK = ('{"gpuResourcesEnabledOverride": True, '
+          '"resources": {"computeDomains": {"enabled": False}}}')
+DRA_FACTS = ("--kubernetes-version", "1.34.3", "--containerd-version", "2.1")
+
+
 def runtime_class(handler: str) -> str:
     return f'k8s.node.v1.RuntimeClass("gpu", metadata={{"name": "gpu"}}, handler="{handler}")\n'
 
@@ -137,6 +150,22 @@ CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
         lambda c: release(c, GOOD) + runtime_class("nvidia-container-runtime"), (), {"FM11"}),
     "runtime-class-fm11/correct": (lambda c: release(c, GOOD) + runtime_class("nvidia"),
                                    (), set()),
+    # NVIDIA's DRA driver beside the operator (FM32: its device plugin still on; FM31:
+    # the operator's driver root for a driver the nodes carry); FM30/FM33 on the facts.
+    "dra-fm32/broken": (lambda c: release(c, GOOD) + dra_release(DRA_OK), DRA_FACTS, {"FM32"}),
+    "dra-fm31/broken": (
+        lambda c: release(c, '{"driver": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}')
+        + dra_release(DRA_OK[:-1] + ', "nvidiaDriverRoot": "/run/nvidia/driver"}'),
+        DRA_FACTS, {"FM31"}),
+    "dra-fm30-fm33/broken": (
+        lambda c: release(c, '{"driver": {"enabled": False}, "cdi": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
+        (), {"FM30", "FM33"}),
+    "dra/correct": (
+        lambda c: release(c, '{"driver": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
+        DRA_FACTS, set()),
 }
 
 

@@ -159,3 +159,34 @@ def test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack(tmp_path: Pat
     assert len([f for f in plan["findings"] if f["id"] == "FM34"]) == 2
     plan = _variant(tmp_path, **{"draDriver.computeDomains": True})
     assert [(f["id"], f["severity"]) for f in plan["findings"]] == [("FM35", "warning")]
+
+
+def _foreign(config: dict[str, Any], operator: dict[str, Any] | None = None
+             ) -> list[tuple[str, str]]:
+    """A plain program's DRA release (and operator), judged with the pack config's facts."""
+    from gpuplane.policy.collect import intent_from_config, stack_findings
+    from gpuplane.policy.views import View
+
+    release = "kubernetes:helm.sh/v3:Release"
+    views = [View(release, "dra", "urn:dra", {
+        "name": "dra-driver-nvidia-gpu", "chart": "dra-driver-nvidia-gpu", "version": "0.4.1",
+        "values": {"gpuResourcesEnabledOverride": True}})]
+    if operator is not None:
+        views.append(View(release, "op", "urn:op", {
+            "name": "gpu-operator", "chart": "gpu-operator", "version": "v25.10.1",
+            "values": operator}))
+    found = stack_findings(views, intent_from_config(config), config).items
+    return sorted((i.finding.id, i.finding.severity.value) for i in found)
+
+
+def test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given() -> None:
+    facts = {"kubernetesVersion": "1.34.3", "containerdVersion": "2.1"}
+    # The chart's default: ComputeDomains on; the nodes' own driver: host IMEX (FM35).
+    assert _foreign(facts) == [("FM35", "warning")]
+    assert _foreign({**facts, "containerdVersion": "1.6"}) == [
+        ("FM30", "error"), ("FM35", "warning")]
+    # Without the facts, the defaults do not stand in: "not judged", once per fact.
+    assert _foreign({}) == [("FM30", "warning"), ("FM33", "warning"), ("FM35", "warning")]
+    # The operator in the same program installs the driver: its root is /run/nvidia/driver.
+    assert ("FM31", "error") in _foreign(facts, operator={"devicePlugin": {"enabled": False}})
+    assert ("FM32", "error") in _foreign(facts, operator={"driver": {"enabled": False}})

@@ -241,16 +241,36 @@ def _dra_releases(views: list[View], intent: ClusterIntent, found: list[Install]
         values = v.props.get("values") or {}
         where = f"{kind} {name or v.name}"
         out += [(f, v.urn) for f in check_dra_driver_root(values, intent, where=where)]
-        out += [(f, v.urn) for f in check_dra_release(
+        judged = check_dra_release(
             values, intent, where=where, driver_managed=managed,
             operator=operator.values if operator is not None else None,
-            operator_where=operator.where if operator is not None else "")]
+            operator_where=operator.where if operator is not None else "")
+        out += [(f, v.urn) for f in _dra_facts_given(judged, config)]
     if operator is not None:
         out += [(f, operator.urn) for f in check_operator_dra(
             operator.values, where=operator.where, dra_release=bool(out) or any(
                 v.type in (RELEASE_V3, CHART_V4) and chart_name_of(
                     str(v.props.get("chart") or ""), fallback=str(v.props.get("name") or ""))
                 in DRA_CHARTS for v in views))]
+    return out
+
+
+# The facts a DRA rule judges by; without them the pack's defaults would stand in.
+_DRA_FACTS = {"FM30": "containerdVersion", "FM33": "kubernetesVersion"}
+
+
+def _dra_facts_given(judged: list[Finding], config: Mapping[str, Any]) -> list[Finding]:
+    """`judged`, with the findings that rest on a fact the config does not give replaced
+    by one warning per fact: "not judged", and how to give it."""
+    out = [f for f in judged if _DRA_FACTS.get(f.id, "") in ("", *config)]
+    for rule, key in _DRA_FACTS.items():
+        if key not in config:
+            out.append(Finding(
+                rule, Severity.WARNING,
+                f"not judged: {rule} (the DRA driver against the cluster's {key}) needs "
+                f"`{key}`, which the policy config does not give",
+                "policy config", f"Set `{key}` in the pack's config (--policy-pack-config; "
+                "`gpuplane policy-pack config` writes it)."))
     return out
 
 

@@ -116,23 +116,34 @@ DRA_RULES: list[dict[str, Any]] = [
 ]
 
 _T = "tests/pure/test_dra_rules.py::"
+_S = "tests/pure/test_dra_stack.py::"
+_BUNDLED = f"{_S}test_fm30_fm31_fm32_fm33_bundled_dra_stack_and_its_broken_variants"
+_PLAIN = f"{_S}test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given"
 DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "FM30": (("gpuplane.rules.dra._cdi",),
-             (f"{_T}test_fm30_containerd_1_6_and_1_7_without_cdi",)),
+             (f"{_T}test_fm30_containerd_1_6_and_1_7_without_cdi", _BUNDLED, _PLAIN)),
     "FM31": (("gpuplane.rules.dra._driver_root",),
-             (f"{_T}test_fm31_driver_root_for_host_and_operator_driver",)),
+             (f"{_T}test_fm31_driver_root_for_host_and_operator_driver",
+              f"{_S}test_fm31_driver_root_follows_where_the_driver_lives",
+              f"{_S}test_fm31_fm36_driver_root_and_k0s_paths_reach_the_kubelet_plugin",
+              _BUNDLED)),
     "FM32": (("gpuplane.rules.dra._device_plugin",
               "gpuplane.rules.dra_workloads.check_pod_claims"),
              (f"{_T}test_fm32_operator_device_plugin_beside_the_driver",
-              f"{_T}test_fm32_pod_asks_for_nvidia_gpu_and_a_claim")),
+              f"{_T}test_fm32_pod_asks_for_nvidia_gpu_and_a_claim",
+              f"{_S}test_fm32_the_operator_device_plugin_is_off_with_dra_gpus",
+              f"{_S}test_fm32_gpuplane_values_render_at_every_driver_tag", _BUNDLED)),
     "FM33": (("gpuplane.rules.dra._kubernetes",),
-             (f"{_T}test_fm33_kubernetes_before_1_34",)),
+             (f"{_T}test_fm33_kubernetes_before_1_34", _BUNDLED, _PLAIN)),
     "FM34": (("gpuplane.rules.dra.check_operator_dra",),
-             (f"{_T}test_fm34_cluster_policy_and_gpu_cluster",)),
+             (f"{_T}test_fm34_cluster_policy_and_gpu_cluster",
+              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack")),
     "FM35": (("gpuplane.rules.dra._imex",),
-             (f"{_T}test_fm35_imex_with_compute_domains_on_preinstalled_driver",)),
+             (f"{_T}test_fm35_imex_with_compute_domains_on_preinstalled_driver",
+              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack")),
     "FM36": (("gpuplane.rules.dra._kubelet_paths",),
-             (f"{_T}test_fm36_k0s_kubelet_plugin_paths",)),
+             (f"{_T}test_fm36_k0s_kubelet_plugin_paths",
+              f"{_S}test_fm31_fm36_driver_root_and_k0s_paths_reach_the_kubelet_plugin")),
     "FM37": (("gpuplane.rules.dra_workloads.check_claim",
               "gpuplane.rules.dra_workloads._unknown"),
              (f"{_T}test_fm37_device_class_the_driver_does_not_create",
