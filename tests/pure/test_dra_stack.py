@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 import yaml
+from support import charts
 
 from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfig, StackConfigError
 from gpuplane.config.helm_values import dra_values, operator_values
 from gpuplane.rules.dra_facts import DRA_KNOWN, device_classes, dra_chart_of
-from support import charts
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 BASE: dict[str, Any] = {
@@ -116,6 +116,19 @@ def test_fm31_fm36_driver_root_and_k0s_paths_reach_the_kubelet_plugin(tag: str) 
     host = {v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]
             if "hostPath" in v}
     assert {"/var/lib/k0s/kubelet/plugins_registry", "/var/lib/k0s/kubelet/plugins"} <= host
+
+
+@pytest.mark.parametrize("tag", DRA_KNOWN)
+def test_image_mirror_moves_the_driver_image_at_every_tag(tag: str) -> None:
+    folder = charts.chart_dirs(dra_chart_of(tag))[tag]
+    default = charts.values(folder)["image"]["repository"]
+    mirrored = config(draDriver={"chartVersion": tag, "imageMirror": "mirror.example:5000"})
+    docs = charts.render(folder, dra_values(mirrored), namespace="nvidia-dra-driver-gpu")
+    images = {c["image"] for d in docs if d["kind"] in ("DaemonSet", "Deployment")
+              for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images and all(i.startswith("mirror.example:5000/") for i in images), images
+    path = default.split("/", 1)[1]
+    assert all(i.split(":")[1].removeprefix("5000/") == path for i in images), images
 
 
 def _variant(tmp_path: Path, **keys: Any) -> dict[str, Any]:

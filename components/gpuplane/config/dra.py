@@ -16,7 +16,13 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from gpuplane.config.releases import ChartRelease
 from gpuplane.config.sections import VersionStr
 from gpuplane.core.chartsource import ChartSource, oci_tag_problem, parse_chart_source
-from gpuplane.rules.dra_facts import DRA_CHART, DRA_KNOWN, dra_chart_of, dra_order
+from gpuplane.rules.dra_facts import (
+    DRA_CHART,
+    DRA_KNOWN,
+    dra_chart_of,
+    dra_image_path,
+    dra_order,
+)
 
 # NGC serves both names (docs/install.md@v0.4.0; demo/clusters/openshift/README.md@v25.12.0).
 DRA_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -32,6 +38,17 @@ class DraDriverConfig(ChartRelease):
     `v0.4.0`, `v0.4.1` (chart `dra-driver-nvidia-gpu`)."""
     namespace: str = "nvidia-dra-driver-gpu"
     """The driver's namespace (the chart refuses `default`)."""
+    chart: str | None = None
+    """Where the chart comes from; unset: NVIDIA's `helm.ngc.nvidia.com`. A local chart (a
+    directory with Chart.yaml or a `.tgz`; relative to the project root), an `https://`
+    mirror chart repository, or `oci://<registry>/<path>/<chart>`; the chart is
+    `nvidia-dra-driver-gpu` for v25.x and `dra-driver-nvidia-gpu` from v0.4.0, at
+    `chartVersion`."""
+    image_mirror: str | None = None
+    """A registry (`host[:port][/path]`) the driver's image is pulled from instead, keeping
+    its path (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu` ->
+    `<mirror>/dra-driver-nvidia/dra-driver-nvidia-gpu`; v25.x: `nvcr.io/nvidia/
+    k8s-dra-driver-gpu` -> `<mirror>/nvidia/k8s-dra-driver-gpu`); `values` still win."""
     gpus: bool = True
     """`resources.gpus.enabled`: hand out whole GPUs and MIG devices by ResourceClaim. The
     GPU Operator's device plugin is then turned off (both would advertise the same GPUs)."""
@@ -132,6 +149,8 @@ def dra_release_values(dra: DraDriverConfig, driver_root: str, kubelet_dir: str
     }
     if dra.feature_gates:
         values["featureGates"] = dict(dra.feature_gates)
+    if dra.image_mirror:
+        values["image"] = {"repository": f"{dra.image_mirror}/{dra_image_path(dra.chart_version)}"}
     from gpuplane.config.helm_values import deep_merge
 
     return deep_merge(values, dra.values)

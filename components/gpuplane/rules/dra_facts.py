@@ -59,6 +59,15 @@ def dra_chart_of(version: str) -> str:
     return DRA_CHART_V25 if order is not None and order[0] < 100 else DRA_CHART
 
 
+def dra_image_path(version: str) -> str:
+    """The driver image's path in its registry (values.yaml `image.repository`@each tag:
+    nvcr.io/nvidia/k8s-dra-driver-gpu for v25.x, registry.k8s.io/dra-driver-nvidia/
+    dra-driver-nvidia-gpu from v0.4.0)."""
+    if dra_chart_of(version) == DRA_CHART_V25:
+        return "nvidia/k8s-dra-driver-gpu"
+    return "dra-driver-nvidia/dra-driver-nvidia-gpu"
+
+
 def known_release(version: str | None) -> str:
     """The known release a version names, else the newest (a range, a tag, unknown)."""
     order = dra_order(version or "")
@@ -107,5 +116,6 @@ def kubelet_root(distro: str) -> str:
 
 
 __all__ = ["CD_DRIVER", "DRA_CHART", "DRA_CHARTS", "DRA_CHART_V25", "DRA_KNOWN", "DRA_NEWEST",
-           "GPU_DRIVER", "attributes", "device_classes", "dra_chart_of", "dra_order",
+           "GPU_DRIVER", "attributes", "device_classes", "dra_chart_of", "dra_image_path",
+           "dra_order",
            "gpu_attributes", "known_release", "kubelet_root"]
