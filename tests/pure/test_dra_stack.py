@@ -203,3 +203,25 @@ def test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given() -> None:
     # The operator in the same program installs the driver: its root is /run/nvidia/driver.
     assert ("FM31", "error") in _foreign(facts, operator={"devicePlugin": {"enabled": False}})
     assert ("FM32", "error") in _foreign(facts, operator={"driver": {"enabled": False}})
+
+
+def test_fm30_a_node_whose_merged_config_keeps_cdi_off(tmp_path: Path) -> None:
+    """Captured files that set enable_cdi = false on containerd 2.x, the operator's CDI
+    off: the node plan's merged config keeps CDI off, and the stack is refused (FM30);
+    gpuOperator.cdi: true (the toolkit's drop-in then turns it on) plans clean."""
+    captured = tmp_path / "captured.toml"
+    captured.write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime"]\n'
+                        "  enable_cdi = false\n"
+                        '[plugins."io.containerd.cri.v1.runtime".containerd]\n'
+                        '  default_runtime_name = "runc"\n'
+                        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]\n'
+                        '  runtime_type = "io.containerd.runc.v2"\n'
+                        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc'
+                        '.options]\n  SystemdCgroup = true\n')
+    cluster = yaml.safe_load((STACKS / "Pulumi.kubeadm-dra.yaml").read_text())[
+        "config"]["gpuplane:cluster"]
+    cluster = {**cluster, "baselineFiles": {"/etc/containerd/config.toml": str(captured)}}
+    plan = _variant(tmp_path, cluster=cluster, **{"gpuOperator.cdi": False})
+    assert [(f["id"], f["where"]) for f in plan["findings"] if f["severity"] == "error"] \
+        == [("FM30", "node plan /etc/containerd/config.toml")]
+    assert _errors(_variant(tmp_path, cluster=cluster)) == []

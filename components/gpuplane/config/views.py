@@ -170,7 +170,9 @@ class StackViews:
         return PlanOptions(
             toolkit=ToolkitMode(self.toolkit),
             nvidia_default=self.runtime.nvidia_default,
-            cdi=bool(op.cdi) if op else False,
+            # The host toolkit's CDI is gpuplane's to write: on for the DRA driver.
+            cdi=(bool(op.cdi) if op else False) or (
+                self.dra_driver is not None and self.toolkit == "host"),
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_version=op.toolkit_release if op else NEWEST_TOOLKIT,
             runtime_name=self.runtime.name,

@@ -59,7 +59,8 @@ def _cdi(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
             at(where, "(the nodes' containerd)", "gpuplane:cluster.containerdVersion"
                if ours else None),
             "Upgrade the GPU nodes' containerd to 1.7 (with enable_cdi = true) or 2.x.")]
-    if line.major == 1 and not intent.cdi:
+    # gpuplane writes enable_cdi itself where it installs the toolkit on the host.
+    if line.major == 1 and not intent.cdi and not (ours and intent.toolkit == "host"):
         return [finding(
             "FM30",
             f"containerd {intent.containerd_version} keeps CDI off unless enable_cdi = true, "
@@ -74,6 +75,32 @@ def _cdi(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
              "pack's config."),
             changes=(("gpuOperator.cdi", True),) if ours else ())]
     return []
+
+
+def check_dra_node_cdi(effective_cdi: bool | None, intent: ClusterIntent, *,
+                       where: str) -> list[Finding]:
+    """FM30 on a node plan: the node's merged containerd config, once gpuplane and the
+    toolkit have written theirs, must have CDI on for the DRA driver. containerd 2.x has it
+    on unless a file sets `enable_cdi = false` (cmd/containerd/server/config and
+    internal/cri/config@v2.0.11); where the stack itself keeps CDI off on 1.x the release
+    check (`_cdi`) has said so already."""
+    if not intent.dra or effective_cdi is True:
+        return []
+    try:
+        line = ContainerdVersion.parse(intent.containerd_version)
+    except ValueError:
+        return []
+    if not line.supports_cdi or (line.major == 1 and not intent.cdi
+                                 and intent.toolkit != "host"):
+        return []
+    return [finding(
+        "FM30",
+        "the node's merged containerd config has CDI off (a file sets enable_cdi = false) "
+        "once the plan is applied: the DRA driver's devices are never injected "
+        "(\"unresolvable CDI devices\").",
+        where,
+        "Remove `enable_cdi = false` from the node's containerd files (or set it to true), "
+        "then capture them again (`gpuplane nodes capture`).")]
 
 
 def _driver_root(values: Mapping[str, Any], intent: ClusterIntent, where: str, ours: bool,
@@ -237,4 +264,5 @@ def check_operator_dra(values: Mapping[str, Any], *, where: str,
     return out
 
 
-__all__ = ["OPERATOR_DRIVER_ROOT", "check_dra_release", "check_operator_dra"]
+__all__ = ["OPERATOR_DRIVER_ROOT", "check_dra_node_cdi", "check_dra_release",
+           "check_operator_dra"]

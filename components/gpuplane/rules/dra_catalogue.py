@@ -120,8 +120,12 @@ _S = "tests/pure/test_dra_stack.py::"
 _BUNDLED = f"{_S}test_fm30_fm31_fm32_fm33_bundled_dra_stack_and_its_broken_variants"
 _PLAIN = f"{_S}test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given"
 DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "FM30": (("gpuplane.rules.dra._cdi",),
-             (f"{_T}test_fm30_containerd_1_6_and_1_7_without_cdi", _BUNDLED, _PLAIN)),
+    "FM30": (("gpuplane.rules.dra._cdi", "gpuplane.rules.dra.check_dra_node_cdi"),
+             (f"{_T}test_fm30_containerd_1_6_and_1_7_without_cdi", _BUNDLED, _PLAIN,
+              f"{_S}test_fm30_a_node_whose_merged_config_keeps_cdi_off",
+              "tests/real/test_dra_cdi.py::"
+              "test_fm30_the_dra_node_plan_turns_cdi_on_in_the_merged_config",
+              "tests/real/test_dra_cdi.py::test_fm30_a_captured_config_with_cdi_off_is_refused")),
     "FM31": (("gpuplane.rules.dra._driver_root",),
              (f"{_T}test_fm31_driver_root_for_host_and_operator_driver",
               f"{_S}test_fm31_driver_root_follows_where_the_driver_lives",

@@ -34,6 +34,7 @@ from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.plan.rollout import batches
 from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
+from gpuplane.rules.dra import check_dra_node_cdi
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.rules.stack_levers import planned_fix
 from gpuplane.stack import child_options
@@ -146,6 +147,12 @@ class GpuCluster(pulumi.ComponentResource):
             if cfg.node_access else [], where="node plan")
         # What the platform makes of its input (EKS: nodeadm's merged config), judged too.
         self.stack_findings += platform_findings
+        # The DRA driver needs CDI on in each node's merged config, as planned (FM30).
+        self.stack_findings += [f for plan in {id(p): p for p in self.node_plans.values()
+                                               }.values()
+                                for f in check_dra_node_cdi(
+                                    plan.effective.cdi, stack_intent,
+                                    where=f"node plan {plan.profile.config_path}")]
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
