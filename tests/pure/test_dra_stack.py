@@ -225,3 +225,32 @@ def test_fm30_a_node_whose_merged_config_keeps_cdi_off(tmp_path: Path) -> None:
     assert [(f["id"], f["where"]) for f in plan["findings"] if f["severity"] == "error"] \
         == [("FM30", "node plan /etc/containerd/config.toml")]
     assert _errors(_variant(tmp_path, cluster=cluster)) == []
+
+
+def test_fm32_fm34_the_doctor_judges_a_live_dra_release(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A live cluster (the doctor's healthy snapshot) with the DRA driver's release added
+    beside the operator whose device plugin is still on: FM32; with the operator's own
+    DRA mode on as well, FM34. The plugin turned off: neither."""
+    import json
+    import shutil
+
+    from gpuplane.cli.main import main
+
+    def ids(operator: dict[str, Any]) -> set[str]:
+        snap = tmp_path / f"snap-{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(Path(__file__).resolve().parents[1] / "data/doctor/healthy", snap)
+        releases = json.loads((snap / "helm-releases.json").read_text())
+        releases["items"][0]["values"].update(operator)
+        releases["items"].append({
+            "chart": {"name": "dra-driver-nvidia-gpu", "version": "0.4.1"},
+            "name": "dra-driver-nvidia-gpu", "namespace": "nvidia-dra-driver-gpu",
+            "status": "deployed", "values": {"gpuResourcesEnabledOverride": True}})
+        (snap / "helm-releases.json").write_text(json.dumps(releases))
+        main(["doctor", "--from", str(snap), "--format", "json"])
+        report = json.loads(capsys.readouterr().out)
+        return {d["id"] for d in report["findings"]}
+
+    assert "FM32" in ids({})
+    assert {"FM32", "FM34"} <= ids({"gpuCluster": {"deployCR": True}})
+    assert not {"FM32", "FM34"} & ids({"devicePlugin": {"enabled": False}})

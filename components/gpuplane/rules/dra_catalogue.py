@@ -118,6 +118,7 @@ DRA_RULES: list[dict[str, Any]] = [
 _T = "tests/pure/test_dra_rules.py::"
 _S = "tests/pure/test_dra_stack.py::"
 _BUNDLED = f"{_S}test_fm30_fm31_fm32_fm33_bundled_dra_stack_and_its_broken_variants"
+_DOCTOR = f"{_S}test_fm32_fm34_the_doctor_judges_a_live_dra_release"
 _PLAIN = f"{_S}test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given"
 DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "FM30": (("gpuplane.rules.dra._cdi", "gpuplane.rules.dra.check_dra_node_cdi"),
@@ -136,12 +137,12 @@ DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
              (f"{_T}test_fm32_operator_device_plugin_beside_the_driver",
               f"{_T}test_fm32_pod_asks_for_nvidia_gpu_and_a_claim",
               f"{_S}test_fm32_the_operator_device_plugin_is_off_with_dra_gpus",
-              f"{_S}test_fm32_gpuplane_values_render_at_every_driver_tag", _BUNDLED)),
+              f"{_S}test_fm32_gpuplane_values_render_at_every_driver_tag", _BUNDLED, _DOCTOR)),
     "FM33": (("gpuplane.rules.dra._kubernetes",),
              (f"{_T}test_fm33_kubernetes_before_1_34", _BUNDLED, _PLAIN)),
     "FM34": (("gpuplane.rules.dra.check_operator_dra",),
              (f"{_T}test_fm34_cluster_policy_and_gpu_cluster",
-              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack")),
+              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack", _DOCTOR)),
     "FM35": (("gpuplane.rules.dra._imex",),
              (f"{_T}test_fm35_imex_with_compute_domains_on_preinstalled_driver",
               f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack")),
