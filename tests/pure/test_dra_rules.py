@@ -41,7 +41,7 @@ def test_fm30_containerd_1_6_and_1_7_without_cdi() -> None:
     found = check_dra_release(VALUES, replace(GOOD, containerd_version="1.7"), where="R")
     assert [f.id for f in found] == ["FM30"]
     assert "gpuplane:gpuOperator.cdi" in found[0].where
-    assert found[0].changes == (("gpuOperator.cdi", True),)   # the fix, applied
+    assert found[0].changes == (("gpuplane:gpuOperator.cdi", True),)   # the fix
     assert ids(intent=replace(GOOD, containerd_version="1.7", cdi=True)) == []
     assert ids(intent=replace(GOOD, containerd_version="2.0")) == []
 

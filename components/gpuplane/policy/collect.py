@@ -256,7 +256,7 @@ def _release(v: View, intent: ClusterIntent, out: StackFindings,
 
         out.add(check_operator_values(values, intent, chart_version=version, where=where),
                 v.urn)
-        out.add(check_operator_dra(values, where=where, dra_release=dra), v.urn)
+        out.add(check_operator_dra(values, where=where, dra_release=dra, ours=True), v.urn)
     elif chart == "hami":
         from gpuplane.rules.hami import check_hami_values
 

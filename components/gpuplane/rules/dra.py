@@ -73,7 +73,7 @@ def _cdi(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
              "Set `enable_cdi = true` under [plugins.\"io.containerd.grpc.v1.cri\"] on the "
              "GPU nodes (GPU Operator: cdi.enabled=true), then say `cdi: true` in the "
              "pack's config."),
-            changes=(("gpuOperator.cdi", True),) if ours else ())]
+            changes=(("gpuplane:gpuOperator.cdi", True),) if ours else ())]
     return []
 
 
@@ -124,10 +124,10 @@ def _driver_root(values: Mapping[str, Any], intent: ClusterIntent, where: str, o
         f"nvidiaDriverRoot is {shown!r}, but {lives}: the kubelet plugin's init container "
         "waits for nvidia-smi and libnvidia-ml there forever, and no GPU is published.",
         at(where, "values.nvidiaDriverRoot", "gpuplane:draDriver.driverRoot" if ours else None),
-        (f"Set gpuplane:draDriver.driverRoot: {wanted} (or remove it: gpuplane derives it)"
-         if ours else f"Set `nvidiaDriverRoot: {wanted}` (Helm: --set nvidiaDriverRoot="
+        (f"Remove gpuplane:draDriver.driverRoot (gpuplane derives {wanted}), or set it to "
+         f"{wanted}" if ours else f"Set `nvidiaDriverRoot: {wanted}` (Helm: --set nvidiaDriverRoot="
          f"{wanted})."),
-        changes=(("draDriver.driverRoot", wanted),) if ours else ())]
+        changes=(("gpuplane:draDriver.driverRoot", None),) if ours else ())]
 
 
 def _device_plugin(intent: ClusterIntent, gpus: bool, operator: Mapping[str, Any] | None,
@@ -177,16 +177,19 @@ def _kubernetes(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
             "(its charts need >= 1.32, resource.k8s.io v1beta1 or later): the release "
             "fails to install.",
             at(where, "(the cluster's Kubernetes)", key),
-            "Upgrade the cluster to Kubernetes 1.34 or later (DRA GA and on), or use the "
-            "device plugin.")]
+            "Upgrade the cluster to Kubernetes 1.34 or later (DRA GA and on)"
+            + (" and set gpuplane:cluster.kubernetesVersion, or remove gpuplane:draDriver "
+               "(the device plugin)." if ours else ", or use the device plugin."))]
     return [finding(
         "FM33",
         f"Kubernetes {intent.kubernetes_version} has DRA in beta and off: unless the "
         "DynamicResourceAllocation gate is on in kube-apiserver, kube-controller-manager, "
         "kube-scheduler and kubelet and resource.k8s.io/v1beta1 is served, no claim is "
         "ever allocated.", at(where, "(the cluster's Kubernetes)", key),
-        "Upgrade to Kubernetes 1.34 or later, or turn on DynamicResourceAllocation on all "
-        "four components and serve resource.k8s.io/v1beta1 (and v1beta2 on 1.33).",
+        "Upgrade to Kubernetes 1.34 or later" + (
+            " (then gpuplane:cluster.kubernetesVersion)" if ours else "")
+        + ", or turn on DynamicResourceAllocation on all four components and serve "
+        "resource.k8s.io/v1beta1 (and v1beta2 on 1.33).",
         severity=Severity.WARNING)]
 
 
@@ -205,8 +208,9 @@ def _imex(compute_domains: bool, managed: bool, where: str, ours: bool) -> list[
         at(where, "values.resources.computeDomains.enabled",
            "gpuplane:draDriver.computeDomains" if ours else None),
         "On every GPU node: `systemctl disable --now nvidia-imex.service && systemctl mask "
-        "nvidia-imex.service`; or set computeDomains: false where no Multi-Node NVLink is "
-        "used.")]
+        "nvidia-imex.service`; or, where no Multi-Node NVLink is used, "
+        + ("gpuplane:draDriver.computeDomains: false." if ours
+           else "resources.computeDomains.enabled=false."))]
 
 
 def _kubelet_paths(values: Mapping[str, Any], intent: ClusterIntent, where: str,
@@ -235,7 +239,7 @@ def _kubelet_paths(values: Mapping[str, Any], intent: ClusterIntent, where: str,
 
 
 def check_operator_dra(values: Mapping[str, Any], *, where: str,
-                       dra_release: bool = False) -> list[Finding]:
+                       dra_release: bool = False, ours: bool = False) -> list[Finding]:
     """FM34: GPU Operator v26.7 runs the DRA driver itself under a GPUCluster
     (gpuCluster.deployCR), which must not coexist with its ClusterPolicy
     (clusterPolicy.deployCR, default true: "an invalid configuration for both CRs to
@@ -250,17 +254,20 @@ def check_operator_dra(values: Mapping[str, Any], *, where: str,
             "gpuCluster.deployCR and clusterPolicy.deployCR are both true: the operator "
             "reconciles a ClusterPolicy and a GPUCluster over the same nodes, which it calls "
             "an invalid configuration.",
-            at(where, "values.clusterPolicy.deployCR"),
+            at(where, "values.clusterPolicy.deployCR",
+               "gpuplane:gpuOperator.values" if ours else None),
             "Set clusterPolicy.deployCR: false beside gpuCluster.deployCR: true, or leave "
-            "gpuCluster.deployCR false."))
+            "gpuCluster.deployCR false" + (" (in gpuplane:gpuOperator.values)." if ours
+                                           else ".")))
     if dra_release:
         out.append(finding(
             "FM34",
             "the GPU Operator runs its own DRA driver (gpuCluster.deployCR) and the program "
             "installs the DRA driver's chart too: two drivers publish gpu.nvidia.com.",
-            at(where, "values.gpuCluster.deployCR"),
-            "Keep one: remove the DRA driver release (gpuplane:draDriver), or "
-            "gpuCluster.deployCR."))
+            at(where, "values.gpuCluster.deployCR",
+               "gpuplane:gpuOperator.values" if ours else None),
+            "Keep one: remove the DRA driver release (with gpuplane: gpuplane:draDriver), "
+            "or gpuCluster.deployCR (gpuplane:gpuOperator.values)."))
     return out
 
 
