@@ -14,7 +14,7 @@ from gpuplane.rules.workloads import check_workload
 # A working cluster for the driver: Kubernetes 1.34, containerd 2.x, host driver.
 GOOD = ClusterIntent(kubernetes_version="1.34.3", containerd_version="2.1", dra=True,
                      dra_chart_version="v0.4.1")
-# The values gpuplane renders for it (gpuplane.config.dra.dra_release_values).
+# The values gpuplane renders for it (gpuplane.config.helm_values.dra_release_values).
 VALUES: dict[str, Any] = {
     "nvidiaDriverRoot": "/", "gpuResourcesEnabledOverride": True,
     "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},

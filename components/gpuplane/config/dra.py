@@ -9,7 +9,7 @@ for the v25.x releases, `dra-driver-nvidia-gpu` from v0.4.0 (Chart.yaml@v25.12.0
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -20,7 +20,6 @@ from gpuplane.rules.dra_facts import (
     DRA_CHART,
     DRA_KNOWN,
     dra_chart_of,
-    dra_image_path,
     dra_order,
 )
 
@@ -128,32 +127,4 @@ class DraDriverConfig(ChartRelease):
         return parse_chart_source(self.chart, self.chart_name) if self.chart else UPSTREAM
 
 
-def dra_release_values(dra: DraDriverConfig, driver_root: str, kubelet_dir: str
-                       ) -> dict[str, Any]:
-    """The chart's values for these choices (NVIDIA/k8s-dra-driver-gpu deployments/helm/
-    nvidia-dra-driver-gpu/values.yaml@v25.8.1, @v25.12.0; kubernetes-sigs/
-    dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu/values.yaml@v0.4.1):
-    `gpuResourcesEnabledOverride` is the chart's own guard against a device plugin on the
-    same GPUs (templates/validation.yaml); gpuplane sets it only because it turns the
-    operator's device plugin off (FM32 judges the result). The kubelet plugin's
-    registration paths follow the kubelet's root directory (k0s: /var/lib/k0s/kubelet)."""
-    values: dict[str, Any] = {
-        "nvidiaDriverRoot": driver_root,
-        "resources": {"gpus": {"enabled": dra.gpus},
-                      "computeDomains": {"enabled": dra.compute_domains}},
-        "gpuResourcesEnabledOverride": dra.gpus,
-        "kubeletPlugin": {
-            "kubeletRegistrarDirectoryPath": f"{kubelet_dir}/plugins_registry",
-            "kubeletPluginsDirectoryPath": f"{kubelet_dir}/plugins",
-        },
-    }
-    if dra.feature_gates:
-        values["featureGates"] = dict(dra.feature_gates)
-    if dra.image_mirror:
-        values["image"] = {"repository": f"{dra.image_mirror}/{dra_image_path(dra.chart_version)}"}
-    from gpuplane.config.helm_values import deep_merge
-
-    return deep_merge(values, dra.values)
-
-
-__all__ = ["DRA_CHART_REPO", "DraDriverConfig", "dra_release_values"]
+__all__ = ["DRA_CHART_REPO", "DraDriverConfig"]
