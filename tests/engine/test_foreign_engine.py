@@ -118,6 +118,16 @@ def dra_release(values: str) -> str:
             f'    skip_await=True, values={values})\n')
 
 
+def claim_template(selector: str) -> str:
+    """A ResourceClaimTemplate (resource.k8s.io/v1, as Kubernetes 1.34 serves it) asking the
+    DRA driver for one GPU that matches `selector`."""
+    return ('k8s.apiextensions.CustomResource("rct", api_version="resource.k8s.io/v1",\n'
+            '    kind="ResourceClaimTemplate", metadata={"name": "one-gpu", "namespace": '
+            '"default"},\n    spec={"spec": {"devices": {"requests": [{"name": "gpu", '
+            '"exactly": {\n        "deviceClassName": "gpu.nvidia.com", "selectors": '
+            f'[{{"cel": {{"expression": {selector!r}}}}}]}}}}]}}}}}})\n')
+
+
 DRA_OK = ('{"gpuResourcesEnabledOverride": True, '
           '"resources": {"computeDomains": {"enabled": False}}}')
 DRA_FACTS = ("--kubernetes-version", "1.34.3", "--containerd-version", "2.1")
@@ -162,6 +172,12 @@ CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
         lambda c: release(c, '{"driver": {"enabled": False}, "cdi": {"enabled": False}, '
                              '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
         (), {"FM30", "FM33"}),
+    # A claim on an attribute the driver stopped publishing (FM37), and one it publishes.
+    "dra-fm37/broken": (lambda c: claim_template(
+        "device.attributes['gpu.nvidia.com'].index == 0"), DRA_FACTS, {"FM37"}),
+    "dra-fm37/correct": (lambda c: claim_template(
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"),
+        DRA_FACTS, set()),
     "dra/correct": (
         lambda c: release(c, '{"driver": {"enabled": False}, '
                              '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
