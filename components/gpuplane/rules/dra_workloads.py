@@ -92,6 +92,8 @@ def _selector(expression: str, release: str, where: str, path: str) -> list[Find
 
 
 def _unknown(domain: str, name: str, release: str, where: str, path: str) -> list[Finding]:
+    """FM37 for attribute `domain`/`name` where `domain` is one of the driver's own and the
+    release does not publish `name` there (another domain is not the driver's to judge)."""
     known = attributes(domain, release)
     if known is None or name in known:
         return []
