@@ -254,3 +254,21 @@ def test_fm32_fm34_the_doctor_judges_a_live_dra_release(
     assert "FM32" in ids({})
     assert {"FM32", "FM34"} <= ids({"gpuCluster": {"deployCR": True}})
     assert not {"FM32", "FM34"} & ids({"devicePlugin": {"enabled": False}})
+
+
+def test_fm18_an_unpinned_dra_chart(tmp_path: Path) -> None:
+    """A DRA driver chart version that is a range is FM18, as the operator's is; a plain
+    program's release without a version too."""
+    plan = _variant(tmp_path, **{"draDriver.chartVersion": "0.4"})
+    assert [(f["id"], f["severity"]) for f in plan["findings"]] == [("FM18", "warning")]
+    assert "gpuplane:draDriver.chartVersion" in plan["findings"][0]["fix"]
+    from gpuplane.policy.collect import intent_from_config, stack_findings
+    from gpuplane.policy.views import View
+
+    view = View("kubernetes:helm.sh/v3:Release", "dra", "urn:dra", {
+        "name": "dra-driver-nvidia-gpu", "chart": "dra-driver-nvidia-gpu",
+        "values": {"gpuResourcesEnabledOverride": True,
+                   "resources": {"computeDomains": {"enabled": False}}}})
+    facts = {"kubernetesVersion": "1.34.3", "containerdVersion": "2.1"}
+    found = stack_findings([view], intent_from_config(facts), facts).items
+    assert [i.finding.id for i in found] == ["FM18"]

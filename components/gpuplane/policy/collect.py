@@ -263,9 +263,14 @@ def _release(v: View, intent: ClusterIntent, out: StackFindings,
         out.add(check_hami_values(values, intent, chart_version=version, where=where), v.urn)
     elif chart in DRA_CHARTS:
         from gpuplane.rules.dra import check_dra_release
+        from gpuplane.rules.dra_facts import DRA_NEWEST
+        from gpuplane.rules.pinning import check_chart_version
         from gpuplane.rules.platform import check_dra_driver_root
 
         operator = [r for r in releases if _chart(r) == "gpu-operator"]
+        out.add(check_chart_version(version, chart=chart, where=where,
+                                    stack_key="gpuplane:draDriver.chartVersion",
+                                    example=DRA_NEWEST), v.urn)
         out.add(check_dra_driver_root(values, intent, where=where), v.urn)
         out.add(check_dra_release(
             values, intent, where=where,

@@ -224,6 +224,8 @@ def _dra_releases(views: list[View], intent: ClusterIntent, found: list[Install]
     config's `driver`), and FM34 on that operator."""
     from gpuplane.rules._shared import flag
     from gpuplane.rules.dra import check_dra_release, check_operator_dra
+    from gpuplane.rules.dra_facts import DRA_NEWEST
+    from gpuplane.rules.pinning import check_chart_version
     from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
 
     operator = next((i for i in found if i.chart == "gpu-operator" and i.from_chart), None)
@@ -234,13 +236,16 @@ def _dra_releases(views: list[View], intent: ClusterIntent, found: list[Install]
         chart, name = v.props.get("chart"), v.props.get("name")
         if v.type not in (RELEASE_V3, CHART_V4) or not isinstance(chart, str) or not chart:
             continue
-        if chart_name_of(chart, fallback=name if isinstance(name, str) else None) \
-                not in DRA_CHARTS:
+        found_chart = chart_name_of(chart, fallback=name if isinstance(name, str) else None)
+        if found_chart not in DRA_CHARTS:
             continue
         kind = "Release" if v.type == RELEASE_V3 else "Chart"
         values = v.props.get("values") or {}
         where = f"{kind} {name or v.name}"
         out += [(f, v.urn) for f in check_dra_driver_root(values, intent, where=where)]
+        out += [(f, v.urn) for f in check_chart_version(
+            release_version(v.props), chart=found_chart, where=where, stack_key="version",
+            example=DRA_NEWEST.removeprefix("v"))]
         judged = check_dra_release(
             values, intent, where=where, driver_managed=managed,
             operator=operator.values if operator is not None else None,
