@@ -9,7 +9,7 @@ for the v25.x releases, `dra-driver-nvidia-gpu` from v0.4.0 (Chart.yaml@v25.12.0
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -48,6 +48,8 @@ class DraDriverConfig(ChartRelease):
     its path (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu` ->
     `<mirror>/dra-driver-nvidia/dra-driver-nvidia-gpu`; v25.x: `nvcr.io/nvidia/
     k8s-dra-driver-gpu` -> `<mirror>/nvidia/k8s-dra-driver-gpu`); `values` still win."""
+    values: dict[str, Any] = Field(default_factory=dict)
+    """Raw Helm values for the driver's chart, merged last (FM30-FM36 still judge them)."""
     gpus: bool = True
     """`resources.gpus.enabled`: hand out whole GPUs and MIG devices by ResourceClaim. The
     GPU Operator's device plugin is then turned off (both would advertise the same GPUs)."""
