@@ -320,7 +320,6 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm13_hami_webhook",
             "tests/pure/test_rules_cluster.py::test_fm13_operator_cdi_with_hami",
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
-            "tests/pure/test_dra_stack.py::test_fm18_an_unpinned_dra_chart",
         ),
     ),
     "FM14": _entry(
