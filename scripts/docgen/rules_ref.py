@@ -68,7 +68,7 @@ def _index() -> str:
             for r in RULES.values()]
     checks = [(f"[{t.id}]({t.id.split('-', 1)[0]}.md#{_anchor(t.id, t.title)})",
                prose(t.title, cell=True)) for t in TOPICS.values()]
-    return (header(SOURCE) + "# Failure modes FM01-FM18\n\n"
+    return (header(SOURCE) + "# Failure modes\n\n"
             "Every finding gpuplane reports, in a plan, a policy violation, a failed "
             "`pulumi up` or a doctor report, carries one of these ids; "
             "`gpuplane explain ID` prints the same text, and each page ends with where the "

@@ -110,6 +110,29 @@ k8s.apps.v1.DaemonSet("nvidia-device-plugin", metadata={"name": "nvidia-device-p
 GOOD = '{"driver": {"enabled": False}}'
 
 
+def dra_release(values: str) -> str:
+    """NVIDIA's DRA driver from ../shared/charts (its Chart.yaml names its tag)."""
+    chart = chart_dirs("dra-driver-nvidia-gpu")["v0.4.1"]
+    return (f'k8s.helm.v3.Release("dra", name="dra-driver-nvidia-gpu", chart={str(chart)!r},\n'
+            f'    version="0.4.1", namespace="nvidia-dra-driver-gpu", create_namespace=True,\n'
+            f'    skip_await=True, values={values})\n')
+
+
+def claim_template(selector: str) -> str:
+    """A ResourceClaimTemplate (resource.k8s.io/v1, as Kubernetes 1.34 serves it) asking the
+    DRA driver for one GPU that matches `selector`."""
+    return ('k8s.apiextensions.CustomResource("rct", api_version="resource.k8s.io/v1",\n'
+            '    kind="ResourceClaimTemplate", metadata={"name": "one-gpu", "namespace": '
+            '"default"},\n    spec={"spec": {"devices": {"requests": [{"name": "gpu", '
+            '"exactly": {\n        "deviceClassName": "gpu.nvidia.com", "selectors": '
+            f'[{{"cel": {{"expression": {selector!r}}}}}]}}}}]}}}}}})\n')
+
+
+DRA_OK = ('{"gpuResourcesEnabledOverride": True, '
+          '"resources": {"computeDomains": {"enabled": False}}}')
+DRA_FACTS = ("--kubernetes-version", "1.34.3", "--containerd-version", "2.1")
+
+
 def runtime_class(handler: str) -> str:
     return f'k8s.node.v1.RuntimeClass("gpu", metadata={{"name": "gpu"}}, handler="{handler}")\n'
 
@@ -153,6 +176,28 @@ CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
     "sharing-fm19-fm23/broken": (lambda c: sharing(c, "single", "inference"), (),
                                  {"FM19", "FM23"}),
     "sharing-fm19-fm23/correct": (lambda c: sharing(c, "mixed", "default"), (), set()),
+    # NVIDIA's DRA driver beside the operator (FM32: its device plugin still on; FM31:
+    # the operator's driver root for a driver the nodes carry); FM30/FM33 on the facts.
+    "dra-fm32/broken": (lambda c: release(c, GOOD) + dra_release(DRA_OK), DRA_FACTS, {"FM32"}),
+    "dra-fm31/broken": (
+        lambda c: release(c, '{"driver": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}')
+        + dra_release(DRA_OK[:-1] + ', "nvidiaDriverRoot": "/run/nvidia/driver"}'),
+        DRA_FACTS, {"FM31"}),
+    "dra-fm30-fm33/broken": (
+        lambda c: release(c, '{"driver": {"enabled": False}, "cdi": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
+        (), {"FM30", "FM33"}),
+    # A claim on an attribute the driver stopped publishing (FM37), and one it publishes.
+    "dra-fm37/broken": (lambda c: claim_template(
+        "device.attributes['gpu.nvidia.com'].index == 0"), DRA_FACTS, {"FM37"}),
+    "dra-fm37/correct": (lambda c: claim_template(
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"),
+        DRA_FACTS, set()),
+    "dra/correct": (
+        lambda c: release(c, '{"driver": {"enabled": False}, '
+                             '"devicePlugin": {"enabled": False}}') + dra_release(DRA_OK),
+        DRA_FACTS, set()),
 }
 
 

@@ -80,6 +80,12 @@ def engine_stack_file(dest: Path, stack: str, cfg: dict[str, Any]) -> Path:
             version = keys.get("chartVersion") or _default_chart_version(chart)
             keys.update(chart=str(local_chart(chart, version)), chartVersion=version,
                         skipAwait=True)
+    dra = cfg.get("gpuplane:draDriver")
+    if dra is not None:   # the DRA driver's chart, as it is (Chart.yaml names its tag)
+        from gpuplane.rules.dra_facts import dra_chart_of
+
+        version = dra["chartVersion"]
+        dra.update(chart=str(chart_dirs(dra_chart_of(version))[version]), skipAwait=True)
     return write_stack(dest, stack, cfg)
 
 
@@ -131,6 +137,8 @@ def _differences(planned: Any, engine: Any, where: str) -> list[str]:
 PROVIDER_DROPS = {"kubernetes:helm.sh/v3:Release::gpu-gpu-operator.compat: in the plan, "
                   "not given to the engine",
                   "kubernetes:helm.sh/v3:Release::gpu-hami.compat: in the plan, "
+                  "not given to the engine",
+                  "kubernetes:helm.sh/v3:Release::gpu-dra-driver.compat: in the plan, "
                   "not given to the engine"}
 
 

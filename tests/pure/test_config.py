@@ -106,7 +106,8 @@ def test_ssh_access_needs_hosts_and_a_key() -> None:
 
 def test_all_documented_keys_exist() -> None:
     assert KEYS == ("cluster", "ssh", "sshPrivateKey", "nodePod", "nodes", "devicePlugin",
-                    "runtime", "gpuOperator", "timeSlicing", "sharing", "hami", "rollout", "checks",
+                    "runtime", "gpuOperator", "timeSlicing", "sharing", "hami", "draDriver",
+                    "rollout", "checks",
                     "docker", "nodePool", "rules")
 
 

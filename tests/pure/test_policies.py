@@ -72,7 +72,7 @@ def test_pack_main_only_constructs_the_pack_from_build_policies() -> None:
 
 
 @pytest.mark.parametrize("stack", ["hami-host", "hami-shared", "k8s-snap-dgx", "kind-smoke",
-                                   "kubeadm-prod", "microk8s-edge", "rke2-lab"])
+                                   "kubeadm-dra", "kubeadm-prod", "microk8s-edge", "rke2-lab"])
 def test_bundled_stacks_pass_every_policy(stack: str) -> None:
     assert run_policies(registered(stack)) == []
 
@@ -94,6 +94,14 @@ TARGETED = [
      {"FM13"}),
     ("hami-shared", "gpu-hami", "values.devicePlugin.runtimeClassName", "", {"FM13"}),
     ("rke2-lab", "gpu-gpu-operator", "values.toolkit.version", "latest", {"FM18"}),
+    # NVIDIA's DRA driver beside the operator.
+    ("kubeadm-dra", "gpu-dra-driver", "values.nvidiaDriverRoot", "/run/nvidia/driver",
+     {"FM31"}),
+    ("kubeadm-dra", "gpu-gpu-operator", "values.devicePlugin.enabled", True, {"FM32"}),
+    ("kubeadm-dra", "gpu-gpu-operator", "values.gpuCluster", {"deployCR": True}, {"FM34"}),
+    ("kubeadm-dra", "gpu-dra-driver", "values.kubeletPlugin.kubeletPluginsDirectoryPath",
+     "/srv/kubelet/plugins", {"FM36"}),
+    ("kubeadm-dra", "gpu-dra-driver", "version", "", {"FM18"}),
 ]
 
 

@@ -83,6 +83,12 @@ def _captured_v3_on_17(cfg: dict[str, Any], folder: Path) -> None:
     cfg["gpuplane:cluster"]["baselineFiles"] = {"/etc/containerd/config.toml": str(captured)}
 
 
+def _dra(**keys: Any) -> Edit:
+    def edit(cfg: dict[str, Any], _dir: Path) -> None:
+        cfg["gpuplane:draDriver"].update(keys)
+    return edit
+
+
 def _node_files_on_eks(cfg: dict[str, Any], _dir: Path) -> None:
     cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
     cfg["gpuplane:gpuOperator"]["toolkit"] = "host"
@@ -176,6 +182,21 @@ BROKEN: dict[str, Broken] = {
         frozenset({"FM15"})),
     "eks-al2023-nvidia/FM04-node-files": Broken(
         "eks-al2023-nvidia", _node_files_on_eks, frozenset({"FM04"})),
+    # NVIDIA's DRA driver (FM30-FM36): each pitfall walked into from the DRA stack.
+    "kubeadm-dra/FM30+FM33-containerd-1.7-kubernetes-1.31": Broken(
+        "kubeadm-dra", _all(_merge("gpuplane:cluster", containerdVersion="1.7",
+                                   kubernetesVersion="1.31.4"),
+                            _merge("gpuplane:gpuOperator", cdi=False)),
+        frozenset({"FM30", "FM33"})),
+    "kubeadm-dra/FM31-operator-driver-root": Broken(
+        "kubeadm-dra", _dra(driverRoot="/run/nvidia/driver"), frozenset({"FM31"})),
+    "kubeadm-dra/FM32-operator-device-plugin": Broken(
+        "kubeadm-dra", _values(devicePlugin={"enabled": True}), frozenset({"FM32"})),
+    "kubeadm-dra/FM34-operator-dra-mode": Broken(
+        "kubeadm-dra", _values(gpuCluster={"deployCR": True}), frozenset({"FM34"})),
+    "kubeadm-dra/FM36-kubelet-plugins-path": Broken(
+        "kubeadm-dra", _dra(values={"kubeletPlugin": {
+            "kubeletPluginsDirectoryPath": "/srv/kubelet/plugins"}}), frozenset({"FM36"})),
     "gke-cos/FM13-hami-read-only-root": Broken(
         "gke-cos", _all(_set("gpuplane:devicePlugin", "hami"),
                         _merge("gpuplane:gpuOperator", cdi=False)), frozenset({"FM13"})),

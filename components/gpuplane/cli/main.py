@@ -90,7 +90,7 @@ def root_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_containerd_check)
 
     explain = sub.add_parser(
-        "explain", help="explain a failure mode (FM01-FM25)",
+        "explain", help="explain a failure mode (FM01-FM38)",
         description="Explain a failure mode of the rulebook: what users see, why it happens, "
                     "an example and the fix; without a rule id, list them all. Every finding "
                     "of `plan`, `containerd check` and `doctor` names its rule id.")

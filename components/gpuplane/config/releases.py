@@ -93,6 +93,11 @@ class ChartRelease(_Section):
         return None if value is None else check_mirror(value)
 
     @property
+    def chart_name(self) -> str:
+        """The chart's name at this release's version."""
+        return self.CHART
+
+    @property
     def chart_source(self) -> ChartSource:
         """Where Helm installs the chart from: the parsed `chart`, else upstream."""
         return parse_chart_source(self.chart, self.CHART) if self.chart else UPSTREAM

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from gpuplane.config.dra import DraDriverConfig
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
 from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
 from gpuplane.config.sections import (
@@ -109,6 +110,8 @@ class StackConfig(_Section, StackViews):
     """How each node pool shares its GPUs: whole, time-slicing, MPS, MIG (docs/sharing.md)."""
     hami: HamiConfig = HamiConfig()
     """HAMi's Helm release, with `devicePlugin: hami`."""
+    dra_driver: DraDriverConfig | None = None
+    """NVIDIA's DRA driver (ResourceClaims) beside the operator (docs/dra.md)."""
     rollout: RolloutConfig = RolloutConfig()
     """The order in which nodes get their containerd change."""
     checks: ChecksConfig = ChecksConfig()

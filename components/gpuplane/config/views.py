@@ -27,6 +27,7 @@ from gpuplane.toolkit.options import NEWEST_TOOLKIT, PlanOptions, ToolkitMode
 HAMI_ALONE_NAMESPACE = "gpuplane"
 
 if TYPE_CHECKING:
+    from gpuplane.config.dra import DraDriverConfig
     from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
     from gpuplane.config.sections import (
         ClusterConfig,
@@ -54,6 +55,7 @@ class StackViews:
         gpu_operator: GpuOperatorConfig | None
         time_slicing: TimeSlicingConfig
         hami: HamiConfig
+        dra_driver: DraDriverConfig | None
         rollout: RolloutConfig
         docker: DockerConfig
         rules: Mapping[str, str]
@@ -171,7 +173,9 @@ class StackViews:
         return PlanOptions(
             toolkit=ToolkitMode(self.toolkit),
             nvidia_default=self.runtime.nvidia_default,
-            cdi=bool(op.cdi) if op else False,
+            # The host toolkit's CDI is gpuplane's to write: on for the DRA driver.
+            cdi=(bool(op.cdi) if op else False) or (
+                self.dra_driver is not None and self.toolkit == "host"),
             nri=bool(op.nri) if op else False,
             systemd_cgroup=self.runtime.systemd_cgroup,
             toolkit_version=op.toolkit_release if op else NEWEST_TOOLKIT,
@@ -228,9 +232,21 @@ class StackViews:
                 "time_slicing_configmap": sharing.config_map,
                 "time_slicing_profile": "default",
                 "time_slicing_rename": d.rename_by_default if on else False}
+    @property
+    def dra_driver_root(self) -> str:
+        """Where the DRA driver reads the NVIDIA driver: `draDriver.driverRoot` as set,
+        else the platform's driver directory (GKE COS), else `/run/nvidia/driver` where
+        the operator installs the driver (its driver container's root), else `/`."""
+        dra, op, plat = self.dra_driver, self.gpu_operator, self.platform
+        if dra is not None and dra.driver_root:
+            return dra.driver_root
+        if plat is not None and plat.install_dir:
+            return plat.install_dir
+        return "/run/nvidia/driver" if op is not None and op.driver == "managed" else "/"
 
     def intent(self) -> ClusterIntent:
         op = self.gpu_operator
+        dra = self.dra_driver
         return ClusterIntent(
             distro=self.cluster.distro.value,
             platform=self.cluster.platform.value if self.cluster.platform else None,
@@ -257,6 +273,11 @@ class StackViews:
             nodes=tuple(NodeIntent(n.name, n.gpus, n.os, n.pool,
                                    self._advertised(n.gpus, n.pool)) for n in self.nodes),
             **self._sharing_fields(),
+            dra=dra is not None,
+            dra_driver_root=self.dra_driver_root if dra else "/",
+            dra_chart_version=dra.chart_version if dra else "",
+            dra_gpus=dra.gpus if dra else True,
+            dra_compute_domains=dra.compute_domains if dra else False,
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )

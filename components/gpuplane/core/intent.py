@@ -81,6 +81,12 @@ class ClusterIntent:
     # plugin's ConfigMap), and which key each node pool uses: (pool, key) pairs.
     sharing: tuple[PoolSharing, ...] = ()
     sharing_pools: tuple[tuple[str, str], ...] = ()
+    # With `dra`: where the DRA driver reads the NVIDIA driver (`nvidiaDriverRoot`), the
+    # driver's chart version, and which of its parts run (GPUs, ComputeDomains).
+    dra_driver_root: str = "/"
+    dra_chart_version: str = ""
+    dra_gpus: bool = True
+    dra_compute_domains: bool = False
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -116,8 +122,10 @@ class ClusterIntent:
             del data["platform"]
         if not data["rule_levels"]:         # as the record was before gpuplane:rules
             del data["rule_levels"]
-        if not data["dra"]:
-            del data["dra"]
+        if not data["dra"]:   # the DRA fields only where the stack has the driver
+            for key in ("dra", "dra_driver_root", "dra_chart_version", "dra_gpus",
+                        "dra_compute_domains"):
+                del data[key]
         for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
             if not data[key]:
                 del data[key]

@@ -129,6 +129,23 @@ def analyse(snapshot: Snapshot) -> DoctorReport:
     )
 
 
+def _dra(view: ClusterView, intent: ClusterIntent,
+         operator: dict[str, Any] | None) -> list[Diagnosis]:
+    """NVIDIA's DRA driver's release on the cluster (either chart name), judged as the plan
+    judges it (FM15, FM30-FM36), beside the operator's values; FM34 on the operator."""
+    from gpuplane.rules.dra import check_dra_release, check_operator_dra
+    from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
+
+    found = [r for r in (view.release(c) for c in DRA_CHARTS) if r is not None]
+    out = causes(check_operator_dra(operator, where="GPU Operator", dra_release=bool(found))
+                 if operator is not None else [], "operator")
+    for release in found:
+        out += causes(check_dra_driver_root(release.values, intent, where=release.where)
+                      + check_dra_release(release.values, intent, where=release.where,
+                                          operator=operator), "dra")
+    return out
+
+
 def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[Diagnosis]:
     """Every rule over what was collected, judged against `intent`."""
     diagnoses: list[Diagnosis] = []
@@ -154,6 +171,7 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
                                               where=release.where), "hami")
     diagnoses += causes(check_hami_nodes(view.gpu_nodes(n.name for n in intent.nodes), intent),
                         "hami")
+    diagnoses += _dra(view, intent, operator[0] if operator is not None else None)
     if (unseen := view.missing("pods")) is not None:
         notes.append(f"not checked: {unseen}: GPU workloads (FM11, FM14) and the GPU "
                      "components' pods")

@@ -22,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
         prog="gpuplane doctor",
         description="Diagnose a GPU cluster: collect GPU nodes, pods, events, the GPU "
                     "Operator and HAMi, inspect each GPU node's real containerd, and explain "
-                    "what is wrong with the rulebook (FM01-FM25). Exit 0 healthy, 1 problems "
+                    "what is wrong with the rulebook (FM01-FM38). Exit 0 healthy, 1 problems "
                     "found, 2 could not collect.")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--from", dest="source", metavar="DIR",

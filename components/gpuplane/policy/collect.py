@@ -87,6 +87,22 @@ def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
     return check_workload(obj, intent, where)
 
 
+# DRA claims, in each API version the engine may present (resource.k8s.io v1 from 1.34).
+CLAIMS = frozenset(f"kubernetes:resource.k8s.io/{version}:{kind}"
+                   for version in ("v1", "v1beta1", "v1beta2")
+                   for kind in ("ResourceClaim", "ResourceClaimTemplate"))
+
+
+def claim_findings(view: View, intent: ClusterIntent) -> list[Finding]:
+    """FM37 over one ResourceClaim or ResourceClaimTemplate."""
+    from gpuplane.rules.dra_workloads import check_claim
+
+    kind = view.type.rsplit(":", 1)[-1]
+    meta = view.props.get("metadata") or {}
+    where = f"{kind} {meta.get('namespace', 'default')}/{meta.get('name', view.name)}"
+    return check_claim({**view.props, "kind": kind}, intent, where)
+
+
 def stack_findings(views: list[View], fallback: ClusterIntent,
                    config: Mapping[str, Any] | None = None) -> StackFindings:
     """Every rule over one stack's resources. A stack without gpuplane's intent (one
@@ -177,14 +193,17 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
     for v in views:
         if v.type in WORKLOADS:
             out.add(workload_findings(v, judge), v.urn)
+        elif v.type in CLAIMS:
+            out.add(claim_findings(v, judge), v.urn)
     if intent is None:   # not a gpuplane stack: its GPU installs, judged from the config
         from gpuplane.policy.foreign import foreign_findings
 
         foreign_findings(views, config or {}, fallback, out)
         return out
+    releases = [v for v in views if v.type == RELEASE]
     for v in views:
         if v.type == RELEASE:
-            _release(v, intent, out)
+            _release(v, intent, out, releases)
         elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
             _time_slicing(v, intent, out)
     _runtime_classes(views, intent, out)
@@ -235,25 +254,42 @@ def _chart(v: View) -> str | None:
     return chart_name_of(chart, fallback=name if isinstance(name, str) else None)
 
 
-def _release(v: View, intent: ClusterIntent, out: StackFindings) -> None:
+def _release(v: View, intent: ClusterIntent, out: StackFindings,
+             releases: list[View]) -> None:
+    from gpuplane.rules.platform import DRA_CHARTS
+
     chart = _chart(v)
     values = v.props.get("values") or {}
     version = release_version(v.props)
     where = f"Release {v.props.get('name', v.name)}"
+    dra = any(_chart(r) in DRA_CHARTS for r in releases)
     if chart == "gpu-operator":
+        from gpuplane.rules.dra import check_operator_dra
         from gpuplane.rules.operator import check_operator_values
 
         out.add(check_operator_values(values, intent, chart_version=version, where=where),
                 v.urn)
+        out.add(check_operator_dra(values, where=where, dra_release=dra, ours=True), v.urn)
     elif chart == "hami":
         from gpuplane.rules.hami import check_hami_values
 
         out.add(check_hami_values(values, intent, chart_version=version, where=where), v.urn)
-    else:
-        from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
+    elif chart in DRA_CHARTS:
+        from gpuplane.rules.dra import check_dra_release
+        from gpuplane.rules.dra_facts import DRA_NEWEST
+        from gpuplane.rules.pinning import check_chart_version
+        from gpuplane.rules.platform import check_dra_driver_root
 
-        if chart in DRA_CHARTS:
-            out.add(check_dra_driver_root(values, intent, where=where), v.urn)
+        operator = [r for r in releases if _chart(r) == "gpu-operator"]
+        out.add(check_chart_version(version, chart=chart, where=where,
+                                    stack_key="gpuplane:draDriver.chartVersion",
+                                    example=DRA_NEWEST), v.urn)
+        out.add(check_dra_driver_root(values, intent, where=where), v.urn)
+        out.add(check_dra_release(
+            values, intent, where=where,
+            operator=(operator[0].props.get("values") or {}) if operator else None,
+            operator_where=f"Release {operator[0].props.get('name', operator[0].name)}"
+            if operator else ""), v.urn)
 
 
 def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:

@@ -192,7 +192,8 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
     found = installs(views)
     config = {**implied_facts(config), **config}
     for f, urn in [*_device_plugin_daemonsets(views, found),
-                   *_runtime_classes(views, found, config, base), *_dra_releases(views, base)]:
+                   *_runtime_classes(views, found, config, base),
+                   *_dra_releases(views, base, found, config)]:
         out.add([foreign_fix(f)], urn)   # needs no fact beyond the runtime's
     if not found:
         return
@@ -235,21 +236,66 @@ def foreign_findings(views: list[View], config: Mapping[str, Any], base: Cluster
             "writes them).")], found[0].urn)
 
 
-def _dra_releases(views: list[View], intent: ClusterIntent) -> list[tuple[Finding, str]]:
-    """FM15 over NVIDIA's DRA driver releases (their driver root on the platform)."""
+def _dra_releases(views: list[View], intent: ClusterIntent, found: list[Install],
+                  config: Mapping[str, Any]) -> list[tuple[Finding, str]]:
+    """NVIDIA's DRA driver releases: FM15 (their driver root on the platform) and
+    FM30-FM36 (gpuplane.rules.dra), beside the GPU Operator the program installs, if any
+    (its device plugin, and whether it installs the driver: its driver.enabled, else the
+    config's `driver`), and FM34 on that operator."""
+    from gpuplane.rules._shared import flag
+    from gpuplane.rules.dra import check_dra_release, check_operator_dra
+    from gpuplane.rules.dra_facts import DRA_NEWEST
+    from gpuplane.rules.pinning import check_chart_version
     from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
 
+    operator = next((i for i in found if i.chart == "gpu-operator" and i.from_chart), None)
+    managed = flag(operator.values, "driver.enabled", True) if operator is not None \
+        else config.get("driver") == "managed"
     out: list[tuple[Finding, str]] = []
     for v in views:
         chart, name = v.props.get("chart"), v.props.get("name")
         if v.type not in (RELEASE_V3, CHART_V4) or not isinstance(chart, str) or not chart:
             continue
-        if chart_name_of(chart, fallback=name if isinstance(name, str) else None) \
-                not in DRA_CHARTS:
+        found_chart = chart_name_of(chart, fallback=name if isinstance(name, str) else None)
+        if found_chart not in DRA_CHARTS:
             continue
         kind = "Release" if v.type == RELEASE_V3 else "Chart"
-        out += [(f, v.urn) for f in check_dra_driver_root(
-            v.props.get("values") or {}, intent, where=f"{kind} {name or v.name}")]
+        values = v.props.get("values") or {}
+        where = f"{kind} {name or v.name}"
+        out += [(f, v.urn) for f in check_dra_driver_root(values, intent, where=where)]
+        out += [(f, v.urn) for f in check_chart_version(
+            release_version(v.props), chart=found_chart, where=where, stack_key="version",
+            example=DRA_NEWEST.removeprefix("v"))]
+        judged = check_dra_release(
+            values, intent, where=where, driver_managed=managed,
+            operator=operator.values if operator is not None else None,
+            operator_where=operator.where if operator is not None else "")
+        out += [(f, v.urn) for f in _dra_facts_given(judged, config)]
+    if operator is not None:
+        out += [(f, operator.urn) for f in check_operator_dra(
+            operator.values, where=operator.where, dra_release=bool(out) or any(
+                v.type in (RELEASE_V3, CHART_V4) and chart_name_of(
+                    str(v.props.get("chart") or ""), fallback=str(v.props.get("name") or ""))
+                in DRA_CHARTS for v in views))]
+    return out
+
+
+# The facts a DRA rule judges by; without them the pack's defaults would stand in.
+_DRA_FACTS = {"FM30": "containerdVersion", "FM33": "kubernetesVersion"}
+
+
+def _dra_facts_given(judged: list[Finding], config: Mapping[str, Any]) -> list[Finding]:
+    """`judged`, with the findings that rest on a fact the config does not give replaced
+    by one warning per fact: "not judged", and how to give it."""
+    out = [f for f in judged if _DRA_FACTS.get(f.id, "") in ("", *config)]
+    for rule, key in _DRA_FACTS.items():
+        if key not in config:
+            out.append(Finding(
+                rule, Severity.WARNING,
+                f"not judged: {rule} (the DRA driver against the cluster's {key}) needs "
+                f"`{key}`, which the policy config does not give",
+                "policy config", f"Set `{key}` in the pack's config (--policy-pack-config; "
+                "`gpuplane policy-pack config` writes it)."))
     return out
 
 

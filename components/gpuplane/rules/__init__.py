@@ -1,4 +1,4 @@
-"""The rulebook: failure modes FM01-FM25 and the pure checks that find them."""
+"""The rulebook: failure modes FM01-FM38 and the pure checks that find them."""
 
 from gpuplane.rules.catalogue import RULES, Rule, explain
 from gpuplane.rules.containerd import ContainerdFacts, Loss, check_containerd

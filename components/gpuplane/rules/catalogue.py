@@ -1,4 +1,5 @@
-"""The catalogue of failure modes (FM01 onwards): one short doc per rule id.
+"""The catalogue of failure modes (FM01 onwards; NVIDIA's DRA driver's FM30-FM37 in
+`dra_catalogue`): one short doc per rule id.
 
 Checks, policies and `gpuplane explain` all read their titles and docs from here, so a
 finding's id always leads to the same explanation whichever moment produced it.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplane.core.findings import Severity
+from gpuplane.rules.dra_catalogue import DRA_RULES
 
 
 @dataclass(frozen=True)
@@ -385,27 +387,6 @@ _ALL = [
         "Leave `gpuplane:gpuOperator.cdi` unset (the chart's default) unless the legacy "
         "runtime is wanted on purpose; HAMi needs it off (FM13).",
     ),
-    _rule(
-        "FM38", _E, "the DRA driver publishes no GPU for a GPU node",
-        "Pods that claim a GPU (a ResourceClaim of DeviceClass gpu.nvidia.com) stay Pending "
-        "with `cannot allocate all claims`; `kubectl get resourceslices` shows nothing from "
-        "driver gpu.nvidia.com for the node, or claims stay unallocated.",
-        "With Dynamic Resource Allocation the scheduler hands out only the devices a DRA "
-        "driver publishes in ResourceSlices. NVIDIA's kubelet plugin publishes one pool per "
-        "node, named after it; when the plugin is not running there (no GPU labels), cannot "
-        "find the driver (`nvidiaDriverRoot`) or is not installed with GPUs enabled, the "
-        "node has no ResourceSlice and no claim can be satisfied on it, while the node "
-        "itself looks Ready.",
-        "The DRA driver installed with `nvidiaDriverRoot: /` on nodes whose driver the GPU "
-        "Operator runs from /run/nvidia/driver: the kubelet plugin waits in its init "
-        "container and gpu-node-1 never gets a ResourceSlice.",
-        "Make the kubelet plugin run on every GPU node and find the driver: "
-        "`nvidiaDriverRoot` (`/` for a host driver, `/run/nvidia/driver` with the GPU "
-        "Operator's driver), the NFD / GPU Operator GPU labels on the node, "
-        "`resources.gpus.enabled: true`. Then `kubectl get resourceslices --field-selector "
-        "spec.driver=gpu.nvidia.com` lists one pool per GPU node. `gpuplane doctor` names "
-        "each node without one and each unallocated GPU claim with its reason.",
-    ),
 ]
 
 # Where each rule's facts come from upstream (file@tag). The measured half of each claim is
@@ -464,12 +445,6 @@ _UPSTREAM = {
     "FM24": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (shared requests over 1 refused: MPS "
             "always, time-slicing with failRequestsGreaterThanOne)",
     "FM25": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (mixed: nvidia.com/mig-<profile>)",
-    "FM38": "kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/main.go@v0.4.1 "
-            "(DriverName gpu.nvidia.com), docs/install.md@v0.4.0 (a pool per node), "
-            "hack/kubelet-plugin-prestart.sh@v0.4.1 (waits for the driver under "
-            "nvidiaDriverRoot), templates/deviceclass-gpu.yaml@v0.4.1; kubernetes/kubernetes "
-            "pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go@v1.34.3 "
-            "(claims allocated only from published ResourceSlices)",
     "FM26": "NVIDIA/gpu-operator controllers/object_controls.go@v26.3.0 (`RuntimeClasses`: "
             "cleared when state `pre-requisites` is off) and controllers/state_manager.go"
             "@v26.3.0 (off under nriPluginEnabled); assets/pre-requisites/@v26.3.0 (nvidia, "
@@ -484,8 +459,9 @@ _UPSTREAM = {
             "and nvidia-legacy deleted without CDI; `transformToolkitCtrForCDI`)",
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
+_ALL += [Rule(**entry) for entry in DRA_RULES]   # FM30-FM37: NVIDIA's DRA driver
 
-RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
+RULES: dict[str, Rule] = {rule.id: rule for rule in sorted(_ALL, key=lambda r: r.id)}
 
 
 def explain(rule_id: str) -> str:

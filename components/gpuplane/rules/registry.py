@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplane.rules.catalogue import RULES, Rule
+from gpuplane.rules.dra_catalogue import DRA_REGISTRY
 from gpuplane.rules.events import EventCause, causes_of
+from gpuplane.rules.sharing_registry import SHARING_REGISTRY
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,6 @@ def resolve(dotted: str) -> Callable[..., Any]:
     if not callable(found):
         raise TypeError(f"{dotted} is not a function")
     return found  # type: ignore[no-any-return]
-
-
-# The sharing rules' tests (FM19-FM25) live in one file.
-_SHARING = "tests/pure/test_rules_sharing.py::"
 
 
 def _entry(checks: tuple[str, ...], tests: tuple[str, ...]) -> tuple[tuple[str, ...],
@@ -412,101 +410,17 @@ _DATA = {
             "tests/pure/test_rules_cluster.py::test_fm18_operator_chart_version",
             "tests/pure/test_rules_known_bad.py::test_fm18_known_bad_v24_9_0_on_rancher_distros",
             "tests/pure/test_rules_cluster.py::test_fm13_fm18_scheduler_tag_key_follows_chart_version",
+            "tests/pure/test_dra_stack.py::test_fm18_an_unpinned_dra_chart",
         ),
-    ),
-    "FM19": _entry(
-        checks=(
-            "gpuplane.rules.sharing.check_mig_strategy",
-            "gpuplane.doctor.analyse._sharing",
-        ),
-        tests=(
-            f"{_SHARING}test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
-            f"{_SHARING}test_fm19_mig_pools_with_different_strategies",
-            f"{_SHARING}test_fm19_raw_mig_strategy_contradicts_the_pool",
-            f"{_SHARING}test_fm19_plain_install_strategy_mismatch",
-        )),
-    "FM20": _entry(
-        checks=("gpuplane.rules.sharing._fits",),
-        tests=(f"{_SHARING}test_fm20_layout_the_gpu_cannot_make",)),
-    "FM21": _entry(
-        checks=("gpuplane.rules.sharing._single_mixes",),
-        tests=(f"{_SHARING}test_fm21_single_strategy_over_balanced_layout",)),
-    "FM22": _entry(
-        checks=(
-            "gpuplane.rules.sharing.check_pools",
-            "gpuplane.rules.sharing._mps_on_mig",
-            "gpuplane.rules.sharing.check_mps_profiles",
-        ),
-        tests=(
-            f"{_SHARING}test_fm22_mps_on_mig_instances",
-            f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
-        )),
-    "FM23": _entry(
-        checks=(
-            "gpuplane.rules.sharing.check_profile_keys",
-            "gpuplane.doctor.analyse._sharing",
-        ),
-        tests=(
-            f"{_SHARING}test_fm19_fm23_doctor_reads_the_live_configmap_and_node_labels",
-            f"{_SHARING}test_fm23_plain_install_label_names_missing_key",
-            f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
-        )),
-    "FM24": _entry(
-        checks=("gpuplane.rules.sharing.check_workload_sharing",),
-        tests=(
-            f"{_SHARING}test_fm24_two_gpus_on_an_mps_pool",
-            f"{_SHARING}test_fm24_time_slicing_only_with_fail_requests_greater_than_one",
-        )),
-    "FM25": _entry(
-        checks=("gpuplane.rules.sharing.check_workload_sharing",),
-        tests=(f"{_SHARING}test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",)),
-    "FM38": _entry(
-        checks=(
-            "gpuplane.checks.dra.resourceslice_findings",
-            "gpuplane.checks.dra.dra_cause",
-            "gpuplane.doctor.dra.claim_finding",
-            "gpuplane.doctor.dra.dra_health",
-        ),
-        tests=(
-            "tests/pure/test_checks_dra.py::test_fm38_fm08_resourceslice_findings",
-            "tests/pure/test_checks_dra.py::test_fm38_a_probe_pod_whose_claim_cannot_be_allocated",
-            "tests/pure/test_checks_dra.py::test_fm38_resourceslice_check_waits_for_the_plugin_then_fails_naming_the_node",
-            "tests/pure/test_doctor_dra.py::test_fm38_doctor_names_each_gpu_node_without_a_resourceslice",
-            "tests/pure/test_doctor_dra.py::test_fm38_doctor_explains_unallocated_claims",
-            "tests/engine/test_dra_scheduler.py::test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_without_slices",
-            "tests/engine/test_dra_scheduler.py::test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_says_why",
-        ),
-    ),
-    "FM26": _entry(
-        checks=("gpuplane.rules.workloads._fm26",),
-        tests=(
-            "tests/pure/test_rules_nri.py::test_fm26_pod_naming_a_deleted_runtime_class",
-            "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
-            "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
-            "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
-            "tests/engine/test_nri_engine.py::"
-            "test_fm26_fm27_nri_release_under_the_cli_gets_the_offline_verdict",
-        ),
-    ),
-    "FM27": _entry(
-        checks=("gpuplane.rules.nri._nri", "gpuplane.rules.containerd.nri.fm27"),
-        tests=(
-            "tests/pure/test_rules_nri.py::test_fm27_containerd_versions",
-            "tests/pure/test_rules_nri.py::test_fm27_doctor_judges_the_nodes_merged_config_under_nri",
-            "tests/real/test_nri_toolkit.py::test_fm27_nri_mode_toolkit_writes_no_runtime",
-            "tests/pure/test_rules_nri.py::test_fm27_nri_off_in_the_merged_config",
-            "tests/pure/test_rules_nri.py::test_fm27_plan_enables_nri_on_1_7",
-            "tests/real/test_nri_dump.py::test_fm27_nri_dropin_against_config_dump",
-        ),
-    ),
-    "FM28": _entry(
-        checks=("gpuplane.rules.nri._cdi_off",),
-        tests=("tests/pure/test_rules_nri.py::test_fm28_cdi_off_on_a_chart_that_turns_it_on",),
     ),
 }
 
+_DATA.update(SHARING_REGISTRY)   # FM19-FM28 (gpuplane.rules.sharing_registry)
+_DATA.update(DRA_REGISTRY)   # FM30-FM38 (gpuplane.rules.dra_catalogue)
+
 REGISTRY: dict[str, RuleIndex] = {
-    rule_id: RuleIndex(rule_id, checks, tests) for rule_id, (checks, tests) in _DATA.items()
+    rule_id: RuleIndex(rule_id, checks, tests)
+    for rule_id, (checks, tests) in sorted(_DATA.items())
 }
 
 

@@ -203,7 +203,8 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "(unset: the host's /). GKE's Container-Optimized OS keeps the driver in "
         "/home/kubernetes/bin/nvidia, so with the default the plugin finds no NVIDIA library "
         "and registers no GPU. NVIDIA's DRA driver reads it from `nvidiaDriverRoot` "
-        "(default /) the same way; gpuplane does not install it, but judges a release of it.",
+        "(default /) the same way; gpuplane renders it with gpuplane:draDriver and judges "
+        "a release of it that it did not write.",
         "cluster.platform: gke-cos, devicePlugin: hami, a HAMi release without "
         "devicePlugin.nvidiaDriverRoot.",
         "Leave HAMi's to gpuplane (it renders /home/kubernetes/bin/nvidia for gke-cos); raw "

@@ -18,6 +18,7 @@ from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules._shared import at, finding, items, mapping, quantity
 from gpuplane.rules.device_plugins import gpu_runtime_classes, node_runtime_handlers
+from gpuplane.rules.dra_workloads import check_pod_claims
 from gpuplane.rules.sharing import check_workload_sharing
 
 GPU = "nvidia.com/gpu"
@@ -146,6 +147,7 @@ def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> li
     out = _runtime_class(spec, spec_path, asked, intent, where)
     out += check_workload_sharing(spec, [(c.path, amounts[c.path]) for c in ctrs], intent,
                                   where)
+    out += check_pod_claims(spec, spec_path, asked, intent, where)   # FM32 (DRA)
     hami_used = sorted(n for n in asked if n in HAMI_ONLY)
     if intent.device_plugin == "hami":
         out += _hami(spec, spec_path, ctrs, amounts, asked, intent, where)

@@ -20,7 +20,12 @@ import pulumi_kubernetes as k8s
 from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig, StackConfigError
-from gpuplane.config.helm_values import hami_values, operator_values, time_slicing_data
+from gpuplane.config.helm_values import (
+    dra_values,
+    hami_values,
+    operator_values,
+    time_slicing_data,
+)
 from gpuplane.config.platform_input import platform_input
 from gpuplane.config.sharing_values import config_map_name, mig_parted_data, node_labels
 from gpuplane.core.findings import Finding, levelled
@@ -30,9 +35,11 @@ from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.plan.rollout import batches
 from gpuplane.platforms.native.result import PlatformInput
 from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
+from gpuplane.rules.dra import check_dra_node_cdi
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.rules.stack_levers import planned_fix
 from gpuplane.stack import child_options
+from gpuplane.stack.dra_driver import DraDriver, DraDriverArgs
 from gpuplane.stack.gpu_operator import GpuOperator, GpuOperatorArgs
 from gpuplane.stack.hami import Hami, HamiArgs
 from gpuplane.stack.inputs import (
@@ -103,6 +110,7 @@ class GpuCluster(pulumi.ComponentResource):
     rollout: ContainerdRollout | ContainerdPodRollout | None
     operator: GpuOperator | None               # None: HAMi alone, no operator block
     hami: Hami | None
+    dra_driver: DraDriver | None               # gpuplane:draDriver, after the operator
     platform_input: PlatformInput | None       # what to feed a managed platform's nodes
     stack_findings: list[Finding]              # beyond the node plans' own: platform, values
     rule_levels: tuple[tuple[str, str], ...]   # gpuplane:rules, applied to every finding
@@ -141,6 +149,12 @@ class GpuCluster(pulumi.ComponentResource):
             if cfg.node_access else [], where="node plan")
         # What the platform makes of its input (EKS: nodeadm's merged config), judged too.
         self.stack_findings += platform_findings
+        # The DRA driver needs CDI on in each node's merged config, as planned (FM30).
+        self.stack_findings += [f for plan in {id(p): p for p in self.node_plans.values()
+                                               }.values()
+                                for f in check_dra_node_cdi(
+                                    plan.effective.cdi, stack_intent,
+                                    where=f"node plan {plan.profile.config_path}")]
         self.batches = batches([n.name for n in cfg.nodes if n.gpus > 0],
                                canary=cfg.rollout.canary,
                                max_unavailable=cfg.rollout.max_unavailable)
@@ -151,6 +165,8 @@ class GpuCluster(pulumi.ComponentResource):
         sharing = bool(cfg.sharing_profiles()) and cfg.device_plugin == "gpu-operator"
         values = operator_values(cfg, self.plan.toolkit_env) if op is not None else None
         hami = hami_values(cfg) if cfg.device_plugin == "hami" else None
+        dra = cfg.dra_driver
+        dra_vals = dra_values(cfg) if dra is not None else None
         sharing_data = time_slicing_data(cfg) if sharing else None
         self.rollout = None
         self.stack_findings += planned_findings(
@@ -162,7 +178,11 @@ class GpuCluster(pulumi.ComponentResource):
                       else [])
             + ([release_view(f"{name}-hami", chart=HAMI_CHART,
                              version=cfg.hami.chart_version, namespace=cfg.hami.namespace,
-                             values=hami)] if hami is not None else []),
+                             values=hami)] if hami is not None else [])
+            + ([release_view(f"{name}-dra-driver", chart=dra.chart_name,
+                             version=dra.helm_version, namespace=dra.namespace,
+                             values=dra_vals)] if dra is not None and dra_vals is not None
+               else []),
             config_maps=[config_map_view(config_map_name(cfg), namespace=namespace,
                                          data=sharing_data)] if sharing_data else [],
             node_plans=self.node_plans, batches=self.batches if writes else [])
@@ -251,6 +271,16 @@ class GpuCluster(pulumi.ComponentResource):
                 kubeconfig=args.kubeconfig),
                 opts=child_options(self, opts, depends_on=after))
             deployed.append(self.hami)
+        self.dra_driver = None
+        if dra is not None and dra_vals is not None:
+            # After the operator: its driver and toolkit (CDI) come first.
+            self.dra_driver = DraDriver(f"{name}-dra-driver", DraDriverArgs(
+                chart=dra.chart_name, namespace=dra.namespace,
+                chart_version=dra.helm_version, values=dra_vals, source=dra.chart_source,
+                skip_await=dra.skip_await),
+                opts=child_options(self, opts, depends_on=[self.operator]
+                                   if self.operator is not None else before_operator))
+            deployed.append(self.dra_driver)
         if time_slicing is not None and time_slicing.restart is not None:
             deployed.append(time_slicing.restart)
         self.checks = GpuChecks(f"{name}-checks", GpuChecksArgs(

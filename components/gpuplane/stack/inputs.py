@@ -119,9 +119,11 @@ def check_local_charts(cfg: StackConfig, root: Path) -> None:
         [("gpuOperator", cfg.gpu_operator)] if cfg.gpu_operator is not None else [])
     if cfg.device_plugin == "hami":
         releases.append(("hami", cfg.hami))
+    if cfg.dra_driver is not None:
+        releases.append(("draDriver", cfg.dra_driver))
     problems = []
     for key, section in releases:
-        problem = local_chart_problem(section.chart_source, root, section.CHART,
+        problem = local_chart_problem(section.chart_source, root, section.chart_name,
                                       section.chart_version, f"{key}.chartVersion")
         if problem:
             problems.append((f"{NAMESPACE}:{key}.chart", problem))
