@@ -336,3 +336,21 @@ def test_a_time_slicing_stacks_intent_record_is_unchanged() -> None:
     del raw["gpuplane:sharing"]
     text = parsed(raw).intent().to_json()
     assert '"sharing' not in text and '"resources"' not in text
+
+
+@pytest.mark.parametrize(("operator", "profile", "fm19"), [
+    ({}, "none", False),                        # the chart's single beside a plugin's none
+    ({"mig": {"strategy": "none"}}, "single", False),
+    ({}, "mixed", True),
+    ({"mig": {"strategy": "mixed"}}, "none", True),
+])
+def test_fm19_only_where_one_side_is_mixed(operator: dict[str, Any], profile: str,
+                                           fm19: bool) -> None:
+    """`none` and `single` both advertise nvidia.com/gpu: a plain install whose plugin
+    config says `none` beside the operator's default `single` (a live cluster the doctor
+    judged, tests/data/doctor/incident-3) is no FM19; a `mixed` on one side is."""
+    from gpuplane.rules.sharing import check_mig_strategy
+
+    data = {"any": f"version: v1\nflags: {{migStrategy: {profile}}}\n"}
+    found = check_mig_strategy(operator, data, where="ConfigMap gpu-operator/plugin-config")
+    assert [f.id for f in found] == (["FM19"] if fm19 else [])

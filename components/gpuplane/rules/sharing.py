@@ -67,12 +67,17 @@ def profile_docs(data: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 # ---------------------------------------------------------------- FM19
 
 def check_mig_strategy(values: Any, data: Mapping[str, Any], *, where: str) -> list[Finding]:
-    """FM19: a profile whose `flags.migStrategy` is not the operator's `mig.strategy`."""
+    """FM19: a profile whose `flags.migStrategy` names resources another way than the
+    operator's `mig.strategy`: one of them `mixed` (nvidia.com/mig-<profile>), the other
+    not. `none` and `single` both advertise nvidia.com/gpu (a MIG instance under single,
+    k8s-device-plugin internal/rm/rm.go@v0.18.0), so a profile that says `none` beside the
+    operator's default `single` (what most plain installs and older gpuplane stacks carry)
+    advertises what the validation asks for, and is no failure."""
     want = mig_strategy(values)
     out = []
     for key, doc in sorted(profile_docs(data).items()):
         have = mapping(doc.get("flags")).get("migStrategy")
-        if have is None or str(have) == want:
+        if have is None or (str(have) == "mixed") == (want == "mixed"):
             continue
         out.append(finding(
             "FM19",
