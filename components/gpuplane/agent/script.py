@@ -173,13 +173,15 @@ class AgentPlan:
     docker_config: str | None = None
     docker_restart: str = ""
     docker_runtime: str | None = None    # the runtime `docker info` must list afterwards
+    # Host systemd units stopped, disabled and masked (85-units.sh; restore puts them back).
+    mask_units: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.docker_config is not None and (self.docker_config not in self.files
                                                or not self.docker_restart):
             raise ValueError("agent plan: Docker's config must be one of the files, with a "
                              "restart command")
-        for unit in self.restart_units:
+        for unit in (*self.restart_units, *self.mask_units):
             if not _UNIT.match(unit):
                 raise ValueError(f"agent plan: unit {unit!r} must match {_UNIT.pattern}")
         if not self.restart_units and not self.restart_command:
@@ -224,6 +226,8 @@ class AgentPlan:
             data["rendered"] = True
         if self.docker_config:
             data["docker"] = [self.docker_config, self.docker_restart, self.docker_runtime]
+        if self.mask_units:
+            data["mask_units"] = list(self.mask_units)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -283,6 +287,7 @@ def agent_plan(plan: NodeContainerdPlan) -> AgentPlan:
         docker_config=docker.path if docker else None,
         docker_restart=docker.restart_command if docker else "",
         docker_runtime=RUNTIME_NAME if docker else None,
+        mask_units=options.mask_units,
     )
 
 
@@ -399,6 +404,7 @@ def _plan_lines(plan: AgentPlan) -> list[str]:
         ("docker_config", plan.docker_config),
         ("docker_restart", plan.docker_restart),
         ("docker_runtime", plan.docker_runtime),
+        *(("mask_unit", u) for u in plan.mask_units),
     ]
     out = [f"gp_plan {key} {q(value)}" for key, value in settings if value]
     for path in sorted(plan.base_texts):

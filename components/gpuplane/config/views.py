@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gpuplane.config.errors import NAMESPACE
 from gpuplane.containerd.versions import ContainerdVersion
-from gpuplane.core.intent import CgroupDriver, ClusterIntent, NodeIntent
+from gpuplane.core.intent import IMEX_UNIT, CgroupDriver, ClusterIntent, NodeIntent
 from gpuplane.core.sharing import PoolSharing, advertised
 from gpuplane.distros.docker_daemon import DockerSettings
 from gpuplane.distros.profiles import DistroProfile, profile
@@ -183,7 +183,17 @@ class StackViews:
             operator_chart=op.chart_version if op else None,
             kubelet_cgroup_driver=self.kubelet_cgroup_driver,
             writes_files=self.node_access,
+            mask_units=(IMEX_UNIT,) if self.masks_imex else (),
         )
+
+    @property
+    def masks_imex(self) -> bool:
+        """Whether the node agent masks the host's nvidia-imex.service: ComputeDomains on
+        nodes that carry their own driver, which ships it (FM35), where gpuplane reaches
+        the nodes (`nodeAccess: ssh` or `pod`)."""
+        dra, op = self.dra_driver, self.gpu_operator
+        return bool(self.node_access and dra is not None and dra.compute_domains
+                    and (op is None or op.driver == "preinstalled"))
 
     def sharing_profiles(self) -> dict[str, PoolSharing]:
         """Every sharing profile by its ConfigMap key (gpuplane.config.sharing.profiles)."""
@@ -278,6 +288,7 @@ class StackViews:
             dra_chart_version=dra.chart_version if dra else "",
             dra_gpus=dra.gpus if dra else True,
             dra_compute_domains=dra.compute_domains if dra else False,
+            dra_masks_imex=self.masks_imex,
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )

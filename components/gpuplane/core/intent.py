@@ -20,6 +20,8 @@ INTENT_CONFIGMAP = "gpuplane-intent"
 INTENT_KEY = "intent.json"
 INTENT_LABEL = "gpuplane.dev/intent"
 GPU_RESOURCE = "nvidia.com/gpu"     # what the device plugin advertises for a whole GPU
+# The preinstalled driver's host IMEX daemon, which ComputeDomains need masked (FM35).
+IMEX_UNIT = "nvidia-imex.service"
 
 DevicePlugin = Literal["gpu-operator", "hami", "platform"]
 ToolkitWhere = Literal["operator", "host", "none"]
@@ -87,6 +89,9 @@ class ClusterIntent:
     dra_chart_version: str = ""
     dra_gpus: bool = True
     dra_compute_domains: bool = False
+    # The node agent masks IMEX_UNIT on the GPU nodes (ComputeDomains on a preinstalled
+    # driver, with node access): FM35 says so instead of leaving the step to the user.
+    dra_masks_imex: bool = False
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -124,7 +129,7 @@ class ClusterIntent:
             del data["rule_levels"]
         if not data["dra"]:   # the DRA fields only where the stack has the driver
             for key in ("dra", "dra_driver_root", "dra_chart_version", "dra_gpus",
-                        "dra_compute_domains"):
+                        "dra_compute_domains", "dra_masks_imex"):
                 del data[key]
         for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
             if not data[key]:
@@ -162,4 +167,5 @@ class ClusterIntent:
         return cls.from_dict(json.loads(text))
 
 
-__all__ = ["INTENT_CONFIGMAP", "INTENT_KEY", "INTENT_LABEL", "ClusterIntent", "NodeIntent"]
+__all__ = ["IMEX_UNIT", "INTENT_CONFIGMAP", "INTENT_KEY", "INTENT_LABEL", "ClusterIntent",
+           "NodeIntent"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import Finding, Severity
-from gpuplane.core.intent import ClusterIntent
+from gpuplane.core.intent import IMEX_UNIT, ClusterIntent
 from gpuplane.rules._shared import at, finding, flag, lookup, version_tuple
 from gpuplane.rules.dra_facts import DEFAULT_KUBELET_ROOT, kubelet_root
 from gpuplane.rules.platform import platform_of
@@ -38,7 +38,7 @@ def check_dra_release(values: Mapping[str, Any], intent: ClusterIntent, *,
     cds = flag(values, "resources.computeDomains.enabled", True)
     return [*_cdi(intent, where, ours), *_driver_root(values, intent, where, ours, managed),
             *_device_plugin(intent, gpus, operator, operator_where or where, ours),
-            *_kubernetes(intent, where, ours), *_imex(cds, managed, where, ours),
+            *_kubernetes(intent, where, ours), *_imex(cds, managed, intent, where, ours),
             *_kubelet_paths(values, intent, where, ours)]
 
 
@@ -193,24 +193,42 @@ def _kubernetes(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
         severity=Severity.WARNING)]
 
 
-def _imex(compute_domains: bool, managed: bool, where: str, ours: bool) -> list[Finding]:
+def _imex(compute_domains: bool, managed: bool, intent: ClusterIntent, where: str,
+          ours: bool) -> list[Finding]:
     """FM35: ComputeDomains run their own IMEX daemon; the host's nvidia-imex.service, shipped
     with a preinstalled driver, holds the IMEX session (NV_ERR_IN_USE) unless disabled and
-    masked (docs/prerequisites.md@v0.4.0). gpuplane's node agent runs no host unit actions,
-    so the step is the user's."""
+    masked (docs/prerequisites.md@v0.4.0). Where gpuplane reaches the nodes its node agent
+    masks it (`intent.dra_masks_imex`), and the finding says where; otherwise the step is
+    the user's, with the commands."""
     if not compute_domains or managed:
         return []
+    key = "gpuplane:draDriver.computeDomains" if ours else None
+    place = at(where, "values.resources.computeDomains.enabled", key)
+    off = ("gpuplane:draDriver.computeDomains: false." if ours
+           else "resources.computeDomains.enabled=false.")
+    if ours and intent.dra_masks_imex:
+        nodes = [n.name for n in intent.gpu_nodes]
+        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5
+                                        else "")
+        return [finding(
+            "FM35",
+            f"ComputeDomains are on and the nodes carry their own driver, whose {IMEX_UNIT} "
+            f"would take the IMEX session: gpuplane masks it on {shown or 'the GPU nodes'} "
+            "(the node agent records its state, then stops, disables and masks it; "
+            "destroy puts it back as it was).",
+            place,
+            "Nothing to do unless a node needs its host IMEX daemon: then "
+            + off.replace("gpuplane:", "set gpuplane:", 1))]
     return [finding(
         "FM35",
         "ComputeDomains are on and the nodes carry their own driver, whose "
-        "nvidia-imex.service takes the IMEX session: the ComputeDomain daemon never "
+        f"{IMEX_UNIT} takes the IMEX session: the ComputeDomain daemon never "
         "becomes Ready.",
-        at(where, "values.resources.computeDomains.enabled",
-           "gpuplane:draDriver.computeDomains" if ours else None),
-        "On every GPU node: `systemctl disable --now nvidia-imex.service && systemctl mask "
-        "nvidia-imex.service`; or, where no Multi-Node NVLink is used, "
-        + ("gpuplane:draDriver.computeDomains: false." if ours
-           else "resources.computeDomains.enabled=false."))]
+        place,
+        f"On every GPU node: `systemctl disable --now {IMEX_UNIT} && systemctl mask "
+        f"{IMEX_UNIT}` (gpuplane's node agent does it where it reaches the nodes, "
+        "`gpuplane:cluster.nodeAccess: ssh` or `pod`); or, where no Multi-Node NVLink is "
+        "used, " + off)]
 
 
 def _kubelet_paths(values: Mapping[str, Any], intent: ClusterIntent, where: str,

@@ -83,9 +83,12 @@ DRA_RULES: list[dict[str, Any]] = [
         symptom="The ComputeDomain daemon never becomes Ready (NV_ERR_IN_USE).",
         why="ComputeDomains run their own IMEX daemon; a preinstalled driver ships "
             "nvidia-imex.service, which holds the IMEX session unless disabled and masked. "
-            "gpuplane's node agent does not act on host units, so the step is the user's.",
+            "Where gpuplane reaches the nodes (nodeAccess ssh or pod) its node agent masks "
+            "the unit, recording its state, and destroy puts it back; with nodeAccess: none "
+            "the step is the user's.",
         example="draDriver.computeDomains: true on nodes with gpuOperator.driver: preinstalled.",
-        fix="`systemctl disable --now nvidia-imex.service && systemctl mask "
+        fix="With node access, nothing: the plan lists the mask step per node. Otherwise "
+            "`systemctl disable --now nvidia-imex.service && systemctl mask "
             "nvidia-imex.service` on each GPU node.",
         upstream=f"{_DRA} docs/prerequisites.md@v0.4.0 (disable and mask nvidia-imex)"),
     dict(

@@ -161,7 +161,7 @@ class GpuCluster(pulumi.ComponentResource):
         namespace = cfg.gpuplane_namespace
         op = cfg.gpu_operator
         writes = bool(cfg.node_access) and bool(self.batches) and any(
-            p.files or p.docker for p in self.node_plans.values())
+            p.files or p.docker or p.options.mask_units for p in self.node_plans.values())
         sharing = bool(cfg.sharing_profiles()) and cfg.device_plugin == "gpu-operator"
         values = operator_values(cfg, self.plan.toolkit_env) if op is not None else None
         hami = hami_values(cfg) if cfg.device_plugin == "hami" else None

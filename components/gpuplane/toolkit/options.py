@@ -48,6 +48,10 @@ class PlanOptions:
     # writes the whole template (gpuplane.distros.rancher_mode chooses; `why` says why).
     runtime_setup: str = "template"
     runtime_setup_why: tuple[str, ...] = ()
+    # Host systemd units the node agent stops, disables and masks beside the files (the
+    # preinstalled driver's nvidia-imex.service under ComputeDomains, FM35); restore puts
+    # each back as it was. Nothing of the containerd plan depends on them.
+    mask_units: tuple[str, ...] = ()
 
     @property
     def installer(self) -> Installer:

@@ -3,7 +3,8 @@
 A reviewer approves a change that restarts containerd on a fleet from this diff alone, so
 nothing that changes in the Pulumi program may be left out: every resource's inputs and
 dependencies (added, removed, changed, with a YAML diff of what changed), the stack
-settings, the node files and Helm values (unified diffs), the rollout (batches, order,
+settings, the node files and Helm values (unified diffs), the host units the node agent
+masks or puts back, the rollout (batches, order,
 which nodes restart and why) and the findings (new, fixed). A plan that the rulebook or a
 mandatory policy rejects changes nothing: what it would have written is shown as the
 attempted change and the resources it holds back as withheld, never as removals.
@@ -126,6 +127,12 @@ def resources_diff(base: dict[str, Any], new: dict[str, Any],
 def _node_files(node: dict[str, Any]) -> dict[str, str]:
     """What the node gets, or would get were the plan not rejected."""
     return node.get("files") or node.get("withheldFiles") or {}
+
+
+def _node_units(node: dict[str, Any]) -> set[str]:
+    """The host units the node agent masks on the node, or would were the plan not
+    rejected."""
+    return {u["unit"] for u in node.get("hostUnits") or node.get("withheldHostUnits") or []}
 
 
 def _restart_reason(node: dict[str, Any], old: dict[str, Any], files: list[str]) -> str:
@@ -254,6 +261,8 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     rejected = new.get("verdict") == "rejected"
     base_fleets, new_fleets = _fleets(base), _fleets(new)
     files: dict[str, dict[str, str]] = {}
+    # Host units per node: `mask` (this plan masks it), `unmask` (put back as it was).
+    units: dict[str, list[dict[str, str]]] = {}
     disrupted: list[dict[str, Any]] = []
     for order, (prefix, fleet) in enumerate(new_fleets.items()):
         base_nodes = {n["name"]: n for n in base_fleets.get(prefix, {}).get("nodes", [])}
@@ -266,6 +275,10 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
                                f"a{path}", f"b{path}")
                 if text:
                     files.setdefault(name, {})[path] = text
+            old_units, new_units = _node_units(old), _node_units(node)
+            for unit in sorted(old_units ^ new_units):
+                units.setdefault(name, []).append(
+                    {"unit": unit, "change": "mask" if unit in new_units else "unmask"})
             changed = node.get("effectiveSha") != old.get("effectiveSha")
             if node.get("batch") is not None and (changed if old else node.get("restart")):
                 disrupted.append({"node": name, "batch": node["batch"], "order": order,
@@ -297,6 +310,7 @@ def plan_diff(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "rejected": rejected,
         "config": config_diff(base, new),
         "files": files,
+        "hostUnits": units,
         "values": values,
         "toolkitEnv": env,
         "resources": resources,
@@ -319,7 +333,8 @@ def _batches(fleets: dict[str, dict[str, Any]]) -> list[list[str]]:
 def is_empty(diff: dict[str, Any]) -> bool:
     """Whether the diff shows no change at all."""
     res = diff["resources"]
-    return not (diff["config"] or diff["files"] or diff["values"] or res["added"]
+    return not (diff["config"] or diff["files"] or diff.get("hostUnits") or diff["values"]
+                or res["added"]
                 or res["removed"] or res["withheld"] or res["changed"]
                 or diff["rollout"]["changed"] or diff["disrupted"]
                 or diff["findings"]["new"] or diff["findings"]["fixed"])

@@ -133,6 +133,33 @@ def _node_diffs(diff: dict[str, Any]) -> list[tuple[list[str], str, str]]:
     return [(nodes, path, text) for (path, text), nodes in groups.items()]
 
 
+def unit_lines(plan: dict[str, Any]) -> list[str]:
+    """The host unit steps of the rollout, nodes that share one listed once: the node
+    agent records each unit's state, stops, disables and masks it; destroy puts it back."""
+    held = " (withheld: the plan is rejected)"
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node in plan["nodes"]:
+        for key, note in (("hostUnits", ""), ("withheldHostUnits", held)):
+            for unit in node.get(key) or []:
+                groups.setdefault((unit["unit"], note), []).append(node["name"])
+    return [f"host unit {unit}: masked on {', '.join(nodes)} (its state is recorded, then it "
+            f"is stopped, disabled and masked; destroy puts it back as it was){note}"
+            for (unit, note), nodes in groups.items()]
+
+
+def unit_changes(diff: dict[str, Any], limit: int | None = None) -> list[str]:
+    """The host unit part of a diff, in words: which unit is masked, or put back, where."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node, changes in (diff.get("hostUnits") or {}).items():
+        for c in changes:
+            groups.setdefault((c["unit"], c["change"]), []).append(node)
+    verb = "would be" if diff.get("rejected") else "is"
+    return [f"host unit `{unit}` {verb} "
+            + ("masked" if change == "mask" else "no longer masked (put back as it was)")
+            + f" on {', '.join(listed(nodes, limit))}"
+            for (unit, change), nodes in groups.items()]
+
+
 def batch_lines(plan: dict[str, Any], limit: int | None = None) -> list[str]:
     """The rollout: one line per batch, in order, restarts marked (with a `limit`, each
     batch's nodes cut to their first entries and a count)."""
@@ -190,6 +217,12 @@ def attempted(plan: dict[str, Any]) -> list[str]:
                      f"{counted(len(nodes), 'node')} in "
                      f"{counted(len(plan.get('withheldBatches') or []), 'batch', 'batches')}"
                      + (" (diff below)" if diff.get("files") else ""))
+    held_units = sorted({u["unit"] for n in plan["nodes"]
+                         for u in n.get("withheldHostUnits") or []})
+    if held_units:
+        nodes = [n for n in plan["nodes"] if n.get("withheldHostUnits")]
+        lines.append(f"mask {', '.join(f'`{u}`' for u in held_units)} on "
+                     f"{counted(len(nodes), 'node')}")
     if not lines:
         lines.append(f"apply the {counted(plan['summary']['resources'], 'resource')} of this "
                      "plan")
@@ -305,6 +338,8 @@ def _rollout_text(title: str, fleet: dict[str, Any], console: Console) -> None:
         print_line(console, f"  planned from: {line}")
     for line in toolkit_lines(fleet.get("toolkit")):
         print_line(console, f"  toolkit: {line}")
+    for line in unit_lines(fleet):
+        print_line(console, f"  {line}")
     for nodes, path, content, held in _all_files(fleet):
         print_line(console, (path, "bold"), f" on {', '.join(nodes)}{held}")
         print_block(console, content, _fence_of(path))
@@ -367,6 +402,8 @@ def _diff_text(plan: dict[str, Any], console: Console) -> None:
         verb = "would change" if diff["rejected"] else "changes"
         print_line(console, f"  {path} {verb} on {', '.join(nodes)}:")
         print_block(console, text, "diff")
+    for line in unit_changes(diff):
+        print_line(console, f"  {line.replace('`', '')}")
     for release, text in diff["values"].items():
         print_line(console, f"  Helm release {release}:")
         print_block(console, text, "diff")
@@ -484,6 +521,7 @@ def _md_sections(plan: dict[str, Any]) -> list[tuple[str, str, bool]]:
         rollout += [f"- {line}" for line in node_pod_lines(fleet)]
         rollout += [f"- planned from: {line}" for line in baseline_lines(fleet)]
         rollout += [f"- toolkit: {line}" for line in toolkit_lines(fleet.get("toolkit"))]
+        rollout += [f"- {line}" for line in unit_lines(fleet)]
         # Essential: it is short whatever the fleet (lists are cut to LISTED entries).
         out.append((f"rollout{title}", "\n".join(rollout) + "\n", True))
     if not diff:
@@ -529,6 +567,7 @@ def _md_diff(plan: dict[str, Any], diff: dict[str, Any]) -> list[tuple[str, str,
     if res["changed"]:
         head.append("  - changed: " + ", ".join(listed(
             [f"`{_short_key(c['resource'])}`" for c in res["changed"]], LISTED)))
+    head += [f"- {line}" for line in unit_changes(diff, LISTED)]
     head += [f"- {line}" for line in _rollout_change(diff, LISTED)]
     for kind in ("new", "fixed"):
         for f in diff["findings"][kind]:

@@ -69,6 +69,12 @@ def node_files(plan: NodeContainerdPlan) -> dict[str, str]:
     return files
 
 
+def host_units(plan: NodeContainerdPlan) -> list[dict[str, str]]:
+    """The host unit steps of a node's plan: each unit the node agent records, stops,
+    disables and masks (`mask`); its delete puts the unit back as it was."""
+    return [{"unit": unit, "action": "mask"} for unit in plan.options.mask_units]
+
+
 def effective_sha(effective: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(effective, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -110,6 +116,9 @@ def build_report(stack: str, cfg: StackConfig, cluster: GpuCluster,
             "baselineFiles": {path: local for path, (_, local) in captured.items()},
             "files": written_files if managed else {},
             "withheldFiles": written_files if held else {},
+            # Host systemd units the agent masks beside the files (FM35's nvidia-imex).
+            "hostUnits": host_units(mine) if managed else [],
+            "withheldHostUnits": host_units(mine) if held else [],
             "restart": managed and mine.restarts and node.name in batch_of,
             # Docker is restarted once, after containerd, when its daemon.json changes.
             "dockerRestart": bool(managed and mine.docker and mine.docker.changes

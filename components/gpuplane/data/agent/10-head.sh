@@ -20,6 +20,11 @@
 #            removed), restart only if the effective config changed, check that runc
 #            serves and that nvidia is not left as the default runtime.
 #
+# A plan may also mask host systemd units (`mask_unit`: nvidia-imex.service beside the
+# DRA driver's ComputeDomains). Apply records each unit's state as found, then stops,
+# disables and masks it, before any containerd file changes; restore, a failed apply, and
+# an apply whose plan no longer masks it put exactly that state back (85-units.sh).
+#
 # Plain POSIX sh plus coreutils or busybox (sha256sum, awk, sed, mktemp, readlink). Runs
 # as root. Every path may be placed under a stand-in root (--root DIR) and the restart,
 # readiness and containerd commands can be replaced, so tests drive it against real
@@ -90,6 +95,7 @@ gp_on_exit() {
 
 gp_on_signal() {
 	trap '' INT TERM HUP
+	gp_units_undo
 	if [ "${GP_TXN_OPEN:-0}" = 1 ]; then
 		gp_say "interrupted by SIG$1: restoring the files changed so far"
 		gp_rollback
@@ -103,12 +109,22 @@ gp_on_signal() {
 gp_fail() {
 	gp_fail_code=$1
 	shift
+	gp_units_undo # the units this apply masked, as they were
 	if [ "${GP_TXN_OPEN:-0}" = 1 ]; then
 		gp_say "$*"
 		gp_rollback
+		if [ -n "$GP_UNITS_ERR" ]; then
+			GP_ROLLBACK_OK=0
+			GP_ROLLBACK_ERR="${GP_ROLLBACK_ERR:+$GP_ROLLBACK_ERR; }$GP_UNITS_ERR"
+		fi
 		gp_finish_fail "$*"
 	fi
 	gp_say "$*"
+	if [ -n "$GP_UNITS_ERR" ]; then
+		gp_say "RESTORE INCOMPLETE: $GP_UNITS_ERR"
+		gp_json_result false "$*; restore incomplete: $GP_UNITS_ERR" false
+		exit 3
+	fi
 	gp_json_result false "$*" "${gp_fail_restored:-}"
 	exit "$gp_fail_code"
 }

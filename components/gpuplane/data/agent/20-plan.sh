@@ -88,6 +88,8 @@ gp_begin() {
 	GP_BASEDIR=$GP_STATE/backup/bases
 	GP_STATEFILE=$GP_STATE/state
 	GP_LOCK=$GP_STATE/lock
+	GP_UNITS=$GP_STATE/units
+	GP_UNITS_ERR=
 	GP_LOCKED=0
 	GP_TXN_OPEN=0
 	GP_NODE_TOUCHED=0
@@ -99,7 +101,7 @@ gp_begin() {
 	GP_NFILES=0
 	P_DISTRO='' P_CONFIG='' P_SOCKET='' P_CONTAINERD='' P_RESTART='' P_EDITS='' P_RUNTIMES=''
 	P_DEFAULT='' P_NVIDIA='' P_TEMPLATE='' P_ID='' P_VERSION='' P_UNITS='' P_RENDERED=''
-	P_DOCKER_CONFIG='' P_DOCKER_RESTART='' P_DOCKER_RUNTIME=''
+	P_DOCKER_CONFIG='' P_DOCKER_RESTART='' P_DOCKER_RUNTIME='' P_MASK=''
 	GP_DOCKER_RESTARTED=0
 	GP_DOCKER_FILE='' GP_DOCKER_RESTART='' GP_DOCKER_WANT='' GP_DOCKER_ERR='' GP_DOCKER_CHECK=''
 	gp_now_ms
@@ -116,6 +118,7 @@ gp_begin() {
 	}
 	: >"$GP_STAGE/files"
 	: >"$GP_STAGE/bases.plan"
+	: >"$GP_STAGE/units.done"
 }
 
 # gp_plan KEY VALUE: one setting of the plan (written by components/gpuplane/agent/script.py).
@@ -145,12 +148,24 @@ gp_plan() {
 	docker_config) P_DOCKER_CONFIG=$2 ;;
 	docker_restart) P_DOCKER_RESTART=$2 ;;
 	docker_runtime) P_DOCKER_RUNTIME=$2 ;;
+	mask_unit) gp_plan_unit "$2" ;;
 	*)
 		gp_say "payload: unknown plan key '$1' (agent and payload from different versions?)"
 		exit 2
 		;;
 	esac
 	GP_HAVE_PLAN=1
+}
+
+# gp_plan_unit NAME: a host systemd unit the plan masks (85-units.sh).
+gp_plan_unit() {
+	case $1 in
+	'' | -* | *[!A-Za-z0-9_.@-]*)
+		gp_say "payload: '$1' is not a systemd unit name"
+		exit 2
+		;;
+	esac
+	P_MASK=$P_MASK$1$GP_NL
 }
 
 # gp_plan_base 'SHA256|absent PATH': the original of PATH the plan was made from.

@@ -201,6 +201,7 @@ gp_json_result() {
 			"$([ "$GP_RESTARTED" = 1 ] && echo true || echo false)"
 		printf ', "written": [%s]' "$(gp_json_list "$GP_STAGE/written" 2>/dev/null)"
 		[ -s "$GP_STAGE/kept" ] && printf ', "kept": [%s]' "$(gp_json_list "$GP_STAGE/kept")"
+		gp_units_json
 		printf ', "plan_id": %s, "distro": %s, "config": %s' "$(gp_js "$P_ID")" \
 			"$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
 		if [ -n "${GP_FINAL:-}" ] && [ -f "$GP_STAGE/$GP_FINAL.facts" ]; then

@@ -58,6 +58,7 @@ gp_apply() {
 		if ! gp_check before "$P_DEFAULT"; then
 			gp_fail 1 "the files are as planned, but the effective config does not keep the plan: $GP_CHECK_ERR; another writer may have changed the node (FM05)"
 		fi
+		gp_units_apply
 		if [ -f "$GP_MANIFEST" ] && ! gp_commit_manifest ||
 			! gp_commit_state "$gp_before_sha" "$gp_before_def"; then
 			gp_fail 1 "the node already has the planned files, but gpuplane cannot record this plan in $GP_STATE (full or read-only?); nothing was changed"
@@ -72,6 +73,8 @@ gp_apply() {
 	gp_check_bases
 	gp_check_managed
 	GP_CHANGED=true
+	# The host units first: undone by any failure below (gp_fail).
+	gp_units_apply
 
 	# Write-ahead: nothing on the node changes until the journal that undoes the run and
 	# the originals a later restore needs are written, flushed and renamed into place. If

@@ -15,6 +15,7 @@ gp_restore() {
 	gp_recover
 	if [ -z "$S_ID" ] || [ ! -s "$GP_MANIFEST" ]; then
 		gp_say "nothing to restore: gpuplane has not changed this node's containerd"
+		gp_units_restore
 		gp_clean_state
 		gp_json_result true "" ""
 		exit 0
@@ -85,6 +86,7 @@ gp_restore_record() {
 }
 
 gp_restore_done() {
+	gp_units_restore
 	gp_clean_state
 	gp_say "restored the original containerd files"
 }
@@ -123,11 +125,14 @@ gp_check_restored() {
 	return $gp_cr_rc
 }
 
-# gp_clean_state: forget everything. The state file goes first: without it the rest is
-# leftovers that the next run removes (gp_recover), whatever point this stops at.
+# gp_clean_state: forget everything but the units record. The state file goes first:
+# without it the rest is leftovers that the next run removes (gp_recover), whatever point
+# this stops at.
 gp_clean_state() {
 	rm -f "$GP_STATEFILE"
-	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" "$GP_STATE/agent.sh" \
+	rm -rf "$GP_STATE/backup" "$GP_MANIFEST" "$GP_BASES" \
 		"$GP_STATE/wrote" "$GP_STATE"/.*.back "$GP_STATE"/*.tmp.*
+	# masked units still recorded: restore (the installed agent) puts them back later
+	[ -f "$GP_UNITS" ] || rm -f "$GP_STATE/agent.sh"
 }
 
