@@ -71,6 +71,15 @@ if ! command -v gawk >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gawk >/dev/null
 fi
 
+# systemctl from Debian's systemd for the node agent's host unit step
+# (tests/real/test_agent_units.py): `systemctl --root=DIR` masks and unmasks the unit
+# files of a sandbox node offline; nothing here boots or starts systemd.
+if ! command -v systemctl >/dev/null 2>&1; then
+    need_root
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null
+fi
+
 if ! command -v sudo >/dev/null 2>&1; then
     need_root
     apt-get update -qq

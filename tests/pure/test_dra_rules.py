@@ -107,6 +107,26 @@ def test_fm35_imex_with_compute_domains_on_preinstalled_driver() -> None:
                operator=OPERATOR_OFF) == []
 
 
+def test_fm35_says_where_gpuplane_masks_the_unit() -> None:
+    """Where the node agent masks nvidia-imex.service (node access), FM35 names the nodes
+    and leaves no command to run; a program gpuplane did not write keeps the commands."""
+    from gpuplane.core.intent import NodeIntent
+
+    cds = with_(VALUES, resources={"gpus": {"enabled": True},
+                                   "computeDomains": {"enabled": True}})
+    masks = replace(GOOD, dra_compute_domains=True, dra_masks_imex=True,
+                    nodes=(NodeIntent("gpu-a"), NodeIntent("gpu-b"), NodeIntent("cpu", 0)))
+    (found,) = check_dra_release(cds, masks, where="R", operator=OPERATOR_OFF)
+    assert found.id == "FM35" and found.severity.value == "warning"
+    assert "gpuplane masks it on gpu-a, gpu-b " in found.message
+    assert "systemctl" not in found.fix
+    assert "gpuplane:draDriver.computeDomains: false" in found.fix
+    foreign = replace(masks, dra=False)   # the pack judging a release it did not make
+    (found,) = check_dra_release(cds, foreign, where="R", operator=OPERATOR_OFF)
+    assert "systemctl mask nvidia-imex.service" in found.fix
+    assert ClusterIntent.from_json(masks.to_json()).dra_masks_imex is True
+
+
 def test_fm36_k0s_kubelet_plugin_paths() -> None:
     k0s = replace(GOOD, distro="k0s")
     assert ids(intent=k0s, operator=OPERATOR_OFF) == ["FM36", "FM36"]

@@ -136,7 +136,9 @@ def _variant(tmp_path: Path, **keys: Any) -> dict[str, Any]:
     for key, value in keys.items():
         section, _, field = key.partition(".")
         name = f"gpuplane:{section}"
-        if field:
+        if value is None:   # the key goes
+            doc["config"].pop(name, None)
+        elif field:
             doc["config"][name] = {**doc["config"].get(name, {}), field: value}
         else:
             doc["config"][name] = value
@@ -172,6 +174,49 @@ def test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack(tmp_path: Pat
     assert len([f for f in plan["findings"] if f["id"] == "FM34"]) == 2
     plan = _variant(tmp_path, **{"draDriver.computeDomains": True})
     assert [(f["id"], f["severity"]) for f in plan["findings"]] == [("FM35", "warning")]
+
+
+def test_fm35_the_node_plan_masks_imex_where_gpuplane_reaches_the_nodes(
+        tmp_path: Path) -> None:
+    """ComputeDomains on the nodes' own driver with `nodeAccess: ssh`: each node's plan
+    carries the mask step (the JSON, the text and markdown views, the diff against the
+    plan without it, and the node command's stdin), and FM35 says gpuplane masks it
+    there; with `nodeAccess: none` no step, and FM35 keeps the commands."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from gpuplane.cli.plan.diff import plan_diff
+    from gpuplane.cli.plan.render import render_markdown, render_text
+
+    base = plan_stack("kubeadm-dra", STACKS)
+    plan = _variant(tmp_path, **{"draDriver.computeDomains": True})
+    step = [{"unit": "nvidia-imex.service", "action": "mask"}]
+    assert [n["hostUnits"] for n in plan["nodes"]] == [step, step]
+    assert [n["hostUnits"] for n in base["nodes"]] == [[], []]
+    (fm35,) = plan["findings"]
+    assert "gpuplane masks it on h100-01, h100-02" in fm35["message"]
+    assert "systemctl" not in fm35["fix"]
+    stdin = [r["inputs"]["stdin"] for r in plan["resources"]
+             if r["name"] == "containerd-h100-01"][0]
+    assert "gp_plan mask_unit nvidia-imex.service" in stdin.splitlines()
+    plan["diff"] = plan_diff(base, plan)
+    assert plan["diff"]["hostUnits"] == {
+        n: [{"unit": "nvidia-imex.service", "change": "mask"}] for n in ("h100-01", "h100-02")}
+    assert "host unit `nvidia-imex.service` is masked on h100-01, h100-02" in \
+        render_markdown(plan)
+    out = StringIO()
+    render_text(plan, Console(file=out, width=200))
+    assert "host unit nvidia-imex.service: masked on h100-01, h100-02" in out.getvalue()
+
+    cluster = yaml.safe_load((STACKS / "Pulumi.kubeadm-dra.yaml").read_text())[
+        "config"]["gpuplane:cluster"]
+    unreached = _variant(tmp_path, cluster={**cluster, "nodeAccess": "none"},
+                         **{"draDriver.computeDomains": True, "ssh": None,
+                            "sshPrivateKey": None, "rollout": None})
+    assert all(n["hostUnits"] == [] for n in unreached["nodes"])
+    (fm35,) = [f for f in unreached["findings"] if f["id"] == "FM35"]
+    assert "systemctl mask nvidia-imex.service" in fm35["fix"]
 
 
 def _foreign(config: dict[str, Any], operator: dict[str, Any] | None = None

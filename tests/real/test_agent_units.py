@@ -94,8 +94,9 @@ def _units(run: AgentRun) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["enabled", "disabled"])
-def test_apply_masks_the_unit_and_restore_puts_back_its_state(unit_node: UnitNode,
-                                                              enabled: bool) -> None:
+def test_fm35_apply_masks_the_unit_and_restore_puts_back_its_state(unit_node: UnitNode,
+                                                                   enabled: bool) -> None:
+    """FM35's step: the unit, enabled or disabled, is masked and put back as it was."""
     unit_node.install(enable=enabled)
     plan = unit_node.plan()
     assert f"gp_plan mask_unit {IMEX_UNIT}" in apply_stdin(plan).splitlines()

@@ -119,11 +119,11 @@ def install_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str
 
 def uninstall_script(state_dir: str = AGENT_DIR, staged: str | None = None) -> str:
     """Remove this version's installed agent and its upload once gpuplane manages nothing
-    on the node (no applied plan left in `state_dir`): what the node command's delete runs
-    after the restore. A restore skipped for a successor's plan (`--plan-id`) keeps them,
-    since the successor runs that agent."""
+    on the node (no applied plan, no masked unit left in `state_dir`): what the node
+    command's delete runs after the restore. A restore skipped for a successor's plan
+    (`--plan-id`) keeps them, since the successor runs that agent."""
     q = shlex.quote
-    return (f"if [ ! -f {q(state_dir + '/state')} ]; then "
+    return (f"if [ ! -f {q(state_dir + '/state')} ] && [ ! -f {q(state_dir + '/units')} ]; then "
             f"rm -f {q(agent_file(state_dir))} {q(staged or staged_agent_path())}; "
             f"rmdir {q(state_dir)} 2>/dev/null || :; fi")
 

@@ -175,7 +175,11 @@ DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
               f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack", _DOCTOR)),
     "FM35": (("gpuplane.rules.dra._imex",),
              (f"{_T}test_fm35_imex_with_compute_domains_on_preinstalled_driver",
-              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack")),
+              f"{_T}test_fm35_says_where_gpuplane_masks_the_unit",
+              f"{_S}test_fm34_fm35_operator_dra_mode_and_imex_in_the_bundled_stack",
+              f"{_S}test_fm35_the_node_plan_masks_imex_where_gpuplane_reaches_the_nodes",
+              "tests/real/test_agent_units.py::"
+              "test_fm35_apply_masks_the_unit_and_restore_puts_back_its_state")),
     "FM36": (("gpuplane.rules.dra._kubelet_paths",),
              (f"{_T}test_fm36_k0s_kubelet_plugin_paths",
               f"{_S}test_fm31_fm36_driver_root_and_k0s_paths_reach_the_kubelet_plugin")),
