@@ -197,8 +197,8 @@ def test_fm35_the_node_plan_masks_imex_where_gpuplane_reaches_the_nodes(
     (fm35,) = plan["findings"]
     assert "gpuplane masks it on h100-01, h100-02" in fm35["message"]
     assert "systemctl" not in fm35["fix"]
-    stdin = [r["inputs"]["stdin"] for r in plan["resources"]
-             if r["name"] == "containerd-h100-01"][0]
+    stdin = next(r["inputs"]["stdin"] for r in plan["resources"]
+                 if r["name"] == "containerd-h100-01")
     assert "gp_plan mask_unit nvidia-imex.service" in stdin.splitlines()
     plan["diff"] = plan_diff(base, plan)
     assert plan["diff"]["hostUnits"] == {
