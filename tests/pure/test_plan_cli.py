@@ -35,8 +35,9 @@ def test_json_plan_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert plan["batches"] == [["a100-01"], ["a100-02", "a100-03"], ["l40s-01", "l40s-02"]]
     node = plan["nodes"][0]
     assert set(node) == {"name", "pool", "gpus", "batch", "baselineFiles", "files",
-                         "withheldFiles", "restart", "dockerRestart", "effectiveSha",
-                         "effectiveRuntimes"}
+                         "withheldFiles", "hostUnits", "withheldHostUnits", "restart",
+                         "dockerRestart", "effectiveSha", "effectiveRuntimes"}
+    assert node["hostUnits"] == [] and node["withheldHostUnits"] == []
     assert node["dockerRestart"] is False and plan["cluster"]["dockerRestartCommand"] is None
     assert node["files"]["/etc/containerd/config.toml"].count('"/etc/containerd/conf.d/*.toml"')
     assert plan["summary"]["nodes"] == 5
