@@ -134,6 +134,10 @@ def test_a_second_apply_changes_nothing_and_restarts_nothing(unit_node: UnitNode
     assert second.out["written"] == [] and unit_node.node.restarts == 1
     assert [u["action"] for u in _units(second)] == ["already masked by gpuplane, nothing to do"]
     assert link.lstat().st_mtime_ns == stamp and unit_node.masked()
+    status = unit_node.run("status")
+    assert status.rc == 0, status.err
+    assert status.out["units"] == {IMEX_UNIT: {"before": "enabled", "active_before": "unknown",
+                                               "now": "masked"}}
     # The record still holds the state as first found.
     assert unit_node.run("restore").rc == 0
     assert unit_node.state() == "enabled"

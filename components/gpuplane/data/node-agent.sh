@@ -2389,6 +2389,22 @@ gp_units_json() { # the result's "units" member (nothing when no unit was looked
 	[ -s "$GP_STAGE/units.done" ] || return 0
 	printf ', "units": [%s]' "$(awk '{ printf "%s%s", sep, $0; sep = ", " }' "$GP_STAGE/units.done")"
 }
+
+# gp_units_status: status's "units" member: each unit gpuplane masked, its state as found
+# and now (nothing when none is recorded).
+gp_units_status() {
+	[ -f "$GP_UNITS" ] || return 0
+	gp_ust_sep=
+	printf ', "units": {'
+	awk -F '\t' '$1 == "unit" { print $2 "\t" $3 "\t" $4 }' "$GP_UNITS" |
+		while IFS="$GP_TAB" read -r gp_ust_u gp_ust_was gp_ust_act; do
+			printf '%s%s: {"before": %s, "active_before": %s, "now": %s}' "$gp_ust_sep" \
+				"$(gp_js "$gp_ust_u")" "$(gp_js "$gp_ust_was")" "$(gp_js "$gp_ust_act")" \
+				"$(gp_js "$(gp_unit_state "$gp_ust_u")")"
+			gp_ust_sep=', '
+		done
+	printf '}'
+}
 # ---------------------------------------------------------------------------------------
 # restore
 
@@ -2558,6 +2574,7 @@ gp_status() {
 			"$([ -d "$GP_TXN" ] && echo true || echo false)" "$(gp_js "$P_ID")"
 		printf ', "distro": %s, "config": %s' "$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
 		printf ', "bases": {%s}' "$(gp_bases_json)"
+		gp_units_status
 		if [ -n "$GP_CONTAINERD" ] && gp_dump "$P_CONFIG" now; then
 			gp_st_sha=$(cat "$GP_STAGE/now.sha")
 			gp_st_drift=false

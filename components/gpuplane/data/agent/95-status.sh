@@ -29,6 +29,7 @@ gp_status() {
 			"$([ -d "$GP_TXN" ] && echo true || echo false)" "$(gp_js "$P_ID")"
 		printf ', "distro": %s, "config": %s' "$(gp_js "$P_DISTRO")" "$(gp_js "$P_CONFIG")"
 		printf ', "bases": {%s}' "$(gp_bases_json)"
+		gp_units_status
 		if [ -n "$GP_CONTAINERD" ] && gp_dump "$P_CONFIG" now; then
 			gp_st_sha=$(cat "$GP_STAGE/now.sha")
 			gp_st_drift=false
