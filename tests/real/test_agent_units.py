@@ -195,3 +195,22 @@ def test_units_follow_the_plan_and_a_replaced_plans_restore_leaves_them(
         "the plan no longer masks it: unmasked, enabled"]
     assert unit_node.state() == "enabled"
     assert not host_path(unit_node.root, f"{AGENT_DIR}/units").exists()
+
+
+def test_a_unit_that_cannot_be_masked_fails_the_apply_with_nothing_changed(
+        unit_node: UnitNode) -> None:
+    """A unit whose own file is in /etc/systemd/system, where the mask's link would go:
+    systemctl refuses the mask, and the agent puts back what it did (the unit enabled
+    again) before any containerd file was written."""
+    node_file = host_path(unit_node.root, f"/{MASK}")
+    node_file.parent.mkdir(parents=True, exist_ok=True)
+    node_file.write_text(UNIT_TEXT)
+    unit_node.ctl("enable", IMEX_UNIT)
+    assert unit_node.state() == "enabled"
+    snap = unit_node.node.snapshot()
+    run = unit_node.run("apply", unit_node.plan())
+    assert run.rc == 1, run.err
+    assert f"cannot mask {IMEX_UNIT}: systemctl mask: Failed to mask unit" in run.out["error"]
+    assert unit_node.state() == "enabled" and (unit_node.root / WANTS).is_symlink()
+    assert unit_node.node.snapshot() == snap and unit_node.node.restarts == 0
+    assert not host_path(unit_node.root, f"{AGENT_DIR}/units").exists()
