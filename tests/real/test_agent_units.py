@@ -74,8 +74,9 @@ class UnitNode:
     def plan(self, units: bool = True) -> AgentPlan:
         return self.node.plan(ToolkitMode.HOST, mask_units=(IMEX_UNIT,) if units else ())
 
-    def run(self, mode: str, plan: AgentPlan | None = None, *extra: str) -> AgentRun:
-        return self.node.run(mode, plan, *extra)
+    def run(self, mode: str, plan: AgentPlan | None = None, *extra: str,
+            env: dict[str, str] | None = None) -> AgentRun:
+        return self.node.run(mode, plan, *extra, env=env)
 
 
 @pytest.fixture
@@ -214,3 +215,29 @@ def test_a_unit_that_cannot_be_masked_fails_the_apply_with_nothing_changed(
     assert unit_node.state() == "enabled" and (unit_node.root / WANTS).is_symlink()
     assert unit_node.node.snapshot() == snap and unit_node.node.restarts == 0
     assert not host_path(unit_node.root, f"{AGENT_DIR}/units").exists()
+
+
+@pytest.mark.parametrize("then", ["apply", "restore"])
+def test_a_run_killed_at_the_unit_step_is_completed_or_undone(unit_node: UnitNode,
+                                                              then: str) -> None:
+    """SIGKILL once the unit's state is recorded and before it changes: the next apply
+    masks it (from the state first recorded), a restore leaves it as it was found, and
+    either way the record says what restore needs."""
+    unit_node.install()
+    plan = unit_node.plan()
+    killed = unit_node.run("apply", plan, env={
+        **os.environ, "GPUPLANE_AGENT_FAILPOINT": f"apply:unit-{IMEX_UNIT}"})
+    assert killed.rc in (-9, 137), killed.err
+    assert unit_node.state() == "enabled"
+    assert host_path(unit_node.root, f"{AGENT_DIR}/units").is_file()
+    assert host_path(unit_node.root, AGENT_PATH).is_file()   # restore can run
+    if then == "apply":
+        rerun = unit_node.run("apply", plan)
+        assert rerun.rc == 0, rerun.err
+        assert unit_node.masked()
+        assert [(u["before"], u["action"]) for u in _units(rerun)] == [
+            ("enabled", "disabled, masked")]
+    restored = unit_node.run("restore")
+    assert restored.rc == 0, restored.err
+    assert unit_node.state() == "enabled" and not unit_node.masked()
+    assert not host_path(unit_node.root, AGENT_DIR).exists()
