@@ -188,7 +188,7 @@ gp_units_apply() {
 				gp_unit_result "$gp_ua_u" "$gp_ua_was" "$gp_ua_act" "already masked by gpuplane, nothing to do"
 				continue
 			fi
-			gp_say "$gp_ua_u was unmasked since gpuplane masked it (it is $gp_ua_now): masking it again"
+			gp_say "$gp_ua_u is recorded but not masked (it is $gp_ua_now: unmasked since, or an earlier run stopped before masking it): masking it"
 			gp_ua_live=$(gp_unit_active "$gp_ua_u")
 		else
 			gp_ua_was=$gp_ua_now gp_ua_act=$(gp_unit_active "$gp_ua_u") gp_ua_live=$gp_ua_act
