@@ -21,6 +21,7 @@ from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig, StackConfigError
 from gpuplane.config.helm_values import (
+    dra_labels,
     dra_values,
     hami_values,
     operator_values,
@@ -34,7 +35,12 @@ from gpuplane.distros.docker_daemon import DAEMON_JSON
 from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.plan.rollout import batches
 from gpuplane.platforms.native.result import PlatformInput
-from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
+from gpuplane.policy.verdict import (
+    config_map_view,
+    node_labels_view,
+    planned_findings,
+    release_view,
+)
 from gpuplane.rules.dra import check_dra_node_cdi
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.rules.stack_levers import planned_fix
@@ -50,6 +56,7 @@ from gpuplane.stack.inputs import (
     project_root,
     ssh_key,
 )
+from gpuplane.stack.node_labels import NodeLabels
 from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import log_findings, refuse
@@ -168,6 +175,9 @@ class GpuCluster(pulumi.ComponentResource):
         dra = cfg.dra_driver
         dra_vals = dra_values(cfg) if dra is not None else None
         sharing_data = time_slicing_data(cfg) if sharing else None
+        # The DRA pools' nodes (draDriver.pools): one NodeLabels, all alike.
+        dra_nodes = dra_labels(cfg)
+        dra_node_labels = next(iter(dra_nodes.values()), {})
         self.rollout = None
         self.stack_findings += planned_findings(
             stack_intent,
@@ -185,7 +195,9 @@ class GpuCluster(pulumi.ComponentResource):
                else []),
             config_maps=[config_map_view(config_map_name(cfg), namespace=namespace,
                                          data=sharing_data)] if sharing_data else [],
-            node_plans=self.node_plans, batches=self.batches if writes else [])
+            node_plans=self.node_plans, batches=self.batches if writes else [],
+            node_labels=[node_labels_view(f"{name}-dra-nodes", nodes=list(dra_nodes),
+                                          labels=dra_node_labels)] if dra_nodes else [])
         if refuse(self, self.plan_findings):
             writes = False   # held by the offline plan: the files show as withheld
         else:
@@ -239,6 +251,13 @@ class GpuCluster(pulumi.ComponentResource):
             before_operator += Sharing(f"{name}-sharing", SharingArgs(
                 namespace=namespace, labels=labels, mig_parted=mig_parted,
                 kubeconfig=args.kubeconfig), opts=in_ns).resources
+
+        if dra_nodes:
+            # Before the operator labels them: it keeps a "false" it finds, so its device
+            # plugin never starts there, and the DRA driver's kubelet plugin selects them.
+            before_operator.append(NodeLabels(
+                f"{name}-dra-nodes", nodes=list(dra_nodes), labels=dra_node_labels,
+                kubeconfig=args.kubeconfig, opts=child))
 
         self.operator = None
         deployed: list[pulumi.Resource] = []
