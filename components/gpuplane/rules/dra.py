@@ -161,7 +161,9 @@ def served_twice(values: Mapping[str, Any], nodes: Sequence[str],
     labels it has. An unset deploy label is "true" either way (the operator sets it on a
     GPU node)."""
     raw = lookup(values, "kubeletPlugin.nodeSelector", None)
-    selector = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
+    # A null value removes the key, as Helm merges values.
+    selector = {str(k): str(v) for k, v in raw.items() if v is not None} \
+        if isinstance(raw, Mapping) else {}
     known = {DRA_NODE_LABEL, *(k for labels in node_labels.values() for k in labels)}
     out = []
     for node in nodes:
