@@ -86,8 +86,11 @@ def test_a_dra_pool_with_device_plugin_sharing_is_a_conflict(sharing: dict[str, 
     assert "gpuplane:sharing.pools.training" in text and "draDriver.pools" in text
     assert "remove the pool from gpuplane:draDriver.pools" in text
     # Whole GPUs are no sharing: the entry is harmless, and the split plans as before.
+    # Its key is in the ConfigMap, but its label is not put on the driver's nodes.
     cfg["gpuplane:sharing"]["pools"]["training"] = {"mode": "whole", "gpuModel": "H100-80GB"}
-    assert parsed(cfg).dra_pools == ("training",)
+    whole = parsed(cfg)
+    assert whole.dra_pools == ("training",)
+    assert sorted(node_labels(whole)) == PLUGIN_NODES
 
 
 def test_pools_need_the_operators_device_plugin() -> None:
