@@ -23,7 +23,7 @@ from gpuplane.cli.plan.run import plan_stack
 from gpuplane.config import StackConfig, StackConfigError
 from gpuplane.config.helm_values import dra_labels, dra_values, operator_values
 from gpuplane.config.sharing_values import node_labels
-from gpuplane.core.intent import ClusterIntent
+from gpuplane.core.intent import ClusterIntent, NodeIntent
 from gpuplane.rules.dra import check_dra_release, served_twice
 
 STACK = "kubeadm-dra-pools"
@@ -244,6 +244,49 @@ def test_fm32_the_doctor_judges_the_live_nodes_labels(
     # The node selected without the device plugin's label off (the operator sets "true").
     assert "FM32" in ids({"gpuplane.dev/dra-driver": "true"}, ours)
     assert "FM32" in ids({}, None)
+
+
+def test_the_doctor_judges_each_pool_its_own_way(tmp_path: Path) -> None:
+    """A live split cluster (the doctor's healthy snapshot, a second GPU node added): the
+    DRA node is judged by its ResourceSlice, the device plugin's node by its allocatable
+    (time-sliced four ways), and neither by the other's measure."""
+    import json
+    import shutil
+
+    from gpuplane.doctor import health
+    from gpuplane.doctor.cluster import ClusterView
+    from gpuplane.doctor.dra import dra_health
+    from gpuplane.doctor.snapshot import load
+
+    snap = tmp_path / "snap"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data/doctor/healthy", snap)
+    nodes = json.loads((snap / "nodes.json").read_text())
+    (node,) = nodes["items"]
+    node["metadata"]["labels"].update(OFF)
+    node["status"]["allocatable"].pop("nvidia.com/gpu")
+    other = copy.deepcopy(node)
+    other["metadata"]["name"] = other["metadata"]["labels"]["kubernetes.io/hostname"] = "gpu-d2"
+    for key in OFF:
+        other["metadata"]["labels"].pop(key)
+    nodes["items"].append(other)
+    intent = ClusterIntent(dra=True, dra_pools=("dra",), time_slicing_replicas=4,
+                           nodes=(NodeIntent("gpu-d1", 1, pool="dra"),
+                                  NodeIntent("gpu-d2", 1, pool="plugin")))
+
+    def found(shared: int, slices: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        other["status"]["allocatable"]["nvidia.com/gpu"] = str(shared)
+        (snap / "nodes.json").write_text(json.dumps(nodes))
+        (snap / "resourceslices.json").write_text(json.dumps(
+            {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSliceList",
+             "items": slices}))
+        view = ClusterView(load(snap))
+        out = [(d.finding.id, d.scope) for d in dra_health(view, intent, [])]
+        return sorted(out + [(s.ids[0], s.evidence.source) for s in
+                             health.allocatable(view, intent, None, [])])
+
+    assert found(4, [gpu_slice("gpu-d1", 1)]) == []
+    assert found(1, []) == [("FM10", "Node gpu-d2 status.allocatable"),
+                            ("FM38", "node:gpu-d1")]
 
 
 # ------------------------------------------------------------------ post-deploy checks
