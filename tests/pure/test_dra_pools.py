@@ -246,7 +246,7 @@ def test_fm32_the_doctor_judges_the_live_nodes_labels(
     assert "FM32" in ids({}, None)
 
 
-def test_the_doctor_judges_each_pool_its_own_way(tmp_path: Path) -> None:
+def test_fm38_fm10_the_doctor_judges_each_pool_its_own_way(tmp_path: Path) -> None:
     """A live split cluster (the doctor's healthy snapshot, a second GPU node added): the
     DRA node is judged by its ResourceSlice, the device plugin's node by its allocatable
     (time-sliced four ways), and neither by the other's measure."""
@@ -339,7 +339,7 @@ def _allocatable(cluster: _Cluster, intent: ClusterIntent) -> dict[str, Any]:
                            "hamiSplitCount": 10, "kubeconfig": None}, None)
 
 
-def test_the_allocatable_check_judges_each_node_its_own_way() -> None:
+def test_fm38_fm10_the_allocatable_check_judges_each_node_its_own_way() -> None:
     intent = parsed(stack()).intent()
     slices = [gpu_slice(n, 8) for n in DRA_NODES]
     ok = _allocatable(_Cluster(slices, {"l40s-01": 16, "l40s-02": 16}), intent)

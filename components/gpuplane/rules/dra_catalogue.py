@@ -212,8 +212,9 @@ DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/pure/test_checks_dra.py::test_fm38_resourceslice_check_waits_for_the_plugin_then_fails_naming_the_node",
             "tests/pure/test_doctor_dra.py::test_fm38_doctor_names_each_gpu_node_without_a_resourceslice",
             "tests/pure/test_doctor_dra.py::test_fm38_doctor_explains_unallocated_claims",
-            "tests/pure/test_dra_pools.py::test_the_allocatable_check_judges_each_node_its_own_way",
-            "tests/pure/test_dra_pools.py::test_the_doctor_judges_each_pool_its_own_way",
+            "tests/pure/test_dra_pools.py::"
+            "test_fm38_fm10_the_allocatable_check_judges_each_node_its_own_way",
+            "tests/pure/test_dra_pools.py::test_fm38_fm10_the_doctor_judges_each_pool_its_own_way",
             "tests/engine/test_dra_scheduler.py::test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_without_slices",
             "tests/engine/test_dra_scheduler.py::test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_says_why",
         ),
