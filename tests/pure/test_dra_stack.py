@@ -219,6 +219,28 @@ def test_fm35_the_node_plan_masks_imex_where_gpuplane_reaches_the_nodes(
     assert "systemctl mask nvidia-imex.service" in fm35["fix"]
 
 
+def test_fm35_with_dra_pools_only_the_drivers_nodes_are_masked(tmp_path: Path) -> None:
+    """ComputeDomains run only where the driver's kubelet plugin runs: with
+    `draDriver.pools`, the nodes of the other pools keep their host nvidia-imex.service
+    (no mask step in their plan), and FM35 names the driver's nodes only."""
+    nodes = [{"name": "h100-01", "host": "10.30.0.11", "gpus": 8, "os": "ubuntu24.04",
+              "pool": "training"},
+             {"name": "l40s-01", "host": "10.30.0.21", "gpus": 4, "os": "ubuntu24.04",
+              "pool": "inference"}]
+    plan = _variant(tmp_path, nodes=nodes, **{"draDriver.computeDomains": True,
+                                              "draDriver.pools": ["training"]})
+    step = [{"unit": "nvidia-imex.service", "action": "mask"}]
+    assert {n["name"]: n["hostUnits"] for n in plan["nodes"]} == {
+        "h100-01": step, "l40s-01": []}
+    stdin = {r["name"]: r["inputs"]["stdin"] for r in plan["resources"]
+             if r["name"].startswith("containerd-")}
+    assert "gp_plan mask_unit nvidia-imex.service" in stdin["containerd-h100-01"]
+    assert "mask_unit" not in stdin["containerd-l40s-01"]
+    (fm35,) = [f for f in plan["findings"] if f["id"] == "FM35"]
+    assert "gpuplane masks it on h100-01 " in fm35["message"]
+    assert "l40s-01" not in fm35["message"]
+
+
 def _foreign(config: dict[str, Any], operator: dict[str, Any] | None = None
              ) -> list[tuple[str, str]]:
     """A plain program's DRA release (and operator), judged with the pack config's facts."""

@@ -72,7 +72,8 @@ def test_pack_main_only_constructs_the_pack_from_build_policies() -> None:
 
 
 @pytest.mark.parametrize("stack", ["hami-host", "hami-shared", "k8s-snap-dgx", "kind-smoke",
-                                   "kubeadm-dra", "kubeadm-prod", "microk8s-edge", "rke2-lab"])
+                                   "kubeadm-dra", "kubeadm-dra-pools", "kubeadm-prod",
+                                   "microk8s-edge", "rke2-lab"])
 def test_bundled_stacks_pass_every_policy(stack: str) -> None:
     assert run_policies(registered(stack)) == []
 
@@ -102,6 +103,12 @@ TARGETED = [
     ("kubeadm-dra", "gpu-dra-driver", "values.kubeletPlugin.kubeletPluginsDirectoryPath",
      "/srv/kubelet/plugins", {"FM36"}),
     ("kubeadm-dra", "gpu-dra-driver", "version", "", {"FM18"}),
+    # The DRA driver on one pool only (draDriver.pools): FM32 per node, from the pack's
+    # view of the driver's selector and of gpuplane's NodeLabels.
+    ("kubeadm-dra-pools", "gpu-dra-driver", "values.kubeletPlugin.nodeSelector", {},
+     {"FM32"}),
+    ("kubeadm-dra-pools", "gpu-dra-nodes", "labels", {"gpuplane.dev/dra-driver": "true"},
+     {"FM32"}),
 ]
 
 

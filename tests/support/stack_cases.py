@@ -192,6 +192,11 @@ BROKEN: dict[str, Broken] = {
         "kubeadm-dra", _dra(driverRoot="/run/nvidia/driver"), frozenset({"FM31"})),
     "kubeadm-dra/FM32-operator-device-plugin": Broken(
         "kubeadm-dra", _values(devicePlugin={"enabled": True}), frozenset({"FM32"})),
+    # The DRA driver on one pool (issue #48): its kubelet plugin's selector removed, so
+    # it runs beside the device plugin on the other pool's nodes.
+    "kubeadm-dra-pools/FM32-kubelet-plugin-everywhere": Broken(
+        "kubeadm-dra-pools", _dra(values={"kubeletPlugin": {"nodeSelector": None}}),
+        frozenset({"FM32"})),
     "kubeadm-dra/FM34-operator-dra-mode": Broken(
         "kubeadm-dra", _values(gpuCluster={"deployCR": True}), frozenset({"FM34"})),
     "kubeadm-dra/FM36-kubelet-plugins-path": Broken(

@@ -120,7 +120,8 @@ def classify(texts: Sequence[str], intent: ClusterIntent, node: str) -> tuple[st
     """(rule id, fix) for the most specific known symptom in `texts` (the rulebook's event
     table, `gpuplane.rules.events`, shared with the doctor), else None. Under DRA a claim
     the scheduler cannot satisfy comes first (FM38, checks.dra)."""
-    if intent.dra:
+    if intent.dra and (not intent.dra_pools or any(
+            n.name == node and intent.dra_serves(n) for n in intent.nodes)):
         from gpuplane.checks.dra import dra_cause
 
         claimed = dra_cause(texts, node)

@@ -91,7 +91,8 @@ class GpuChecks(pulumi.ComponentResource):
                 short_name(f"{name}-probe"), metadata=cm["metadata"], data=cm["data"],
                 opts=child())
         self.allocatable = GpuAllocatableCheck(
-            f"{name}-resourceslices" if intent.dra else f"{name}-allocatable",
+            f"{name}-resourceslices" if intent.dra and not intent.plugin_nodes
+            else f"{name}-allocatable",
             intent=intent, timeout_seconds=settings.timeout_seconds,
             hami_split_count=args.hami_split_count, kubeconfig=args.kubeconfig, opts=child())
 

@@ -332,6 +332,27 @@ def run_resourceslice_check(cluster: Cluster, nodes: Sequence[NodeIntent], *,
             "resourceSlices": {n.name: gpu_devices(slices or [], n.name) for n in nodes}}
 
 
+def run_split_check(cluster: Cluster, intent: ClusterIntent, *, waiter: Waiter,
+                    settle: int = 3, hami_split: int = HAMI_DEFAULT_SPLIT) -> dict[str, Any]:
+    """The DRA driver serving some pools only (`ClusterIntent.dra_pools`): its nodes by
+    their ResourceSlices, the device plugin's nodes by their allocatable, within one
+    deadline; raise CheckFailed with every finding of both when either falls short."""
+    failed: list[CheckFailed] = []
+    results: dict[str, Any] = {"passed": True}
+    for run in (lambda: run_resourceslice_check(cluster, intent.dra_nodes, waiter=waiter),
+                lambda: run_allocatable_check(cluster, intent.plugin_nodes, intent,
+                                              waiter=waiter, settle=settle,
+                                              hami_split=hami_split)):
+        try:
+            results.update({k: v for k, v in run().items() if k != "passed"})
+        except CheckFailed as error:
+            failed.append(error)
+    if failed:
+        raise CheckFailed("\n\n".join(str(e) for e in failed),
+                          [f for e in failed for f in e.findings])
+    return results
+
+
 __all__ = [
     "CheckFailed",
     "Cluster",
@@ -343,4 +364,5 @@ __all__ = [
     "run_allocatable_check",
     "run_job_checks",
     "run_resourceslice_check",
+    "run_split_check",
 ]

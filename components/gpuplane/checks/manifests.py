@@ -228,7 +228,7 @@ def job_manifest(
 
 def timeslicing_node(intent: ClusterIntent) -> NodeIntent | None:
     """Where to prove time-slicing: the GPU node with the fewest GPUs (fewest pods)."""
-    nodes = intent.gpu_nodes
+    nodes = intent.plugin_nodes   # the DRA driver's nodes run no device plugin
     if intent.time_slicing_replicas < 2 or not nodes or intent.device_plugin != "gpu-operator":
         return None
     return min(nodes, key=lambda n: n.gpus)   # min keeps the first of equals
@@ -238,15 +238,14 @@ def plan_checks(intent: ClusterIntent, settings: ChecksSettings) -> tuple[CheckJ
     """Every Job the checks run for this stack, in a stable order."""
     if not settings.enabled:
         return ()
-    if intent.dra:
+    if intent.dra and not intent.plugin_nodes:
         # Under DRA the GPU comes through a ResourceClaim (checks.dra): one probe per
         # node, which is the driver's pool; no device-plugin sharing proofs.
-        return tuple(CheckJob(key=short_name(f"probe-{n.name}"), kind="node", node=n.name,
-                              gpus=n.gpus, pods=1, sample=settings.sample,
-                              max_memory_mib=None, hold_seconds=0)
-                     for n in intent.gpu_nodes)
+        return tuple(_dra_probe(n, settings) for n in intent.gpu_nodes)
     hami = intent.device_plugin == "hami"
+    # The DRA driver's pools (draDriver.pools) by claim, the others by device plugin.
     jobs = [
+        _dra_probe(n, settings) if intent.dra_serves(n) else
         CheckJob(key=short_name(f"probe-{n.name}"), kind="node", node=n.name, gpus=n.gpus,
                  pods=1, sample=settings.sample,
                  max_memory_mib=settings.hami_gpumem if hami and settings.sample == "probe"
@@ -269,6 +268,13 @@ def plan_checks(intent: ClusterIntent, settings: ChecksSettings) -> tuple[CheckJ
                              pods=1, sample="probe", max_memory_mib=settings.hami_gpumem,
                              hold_seconds=0))
     return tuple(jobs)
+
+
+def _dra_probe(node: NodeIntent, settings: ChecksSettings) -> CheckJob:
+    """A node's probe when the DRA driver serves it: its GPU by claim (checks.dra)."""
+    return CheckJob(key=short_name(f"probe-{node.name}"), kind="node", node=node.name,
+                    gpus=node.gpus, pods=1, sample=settings.sample, max_memory_mib=None,
+                    hold_seconds=0)
 
 
 def _resource(node: NodeIntent, intent: ClusterIntent) -> str:

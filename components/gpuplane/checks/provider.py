@@ -41,6 +41,7 @@ from gpuplane.checks.live import (
     run_allocatable_check,
     run_job_checks,
     run_resourceslice_check,
+    run_split_check,
 )
 from gpuplane.checks.manifests import CheckJob, job_manifest, job_name, plan_checks
 from gpuplane.checks.settings import ChecksSettings
@@ -164,7 +165,7 @@ class ProbeJobCheckProvider(_CheckProvider):
             try:
                 for check, manifest in check_manifests(props, run):
                     name = manifest["metadata"]["name"]
-                    if dra:     # the Job's claim template first, named like the Job
+                    if _claims(manifest):   # its claim template first, named like it
                         cluster.create_claim_template(namespace, probe_claim_template(
                             namespace, name, check.node))
                     cluster.create_job(namespace, manifest)
@@ -191,6 +192,11 @@ class ProbeJobCheckProvider(_CheckProvider):
                               waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
 
 
+def _claims(manifest: Mapping[str, Any]) -> bool:
+    """Whether a probe Job's pod takes its GPU by ResourceClaim (a DRA driver's node)."""
+    return bool(manifest["spec"]["template"]["spec"].get("resourceClaims"))
+
+
 def _delete(cluster: Cluster, namespace: str, name: str, dra: bool) -> None:
     """A probe Job and, under DRA, its claim template (same name)."""
     cluster.delete_job(namespace, name)
@@ -206,15 +212,21 @@ class AllocatableCheckProvider(_CheckProvider):
 
     def run(self, props: dict[str, Any]) -> dict[str, Any]:
         intent = ClusterIntent.from_json(props["intent"])
-        if intent.dra:
+        if intent.dra and not intent.plugin_nodes:
             return run_resourceslice_check(
                 self._cluster(props), intent.gpu_nodes,
                 waiter=self._waiter(float(props["timeoutSeconds"])))
-        return run_allocatable_check(self._cluster(props), intent.gpu_nodes, intent,
-                                     waiter=self._waiter(float(props["timeoutSeconds"])),
-                                     settle=self.settle_reads,
-                                     hami_split=int(props.get("hamiSplitCount")
-                                                    or HAMI_DEFAULT_SPLIT))
+        if not intent.dra_nodes:
+            return run_allocatable_check(self._cluster(props), intent.gpu_nodes, intent,
+                                         waiter=self._waiter(float(props["timeoutSeconds"])),
+                                         settle=self.settle_reads,
+                                         hami_split=int(props.get("hamiSplitCount")
+                                                        or HAMI_DEFAULT_SPLIT))
+        return run_split_check(self._cluster(props), intent,
+                               waiter=self._waiter(float(props["timeoutSeconds"])),
+                               settle=self.settle_reads,
+                               hami_split=int(props.get("hamiSplitCount")
+                                              or HAMI_DEFAULT_SPLIT))
 
 
 def check_manifests(props: Mapping[str, Any], run: int) -> list[tuple[CheckJob, dict[str, Any]]]:
@@ -222,6 +234,7 @@ def check_manifests(props: Mapping[str, Any], run: int) -> list[tuple[CheckJob, 
     tests validate exactly what the provider creates)."""
     intent = ClusterIntent.from_json(str(props["intent"]))
     settings = settings_from(props["settings"])
+    nodes = {n.name: n for n in intent.nodes}
     out = []
     for check in checks_of(props):
         name = job_name(str(props["jobPrefix"]), check.key, str(props["fingerprint"]), run)
@@ -229,7 +242,8 @@ def check_manifests(props: Mapping[str, Any], run: int) -> list[tuple[CheckJob, 
             check, intent, settings, namespace=str(props["namespace"]),
             configmap=props.get("configmap") if check.sample == "probe" else None,
             name=name, fingerprint_value=str(props["fingerprint"]))
-        out.append((check, dra_job(manifest, name) if intent.dra else manifest))
+        by_claim = intent.dra_serves(nodes[check.node]) if check.node in nodes else intent.dra
+        out.append((check, dra_job(manifest, name) if by_claim else manifest))
     return out
 
 

@@ -9,10 +9,12 @@ for the v25.x releases, `dra-driver-nvidia-gpu` from v0.4.0 (Chart.yaml@v25.12.0
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from gpuplane.config.errors import Problem, stack_key
 from gpuplane.config.releases import ChartRelease
 from gpuplane.config.sections import VersionStr
 from gpuplane.core.chartsource import ChartSource, oci_tag_problem, parse_chart_source
@@ -22,6 +24,12 @@ from gpuplane.rules.dra_facts import (
     dra_chart_of,
     dra_order,
 )
+
+if TYPE_CHECKING:
+    from gpuplane.config.stack import StackConfig
+
+# The StackConfig fields `dra_pool_problems` reads (gpuplane.config.stack.Check).
+DRA_POOL_NEEDS = frozenset({"dra_driver", "nodes", "sharing", "device_plugin"})
 
 # NGC serves both names (docs/install.md@v0.4.0; demo/clusters/openshift/README.md@v25.12.0).
 DRA_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -52,7 +60,14 @@ class DraDriverConfig(ChartRelease):
     """Raw Helm values for the driver's chart, merged last (FM30-FM36 still judge them)."""
     gpus: bool = True
     """`resources.gpus.enabled`: hand out whole GPUs and MIG devices by ResourceClaim. The
-    GPU Operator's device plugin is then turned off (both would advertise the same GPUs)."""
+    GPU Operator's device plugin is then turned off where the driver runs (both would
+    advertise the same GPUs): on every GPU node, or with `pools` on those pools' nodes."""
+    pools: list[str] | None = None
+    """The node pools (`nodes[].pool`) whose nodes the driver serves; unset: every GPU
+    node (the operator's device plugin is then off cluster-wide). Set: the operator keeps
+    its device plugin for the other pools (with their `gpuplane:sharing` profiles), and
+    these pools' nodes are labelled `nvidia.com/gpu.deploy.device-plugin: "false"` and
+    `gpuplane.dev/dra-driver: "true"`, which the driver's kubelet plugin selects."""
     compute_domains: bool = False
     """`resources.computeDomains.enabled`: Multi-Node NVLink ComputeDomains (IMEX); needs
     MNNVL hardware and driver >= 570.158.01."""
@@ -104,6 +119,16 @@ class DraDriverConfig(ChartRelease):
             raise ValueError(f"{value!r} must be an absolute path on the node")
         return value
 
+    @field_validator("pools")
+    @classmethod
+    def _pools(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("names no pool: list the pools (nodes[].pool) the DRA driver "
+                             "serves, or remove pools to serve every GPU node")
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"{value!r} names a pool twice; list each pool once")
+        return value
+
     @model_validator(mode="after")
     def _something(self) -> DraDriverConfig:
         if not self.gpus and not self.compute_domains:
@@ -129,4 +154,40 @@ class DraDriverConfig(ChartRelease):
         return parse_chart_source(self.chart, self.chart_name) if self.chart else UPSTREAM
 
 
-__all__ = ["DRA_CHART_REPO", "DraDriverConfig"]
+def dra_pool_problems(cfg: StackConfig) -> Iterator[Problem]:
+    """What `draDriver.pools` cannot name: a pool no node has, and a pool whose
+    `gpuplane:sharing` entry shares GPUs through the device plugin (time-slicing, MPS, a
+    MIG layout), which does not run on the driver's nodes. The cluster default
+    (`sharing.default`) is the device plugin's nodes' own: it never applies to a DRA pool."""
+    dra = cfg.dra_driver
+    if dra is None or dra.pools is None:
+        return
+    known = sorted({n.pool for n in cfg.nodes if n.gpus > 0})
+    for i, pool in enumerate(dra.pools):
+        if pool not in known:
+            yield Problem(stack_key(f"draDriver.pools[{i}]"),
+                          f"no GPU node has pool {pool!r} (nodes[].pool: "
+                          f"{', '.join(known) or 'none'}); fix the pool name or remove it")
+    entries = cfg.sharing.pools if cfg.sharing is not None else {}
+    for pool in dra.pools:
+        p = entries.get(pool)
+        if p is None or (p.mode == "whole" and p.mig is None):
+            continue
+        how = "a MIG layout" if p.mig is not None else f"{p.mode} ({p.replicas} replicas)"
+        yield Problem(stack_key(f"sharing.pools.{pool}"),
+                      f"pool {pool!r} is served by the DRA driver (draDriver.pools), whose "
+                      f"nodes run no device plugin, but its sharing is {how}, which only the "
+                      "device plugin applies; remove the pool from gpuplane:draDriver.pools "
+                      "to keep the device plugin's sharing there, or remove "
+                      f"gpuplane:sharing.pools.{pool} and share by claim instead (a "
+                      "GpuConfig sharing strategy TimeSlicing/MPS, or MIG devices of "
+                      "DeviceClass mig.nvidia.com)")
+    if dra.gpus and cfg.device_plugin != "gpu-operator":
+        yield Problem(stack_key("draDriver.pools"),
+                      f"keeps a device plugin beside the DRA driver on the other pools, "
+                      f"which gpuplane does only for the GPU Operator's, but devicePlugin is "
+                      f"{cfg.device_plugin}; set devicePlugin: gpu-operator, or remove "
+                      "draDriver.pools (the driver then serves every GPU node)")
+
+
+__all__ = ["DRA_CHART_REPO", "DRA_POOL_NEEDS", "DraDriverConfig", "dra_pool_problems"]

@@ -14,7 +14,7 @@ from gpuplane.config import StackConfig
 from gpuplane.config.dra import DraDriverConfig
 from gpuplane.config.sharing_values import plugin_config_data, sharing_operator_values
 from gpuplane.core.images import hami_mirror_values, operator_mirror_values
-from gpuplane.rules.dra_facts import dra_image_path
+from gpuplane.rules.dra_facts import DRA_NODE_LABEL, dra_image_path, dra_node_labels
 from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
 
 
@@ -44,9 +44,12 @@ def operator_values(cfg: StackConfig, toolkit_env: list[dict[str, str]]) -> dict
         repository, _, image = op.toolkit_image.repository.rpartition("/")
         toolkit.update(repository=repository, image=image, version=op.toolkit_image.tag)
     # With the DRA driver handing out the GPUs, the operator's device plugin must not
-    # advertise them too (FM32): off cluster-wide (the operator's ClusterPolicy has one
-    # devicePlugin switch for every node it manages).
-    dra_gpus = cfg.dra_driver is not None and cfg.dra_driver.gpus
+    # advertise them too (FM32). On every GPU node: off in the ClusterPolicy (one switch
+    # for every node it manages); on some pools only (draDriver.pools): on, and off on
+    # those pools' nodes by their nvidia.com/gpu.deploy.device-plugin label
+    # (dra_node_labels).
+    dra_gpus = cfg.dra_driver is not None and cfg.dra_driver.gpus \
+        and cfg.dra_driver.pools is None
     device_plugin: dict[str, Any] = {
         "enabled": cfg.device_plugin == "gpu-operator" and not dra_gpus}
     if op.toolkit == "operator" and cfg.device_plugin == "gpu-operator" \
@@ -127,8 +130,11 @@ def dra_release_values(dra: DraDriverConfig, driver_root: str, kubelet_dir: str
     dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu/values.yaml@v0.4.1):
     `gpuResourcesEnabledOverride` is the chart's own guard against a device plugin on the
     same GPUs (templates/validation.yaml); gpuplane sets it only because it turns the
-    operator's device plugin off (FM32 judges the result). The kubelet plugin's
-    registration paths follow the kubelet's root directory (k0s: /var/lib/k0s/kubelet)."""
+    operator's device plugin off where the driver runs (FM32 judges the result). With
+    `pools`, the kubelet plugin runs only on the nodes labelled as those pools'
+    (`kubeletPlugin.nodeSelector`, templates/kubeletplugin.yaml@every tag). The kubelet
+    plugin's registration paths follow the kubelet's root directory (k0s:
+    /var/lib/k0s/kubelet)."""
     values: dict[str, Any] = {
         "nvidiaDriverRoot": driver_root,
         "resources": {"gpus": {"enabled": dra.gpus},
@@ -139,11 +145,22 @@ def dra_release_values(dra: DraDriverConfig, driver_root: str, kubelet_dir: str
             "kubeletPluginsDirectoryPath": f"{kubelet_dir}/plugins",
         },
     }
+    if dra.pools is not None:
+        values["kubeletPlugin"]["nodeSelector"] = {DRA_NODE_LABEL: "true"}
     if dra.feature_gates:
         values["featureGates"] = dict(dra.feature_gates)
     if dra.image_mirror:
         values["image"] = {"repository": f"{dra.image_mirror}/{dra_image_path(dra.chart_version)}"}
     return deep_merge(values, dra.values)
+
+
+def dra_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:
+    """node -> the labels of a node the DRA driver serves where it serves some pools only
+    (`draDriver.pools`; gpuplane.rules.dra_facts.dra_node_labels); none otherwise."""
+    dra = cfg.dra_driver
+    if dra is None or dra.pools is None:
+        return {}
+    return {node: dra_node_labels(dra.gpus) for node in cfg.dra_pool_nodes()}
 
 
 def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
@@ -156,5 +173,5 @@ def time_slicing_data(cfg: StackConfig) -> dict[str, str]:
     return plugin_config_data(cfg)
 
 
-__all__ = ["deep_merge", "dra_release_values", "dra_values", "hami_values", "operator_values",
-           "time_slicing_data"]
+__all__ = ["deep_merge", "dra_labels", "dra_release_values", "dra_values", "hami_values",
+           "operator_values", "time_slicing_data"]

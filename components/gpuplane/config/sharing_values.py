@@ -126,13 +126,16 @@ def mig_parted_data(cfg: StackConfig) -> dict[str, str] | None:
 def node_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:
     """node -> the labels that select its pool's profile and MIG layout. Only nodes of a
     pool with its own entry get the plugin label (the rest use
-    `devicePlugin.config.default`); only MIG pools get `nvidia.com/mig.config`."""
+    `devicePlugin.config.default`); only MIG pools get `nvidia.com/mig.config`; the nodes
+    of the DRA driver's own pools (`draDriver.pools`) none."""
     if cfg.sharing is None or cfg.device_plugin != "gpu-operator":
         return {}
     found = cfg.sharing_profiles()
     out: dict[str, dict[str, str]] = {}
+    dra_pools = cfg.dra_pools
     for node in cfg.nodes:
-        if node.gpus <= 0:
+        # A node the DRA driver serves (draDriver.pools) runs no device plugin to select.
+        if node.gpus <= 0 or node.pool in dra_pools:
             continue
         key = cfg.sharing_key(node.pool)
         p = found.get(key) if key else None

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from gpuplane.config.dra import DraDriverConfig
+from gpuplane.config.dra import DRA_POOL_NEEDS, DraDriverConfig, dra_pool_problems
 from gpuplane.config.errors import Problem, StackConfigError, stack_key
 from gpuplane.config.releases import GpuOperatorConfig, HamiConfig
 from gpuplane.config.sections import (
@@ -426,6 +426,7 @@ def _docker_access(cfg: StackConfig) -> Iterator[Problem]:
 
 STACK_CHECKS.extend(Check(frozenset(needs), run) for needs, run in UNUSED_CHECKS)
 STACK_CHECKS.append(Check(SHARING_NEEDS, sharing_problems))
+STACK_CHECKS.append(Check(DRA_POOL_NEEDS, dra_pool_problems))
 
 
 @_check(STACK_CHECKS, "device_plugin", "time_slicing")

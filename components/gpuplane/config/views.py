@@ -211,7 +211,8 @@ class StackViews:
         """`NodeIntent.resources`: what the node's device plugin advertises where its
         pool's sharing is one the cluster-wide fields cannot say (a `gpuplane:sharing`
         stack: every node); empty otherwise (the cluster's time-slicing, as before)."""
-        if getattr(self, "sharing", None) is None or self.device_plugin != "gpu-operator":
+        if getattr(self, "sharing", None) is None or self.device_plugin != "gpu-operator" \
+                or pool in self.dra_pools:
             return ()
         key = self.sharing_key(pool)
         found = self.sharing_profiles().get(key) if key else None
@@ -224,7 +225,8 @@ class StackViews:
             return {}
         return {"sharing": tuple(self.sharing_profiles().values()),
                 "sharing_pools": tuple(sorted({(n.pool, key) for n in self.nodes
-                                               if (key := self.sharing_key(n.pool))}))}
+                                               if (key := self.sharing_key(n.pool))
+                                               and n.pool not in self.dra_pools}))}
 
     def _time_slicing_fields(self) -> dict[str, Any]:
         """The intent's cluster-wide time-slicing fields: `gpuplane:timeSlicing`, or with
@@ -242,6 +244,18 @@ class StackViews:
                 "time_slicing_configmap": sharing.config_map,
                 "time_slicing_profile": "default",
                 "time_slicing_rename": d.rename_by_default if on else False}
+    @property
+    def dra_pools(self) -> tuple[str, ...]:
+        """`draDriver.pools`: the pools the DRA driver serves where it serves some only;
+        empty: none, or every GPU node (no pools named)."""
+        dra = self.dra_driver
+        return tuple(dra.pools) if dra is not None and dra.pools is not None else ()
+
+    def dra_pool_nodes(self) -> list[str]:
+        """The GPU nodes of `dra_pools`, in stack order (they get `dra_node_labels`)."""
+        pools = self.dra_pools
+        return [n.name for n in self.nodes if n.gpus > 0 and n.pool in pools]
+
     @property
     def dra_driver_root(self) -> str:
         """Where the DRA driver reads the NVIDIA driver: `draDriver.driverRoot` as set,
@@ -289,6 +303,7 @@ class StackViews:
             dra_gpus=dra.gpus if dra else True,
             dra_compute_domains=dra.compute_domains if dra else False,
             dra_masks_imex=self.masks_imex,
+            dra_pools=self.dra_pools,
             rule_levels=tuple(sorted((k, v) for k, v in self.rules.items()
                                      if v != "mandatory")),
         )

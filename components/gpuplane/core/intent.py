@@ -92,6 +92,9 @@ class ClusterIntent:
     # The node agent masks IMEX_UNIT on the GPU nodes (ComputeDomains on a preinstalled
     # driver, with node access): FM35 says so instead of leaving the step to the user.
     dra_masks_imex: bool = False
+    # draDriver.pools: the node pools the driver serves; empty: every GPU node. The
+    # others keep the operator's device plugin (and their sharing).
+    dra_pools: tuple[str, ...] = ()
     # gpuplane:rules: (rule id, "advisory" | "disabled") pairs the stack accepts; the
     # program and the policy pack apply them to every finding (gpuplane.core.findings.levelled).
     rule_levels: tuple[tuple[str, str], ...] = ()
@@ -129,8 +132,10 @@ class ClusterIntent:
             del data["rule_levels"]
         if not data["dra"]:   # the DRA fields only where the stack has the driver
             for key in ("dra", "dra_driver_root", "dra_chart_version", "dra_gpus",
-                        "dra_compute_domains", "dra_masks_imex"):
+                        "dra_compute_domains", "dra_masks_imex", "dra_pools"):
                 del data[key]
+        elif not data["dra_pools"]:   # every GPU node: the record as it was before pools
+            del data["dra_pools"]
         for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
             if not data[key]:
                 del data[key]
@@ -154,8 +159,24 @@ class ClusterIntent:
             (str(n), int(c)) for n, c in p.get("mig_layout", ()))})
             for p in known.pop("sharing", ()))
         pools = tuple((str(p), str(k)) for p, k in known.pop("sharing_pools", ()))
+        dra_pools = tuple(str(p) for p in known.pop("dra_pools", ()))
         return cls(**known, nodes=nodes, rule_levels=levels, sharing=sharing,
-                   sharing_pools=pools)
+                   sharing_pools=pools, dra_pools=dra_pools)
+
+    def dra_serves(self, node: NodeIntent) -> bool:
+        """Whether `node`'s GPUs are the DRA driver's (every GPU node unless `dra_pools`
+        names some pools), not a device plugin's."""
+        return self.dra and (not self.dra_pools or node.pool in self.dra_pools)
+
+    @property
+    def dra_nodes(self) -> tuple[NodeIntent, ...]:
+        """The GPU nodes the DRA driver serves (checked by ResourceSlice)."""
+        return tuple(n for n in self.gpu_nodes if self.dra_serves(n))
+
+    @property
+    def plugin_nodes(self) -> tuple[NodeIntent, ...]:
+        """The GPU nodes a device plugin serves (checked by allocatable)."""
+        return tuple(n for n in self.gpu_nodes if not self.dra_serves(n))
 
     def sharing_of(self, pool: str) -> PoolSharing | None:
         """The sharing profile a node of `pool` uses; None: whole GPUs, no profile."""

@@ -137,12 +137,15 @@ def _dra(view: ClusterView, intent: ClusterIntent,
     from gpuplane.rules.platform import DRA_CHARTS, check_dra_driver_root
 
     found = [r for r in (view.release(c) for c in DRA_CHARTS) if r is not None]
+    # FM32 per node, by the labels the nodes have (the DRA pools' plugin off).
+    node_labels = {name(n): labels(n) for n in view.gpu_nodes(n.name for n in intent.nodes)}
     out = causes(check_operator_dra(operator, where="GPU Operator", dra_release=bool(found))
                  if operator is not None else [], "operator")
     for release in found:
         out += causes(check_dra_driver_root(release.values, intent, where=release.where)
                       + check_dra_release(release.values, intent, where=release.where,
-                                          operator=operator), "dra")
+                                          operator=operator, node_labels=node_labels,
+                                          live=True), "dra")
     return out
 
 

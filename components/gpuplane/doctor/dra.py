@@ -65,10 +65,13 @@ def dra_health(view: ClusterView, intent: ClusterIntent,
 
 
 def _nodes(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
-    """The GPU nodes (the stack's, the labelled ones, the GPU pods') without a slice."""
+    """The GPU nodes (the stack's, the labelled ones, the GPU pods') without a slice;
+    where the driver serves some pools only (`draDriver.pools`), those pools' nodes."""
     declared = {n.name: n for n in intent.gpu_nodes}
     nodes = [declared.get(name(n)) or NodeIntent(name(n), gpus=1)
              for n in view.gpu_nodes(declared)]
+    if intent.dra_pools:
+        nodes = [n for n in nodes if n.name in declared and intent.dra_serves(n)]
     slices = view.snap.resourceslices
     return [Diagnosis(finding, f"node:{node.name}", [Evidence(
                 f"ResourceSlices of node {node.name}",

@@ -162,7 +162,9 @@ def allocatable(view: ClusterView, intent: ClusterIntent, hami_values: dict[str,
             out.append(mig_manager_symptom(node, mig))
             continue
         want = nodes.get(name(node))
-        if want is None:
+        # A node of the DRA driver's own pools (draDriver.pools) advertises nothing: its
+        # GPUs are in ResourceSlices (doctor.dra).
+        if want is None or (intent.dra_pools and intent.dra_serves(want)):
             continue
         if want.resources:
             out += pool_counts(node, want, intent)

@@ -203,7 +203,7 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
     releases = [v for v in views if v.type == RELEASE]
     for v in views:
         if v.type == RELEASE:
-            _release(v, intent, out, releases)
+            _release(v, intent, out, releases, views)
         elif v.type == CONFIGMAP and intent.time_slicing_replicas > 0:
             _time_slicing(v, intent, out)
     _runtime_classes(views, intent, out)
@@ -255,7 +255,7 @@ def _chart(v: View) -> str | None:
 
 
 def _release(v: View, intent: ClusterIntent, out: StackFindings,
-             releases: list[View]) -> None:
+             releases: list[View], views: list[View]) -> None:
     from gpuplane.rules.platform import DRA_CHARTS
 
     chart = _chart(v)
@@ -285,8 +285,10 @@ def _release(v: View, intent: ClusterIntent, out: StackFindings,
                                     stack_key="gpuplane:draDriver.chartVersion",
                                     example=DRA_NEWEST), v.urn)
         out.add(check_dra_driver_root(values, intent, where=where), v.urn)
+        from gpuplane.policy.sharing import node_labels_of
+
         out.add(check_dra_release(
-            values, intent, where=where,
+            values, intent, where=where, node_labels=node_labels_of(views),
             operator=(operator[0].props.get("values") or {}) if operator else None,
             operator_where=f"Release {operator[0].props.get('name', operator[0].name)}"
             if operator else ""), v.urn)

@@ -44,6 +44,22 @@ def _labels(views: Iterable[View]) -> list[tuple[str, str]]:
     return out
 
 
+def node_labels_of(views: Iterable[View]) -> dict[str, dict[str, str]]:
+    """node -> every label the stack sets on it (gpuplane's `NodeLabels`, a program's
+    `NodePatch`), for the rules that judge where a DaemonSet runs (FM32)."""
+    out: dict[str, dict[str, str]] = {}
+    for v in views:
+        if v.type == NODE_LABELS:
+            labels = {str(k): str(x) for k, x in mapping(v.props.get("labels")).items()}
+            for node in v.props.get("nodes") or []:
+                out.setdefault(str(node), {}).update(labels)
+        elif v.type == NODE_PATCH:
+            meta = mapping(v.props.get("metadata"))
+            out.setdefault(str(meta.get("name", v.name)), {}).update(
+                {str(k): str(x) for k, x in mapping(meta.get("labels")).items()})
+    return out
+
+
 def sharing_findings(views: list[View], operators: Iterable[tuple[Mapping[str, Any], str, str]],
                      intent: ClusterIntent | None) -> list[tuple[Finding, str]]:
     """`operators`: (values, where, urn) of each GPU Operator install; `intent`: the

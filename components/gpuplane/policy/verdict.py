@@ -38,17 +38,27 @@ def config_map_view(name: str, *, namespace: str, data: Mapping[str, str]) -> Vi
                 {"metadata": {"name": name, "namespace": namespace}, "data": dict(data)})
 
 
+def node_labels_view(name: str, *, nodes: Sequence[str], labels: Mapping[str, str]) -> View:
+    """gpuplane's `NodeLabels` as the pack sees it (its inputs)."""
+    from gpuplane.policy.sharing import NODE_LABELS
+
+    return View(NODE_LABELS, name, f"planned::{name}",
+                {"nodes": list(nodes), "labels": dict(labels)})
+
+
 def planned_findings(intent: ClusterIntent, *, releases: Sequence[View],
                      config_maps: Sequence[View],
                      node_plans: Mapping[str, NodeContainerdPlan],
-                     batches: Sequence[Sequence[str]]) -> list[Finding]:
+                     batches: Sequence[Sequence[str]],
+                     node_labels: Sequence[View] = ()) -> list[Finding]:
     """What the pack would report on the stack's releases, its time-slicing ConfigMap,
-    the files each node is sent (beyond the planner's own findings) and the rollout
-    order: the same collectors, on the values the component is about to register."""
+    the DRA driver's node labels, the files each node is sent (beyond the planner's own
+    findings) and the rollout order: the same collectors, on the values the component is
+    about to register."""
     intent_view = config_map_view(INTENT_CONFIGMAP, namespace=intent.operator_namespace,
                                   data={INTENT_KEY: intent.to_json()})
-    found = [item.finding for item in
-             stack_findings([intent_view, *releases, *config_maps], intent).items]
+    found = [item.finding for item in stack_findings(
+        [intent_view, *releases, *config_maps, *node_labels], intent).items]
     profile, version = intent_profile(intent)
     seen: set[int] = set()
     for node, plan in node_plans.items():
@@ -61,4 +71,4 @@ def planned_findings(intent: ClusterIntent, *, releases: Sequence[View],
     return list(dict.fromkeys(found))
 
 
-__all__ = ["config_map_view", "planned_findings", "release_view"]
+__all__ = ["config_map_view", "node_labels_view", "planned_findings", "release_view"]

@@ -10,14 +10,19 @@ Pure: values and the intent in, findings out. The chart facts are in
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import IMEX_UNIT, ClusterIntent
 from gpuplane.rules._shared import at, finding, flag, lookup, version_tuple
-from gpuplane.rules.dra_facts import DEFAULT_KUBELET_ROOT, kubelet_root
+from gpuplane.rules.dra_facts import (
+    DEFAULT_KUBELET_ROOT,
+    DEVICE_PLUGIN_DEPLOY,
+    DRA_NODE_LABEL,
+    kubelet_root,
+)
 from gpuplane.rules.platform import platform_of
 
 OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"   # the operator's driver container, on the host
@@ -27,17 +32,28 @@ _DRA_BETA = (1, 32)     # the charts' kubeVersion ">=1.32.0-0" (Chart.yaml@every
 
 def check_dra_release(values: Mapping[str, Any], intent: ClusterIntent, *,
                       where: str, operator: Mapping[str, Any] | None = None,
-                      operator_where: str = "", driver_managed: bool | None = None
-                      ) -> list[Finding]:
+                      operator_where: str = "", driver_managed: bool | None = None,
+                      node_labels: Mapping[str, Mapping[str, str]] | None = None,
+                      live: bool = False) -> list[Finding]:
     """Every DRA rule over one release of the driver. `operator`: the values of the GPU
     Operator release beside it (None: none in the program); `driver_managed`: whether the
-    operator installs the NVIDIA driver (None: the intent's `driver_preinstalled`)."""
+    operator installs the NVIDIA driver (None: the intent's `driver_preinstalled`);
+    `node_labels`: node -> the labels the program sets on it (`live`: all the labels a
+    live node has), by which FM32 is judged per GPU node of the intent; None: the nodes
+    are not known, and any device plugin beside the driver is FM32."""
     ours = intent.dra
     managed = (not intent.driver_preinstalled) if driver_managed is None else driver_managed
     gpus = flag(values, "resources.gpus.enabled", True)
     cds = flag(values, "resources.computeDomains.enabled", True)
+    # Per node where the driver serves some pools only, or on a live cluster; a stack
+    # whose driver serves every GPU node has both plugins on all of them or on none.
+    split = node_labels is not None and bool(intent.gpu_nodes) and (
+        bool(intent.dra_pools) or live)
+    twice = served_twice(values, [n.name for n in intent.gpu_nodes], node_labels or {},
+                         live=live) if split else None
     return [*_cdi(intent, where, ours), *_driver_root(values, intent, where, ours, managed),
-            *_device_plugin(intent, gpus, operator, operator_where or where, ours),
+            *_device_plugin(intent, gpus, operator, operator_where or where, ours, twice,
+                            where),
             *_kubernetes(intent, where, ours), *_imex(cds, managed, intent, where, ours),
             *_kubelet_paths(values, intent, where, ours)]
 
@@ -130,15 +146,51 @@ def _driver_root(values: Mapping[str, Any], intent: ClusterIntent, where: str, o
         changes=(("gpuplane:draDriver.driverRoot", None),) if ours else ())]
 
 
+def served_twice(values: Mapping[str, Any], nodes: Sequence[str],
+                 node_labels: Mapping[str, Mapping[str, str]], *, live: bool = False
+                 ) -> list[str]:
+    """The GPU nodes (of `nodes`) where the GPU Operator's device plugin and the DRA
+    driver's kubelet plugin both run, by their labels. The operator's DaemonSet selects
+    `nvidia.com/gpu.deploy.device-plugin: "true"`, a label the operator sets on a GPU node
+    that has none (assets/state-device-plugin/0500_daemonset.yaml, addGPUStateLabels in
+    controllers/state_manager.go@v24.3.0..v26.7.0); the kubelet plugin runs where
+    `kubeletPlugin.nodeSelector` matches (templates/kubeletplugin.yaml@every tag). With
+    the labels a program sets (`live` false), a label it sets on no node is not known: a
+    selector on it may match (a label it sets on some nodes, and gpuplane's own
+    `gpuplane.dev/dra-driver`, the others lack); on a live node the selector matches the
+    labels it has. An unset deploy label is "true" either way (the operator sets it on a
+    GPU node)."""
+    raw = lookup(values, "kubeletPlugin.nodeSelector", None)
+    # A null value removes the key, as Helm merges values.
+    selector = {str(k): str(v) for k, v in raw.items() if v is not None} \
+        if isinstance(raw, Mapping) else {}
+    known = {DRA_NODE_LABEL, *(k for labels in node_labels.values() for k in labels)}
+    out = []
+    for node in nodes:
+        labels = node_labels.get(node) or {}
+        deploy = labels.get(DEVICE_PLUGIN_DEPLOY, "true")
+        dra = all(labels[k] == v if k in labels else not live and k not in known
+                  for k, v in selector.items())
+        if deploy == "true" and dra:
+            out.append(node)
+    return out
+
+
 def _device_plugin(intent: ClusterIntent, gpus: bool, operator: Mapping[str, Any] | None,
-                   where: str, ours: bool) -> list[Finding]:
+                   where: str, ours: bool, twice: list[str] | None = None,
+                   dra_where: str = "") -> list[Finding]:
     """FM32: with resources.gpus.enabled the driver "cannot be deployed alongside the
     standard GPU device plugin on the same node" (templates/validation.yaml@v25.12.0,
-    the guard gpuResourcesEnabledOverride lifts); both advertise the same GPUs."""
+    the guard gpuResourcesEnabledOverride lifts); both advertise the same GPUs. Judged
+    per node where the nodes and their labels are known (`twice`: the nodes with both);
+    with the operator's plugin off on the driver's nodes (`draDriver.pools`) the split
+    is clean."""
     if not gpus:
         return []
     who = None
     if operator is not None and flag(operator, "devicePlugin.enabled", True):
+        if twice is not None:
+            return _twice(twice, dra_where or where, ours)
         who = "the GPU Operator's device plugin (devicePlugin.enabled)"
         key = "gpuplane:gpuOperator.values" if ours else None
     elif ours and intent.device_plugin in ("hami", "platform"):
@@ -160,6 +212,29 @@ def _device_plugin(intent: ClusterIntent, gpus: bool, operator: Mapping[str, Any
          if ours else
          "Install the GPU Operator with devicePlugin.enabled=false on the DRA nodes "
          "(docs/prerequisites.md@v0.4.0), or set resources.gpus.enabled=false."))]
+
+
+def _twice(nodes: list[str], where: str, ours: bool) -> list[Finding]:
+    """FM32 on the nodes where both plugins run (none: the pools are split cleanly)."""
+    if not nodes:
+        return []
+    shown = ", ".join(nodes[:8]) + (f" and {len(nodes) - 8} more" if len(nodes) > 8 else "")
+    return [finding(
+        "FM32",
+        f"on node(s) {shown} the DRA driver's kubelet plugin (kubeletPlugin.nodeSelector) "
+        "runs beside the GPU Operator's device plugin (the node's "
+        f"{DEVICE_PLUGIN_DEPLOY} label is not \"false\"): each GPU there can be given "
+        "twice, to a claim and to a device-plugin pod, and the node is over-admitted.",
+        at(where, "values.kubeletPlugin.nodeSelector",
+           "gpuplane:draDriver.values" if ours else None),
+        ("Remove kubeletPlugin.nodeSelector from gpuplane:draDriver.values: with "
+         "gpuplane:draDriver.pools gpuplane labels the driver's nodes "
+         f"{DRA_NODE_LABEL}=true and {DEVICE_PLUGIN_DEPLOY}=false, and its kubelet plugin "
+         "selects them; or remove draDriver.pools (the device plugin then is off "
+         "everywhere)." if ours else
+         f"Label the DRA nodes {DEVICE_PLUGIN_DEPLOY}=false and select only them in the "
+         "driver's kubeletPlugin.nodeSelector, or install the GPU Operator with "
+         "devicePlugin.enabled=false (docs/prerequisites.md@v0.4.0)."))]
 
 
 def _kubernetes(intent: ClusterIntent, where: str, ours: bool) -> list[Finding]:
@@ -207,7 +282,7 @@ def _imex(compute_domains: bool, managed: bool, intent: ClusterIntent, where: st
     off = ("gpuplane:draDriver.computeDomains: false." if ours
            else "resources.computeDomains.enabled=false.")
     if ours and intent.dra_masks_imex:
-        nodes = [n.name for n in intent.gpu_nodes]
+        nodes = [n.name for n in intent.dra_nodes]
         shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5
                                         else "")
         return [finding(
@@ -290,4 +365,4 @@ def check_operator_dra(values: Mapping[str, Any], *, where: str,
 
 
 __all__ = ["OPERATOR_DRIVER_ROOT", "check_dra_node_cdi", "check_dra_release",
-           "check_operator_dra"]
+           "check_operator_dra", "served_twice"]

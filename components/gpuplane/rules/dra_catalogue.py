@@ -49,13 +49,24 @@ DRA_RULES: list[dict[str, Any]] = [
         symptom="Nodes are over-admitted: one GPU goes to a claim and to a device-plugin pod.",
         why="With resources.gpus.enabled the driver must not share a node with the GPU "
             "device plugin until KEP 5004 is GA; its chart refuses to render unless "
-            "gpuResourcesEnabledOverride says the plugin is off. A pod asking for both "
-            "nvidia.com/gpu and a claim depends on both.",
-        example="A GPU Operator release with devicePlugin.enabled left true beside the driver.",
-        fix="devicePlugin.enabled=false in the operator (gpuplane does it with draDriver.gpus); "
-            "pods ask for GPUs one way.",
+            "gpuResourcesEnabledOverride says the plugin is off. Judged per node where the "
+            "nodes are known: the operator's plugin runs where "
+            "nvidia.com/gpu.deploy.device-plugin is \"true\" (the operator sets it on a GPU "
+            "node without it and keeps a \"false\"), the driver's kubelet plugin where its "
+            "kubeletPlugin.nodeSelector matches. A pod asking for both nvidia.com/gpu and a "
+            "claim depends on both.",
+        example="A GPU Operator release with devicePlugin.enabled left true beside the driver; "
+                "with draDriver.pools, a kubeletPlugin.nodeSelector that also matches the "
+                "device plugin's nodes.",
+        fix="devicePlugin.enabled=false in the operator (gpuplane does it with draDriver.gpus), "
+            "or the plugin off on the driver's nodes only (gpuplane: draDriver.pools labels "
+            "them nvidia.com/gpu.deploy.device-plugin=false and selects them); pods ask for "
+            "GPUs one way.",
         upstream=f"{_DRA} {_CHART}/templates/validation.yaml@v25.12.0 "
-                 "(gpuResourcesEnabledOverride); docs/prerequisites.md@v0.4.0"),
+                 "(gpuResourcesEnabledOverride), templates/kubeletplugin.yaml@v25.12.0 "
+                 "(kubeletPlugin.nodeSelector); docs/prerequisites.md@v0.4.0; NVIDIA/"
+                 "gpu-operator controllers/state_manager.go@v24.3.0, @v26.7.0 "
+                 "(addGPUStateLabels), assets/state-device-plugin/0500_daemonset.yaml@v26.7.0"),
     dict(
         id="FM33", severity=_E, title="DRA driver on a Kubernetes without DRA on",
         symptom="The release fails to install, or claims are never allocated.",
@@ -147,6 +158,7 @@ DRA_RULES: list[dict[str, Any]] = [
 
 _T = "tests/pure/test_dra_rules.py::"
 _S = "tests/pure/test_dra_stack.py::"
+_P = "tests/pure/test_dra_pools.py::"
 _BUNDLED = f"{_S}test_fm30_fm31_fm32_fm33_bundled_dra_stack_and_its_broken_variants"
 _DOCTOR = f"{_S}test_fm32_fm34_the_doctor_judges_a_live_dra_release"
 _PLAIN = f"{_S}test_fm30_fm33_a_plain_dra_release_is_judged_on_the_facts_given"
@@ -162,12 +174,20 @@ DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
               f"{_S}test_fm31_driver_root_follows_where_the_driver_lives",
               f"{_S}test_fm31_fm36_driver_root_and_k0s_paths_reach_the_kubelet_plugin",
               _BUNDLED)),
-    "FM32": (("gpuplane.rules.dra._device_plugin",
+    "FM32": (("gpuplane.rules.dra._device_plugin", "gpuplane.rules.dra._twice",
               "gpuplane.rules.dra_workloads.check_pod_claims"),
              (f"{_T}test_fm32_operator_device_plugin_beside_the_driver",
               f"{_T}test_fm32_pod_asks_for_nvidia_gpu_and_a_claim",
               f"{_S}test_fm32_the_operator_device_plugin_is_off_with_dra_gpus",
-              f"{_S}test_fm32_gpuplane_values_render_at_every_driver_tag", _BUNDLED, _DOCTOR)),
+              f"{_S}test_fm32_gpuplane_values_render_at_every_driver_tag", _BUNDLED, _DOCTOR,
+              f"{_P}test_fm32_served_twice_by_the_labels_each_node_gets",
+              f"{_P}test_fm32_per_node_in_the_release_check",
+              f"{_P}test_fm32_the_bundled_split_plans_clean_and_an_override_is_refused",
+              f"{_P}test_fm32_the_doctor_judges_the_live_nodes_labels",
+              "tests/real/test_dra_pools_render.py::"
+              "test_fm32_the_split_reaches_both_charts_at_every_tag",
+              "tests/engine/test_dra_pools_nodes.py::"
+              "test_fm32_the_dra_and_device_plugin_pools_get_one_plugin_each")),
     "FM33": (("gpuplane.rules.dra._kubernetes",),
              (f"{_T}test_fm33_kubernetes_before_1_34", _BUNDLED, _PLAIN)),
     "FM34": (("gpuplane.rules.dra.check_operator_dra",),
@@ -199,6 +219,9 @@ DRA_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/pure/test_checks_dra.py::test_fm38_resourceslice_check_waits_for_the_plugin_then_fails_naming_the_node",
             "tests/pure/test_doctor_dra.py::test_fm38_doctor_names_each_gpu_node_without_a_resourceslice",
             "tests/pure/test_doctor_dra.py::test_fm38_doctor_explains_unallocated_claims",
+            "tests/pure/test_dra_pools.py::"
+            "test_fm38_fm10_the_allocatable_check_judges_each_node_its_own_way",
+            "tests/pure/test_dra_pools.py::test_fm38_fm10_the_doctor_judges_each_pool_its_own_way",
             "tests/engine/test_dra_scheduler.py::test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_without_slices",
             "tests/engine/test_dra_scheduler.py::test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_says_why",
         ),

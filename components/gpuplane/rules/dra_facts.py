@@ -41,6 +41,23 @@ _CD_ATTRS = ("type", "id")      # cmd/compute-domain-kubelet-plugin/deviceinfo.g
 # /var/lib/k0s; the kubelet's root is `<dataDir>/kubelet`).
 KUBELET_ROOT = {"k0s": "/var/lib/k0s/kubelet"}
 DEFAULT_KUBELET_ROOT = "/var/lib/kubelet"   # kubeletPlugin.*DirectoryPath@every tag
+# Where the driver serves some pools only (`draDriver.pools`): the label its kubelet
+# plugin selects (kubeletPlugin.nodeSelector, templates/kubeletplugin.yaml@every tag), and
+# the GPU Operator's per-node switch for its device plugin. The operator's DaemonSet
+# selects `nvidia.com/gpu.deploy.device-plugin: "true"` (assets/state-device-plugin/
+# 0500_daemonset.yaml), and it sets that label only where the node has none
+# (addGPUStateLabels, controllers/state_manager.go@v24.3.0..v26.3.3; @v26.7.0 also where
+# it is empty), so a "false" set first keeps the plugin off that node. MIG Manager keeps a
+# "false" through a layout change too (maybeSetTrue, pkg/mig/reconfigure/reconfigure.go,
+# NVIDIA/mig-parted@v0.14.0).
+DRA_NODE_LABEL = "gpuplane.dev/dra-driver"
+DEVICE_PLUGIN_DEPLOY = "nvidia.com/gpu.deploy.device-plugin"
+
+
+def dra_node_labels(gpus: bool) -> dict[str, str]:
+    """The labels of a node the driver serves where it serves some pools only: the
+    kubelet plugin's selector, and (with GPUs by claim) the operator's device plugin off."""
+    return {DRA_NODE_LABEL: "true", **({DEVICE_PLUGIN_DEPLOY: "false"} if gpus else {})}
 
 
 def dra_order(version: str) -> tuple[int, int, int] | None:
@@ -115,7 +132,23 @@ def kubelet_root(distro: str) -> str:
     return KUBELET_ROOT.get(distro, DEFAULT_KUBELET_ROOT)
 
 
-__all__ = ["CD_DRIVER", "DRA_CHART", "DRA_CHARTS", "DRA_CHART_V25", "DRA_KNOWN", "DRA_NEWEST",
-           "GPU_DRIVER", "attributes", "device_classes", "dra_chart_of", "dra_image_path",
-           "dra_order",
-           "gpu_attributes", "known_release", "kubelet_root"]
+__all__ = [
+    "CD_DRIVER",
+    "DEVICE_PLUGIN_DEPLOY",
+    "DRA_CHART",
+    "DRA_CHARTS",
+    "DRA_CHART_V25",
+    "DRA_KNOWN",
+    "DRA_NEWEST",
+    "DRA_NODE_LABEL",
+    "GPU_DRIVER",
+    "attributes",
+    "device_classes",
+    "dra_chart_of",
+    "dra_image_path",
+    "dra_node_labels",
+    "dra_order",
+    "gpu_attributes",
+    "known_release",
+    "kubelet_root",
+]

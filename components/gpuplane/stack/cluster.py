@@ -21,6 +21,7 @@ from gpuplane.checks import GpuChecks, GpuChecksArgs
 from gpuplane.checks.settings import ChecksSettings
 from gpuplane.config import HAMI_CHART, OPERATOR_CHART, StackConfig, StackConfigError
 from gpuplane.config.helm_values import (
+    dra_labels,
     dra_values,
     hami_values,
     operator_values,
@@ -34,7 +35,12 @@ from gpuplane.distros.docker_daemon import DAEMON_JSON
 from gpuplane.plan.node import NodeContainerdPlan, plan_node
 from gpuplane.plan.rollout import batches
 from gpuplane.platforms.native.result import PlatformInput
-from gpuplane.policy.verdict import config_map_view, planned_findings, release_view
+from gpuplane.policy.verdict import (
+    config_map_view,
+    node_labels_view,
+    planned_findings,
+    release_view,
+)
 from gpuplane.rules.dra import check_dra_node_cdi
 from gpuplane.rules.platform import check_platform_node_writes
 from gpuplane.rules.stack_levers import planned_fix
@@ -50,6 +56,7 @@ from gpuplane.stack.inputs import (
     project_root,
     ssh_key,
 )
+from gpuplane.stack.node_labels import NodeLabels
 from gpuplane.stack.node_pod import ContainerdPodRollout, ContainerdPodRolloutArgs
 from gpuplane.stack.node_rollout import ContainerdRollout, ContainerdRolloutArgs, NodeTarget
 from gpuplane.stack.refusal import log_findings, refuse
@@ -168,6 +175,9 @@ class GpuCluster(pulumi.ComponentResource):
         dra = cfg.dra_driver
         dra_vals = dra_values(cfg) if dra is not None else None
         sharing_data = time_slicing_data(cfg) if sharing else None
+        # The DRA pools' nodes (draDriver.pools): one NodeLabels, all alike.
+        dra_nodes = dra_labels(cfg)
+        dra_node_labels = next(iter(dra_nodes.values()), {})
         self.rollout = None
         self.stack_findings += planned_findings(
             stack_intent,
@@ -185,7 +195,9 @@ class GpuCluster(pulumi.ComponentResource):
                else []),
             config_maps=[config_map_view(config_map_name(cfg), namespace=namespace,
                                          data=sharing_data)] if sharing_data else [],
-            node_plans=self.node_plans, batches=self.batches if writes else [])
+            node_plans=self.node_plans, batches=self.batches if writes else [],
+            node_labels=[node_labels_view(f"{name}-dra-nodes", nodes=list(dra_nodes),
+                                          labels=dra_node_labels)] if dra_nodes else [])
         if refuse(self, self.plan_findings):
             writes = False   # held by the offline plan: the files show as withheld
         else:
@@ -239,6 +251,13 @@ class GpuCluster(pulumi.ComponentResource):
             before_operator += Sharing(f"{name}-sharing", SharingArgs(
                 namespace=namespace, labels=labels, mig_parted=mig_parted,
                 kubeconfig=args.kubeconfig), opts=in_ns).resources
+
+        if dra_nodes:
+            # Before the operator labels them: it keeps a "false" it finds, so its device
+            # plugin never starts there, and the DRA driver's kubelet plugin selects them.
+            before_operator.append(NodeLabels(
+                f"{name}-dra-nodes", nodes=list(dra_nodes), labels=dra_node_labels,
+                kubeconfig=args.kubeconfig, opts=child))
 
         self.operator = None
         deployed: list[pulumi.Resource] = []
@@ -336,16 +355,25 @@ def _node_plans(cfg: StackConfig, model: NodeContainerdPlan,
     """One plan per distinct set of captured files (nodes of a pool usually share one)."""
     # None: the model. A node with baselines of no files is planned from "no files" (its
     # top-level file mapped to null), not from the model.
-    plans: dict[frozenset[tuple[str, str]] | None, NodeContainerdPlan] = {None: model}
+    # A node outside draDriver.pools keeps its host units: only the driver's nodes run
+    # ComputeDomains, so only their nvidia-imex.service is masked.
+    plans: dict[tuple[frozenset[tuple[str, str]] | None, bool], NodeContainerdPlan] = {
+        (None, True): model}
+    options = cfg.plan_options()
+    dra_pools = cfg.dra_pools
     out = {}
     for node in cfg.nodes:
         captured = dict(baselines.get(node.name, {}))
-        key = frozenset(captured.items()) if node.name in baselines else None
+        units = not dra_pools or node.pool in dra_pools or not options.mask_units
+        has_baseline = node.name in baselines
+        key = (frozenset(captured.items()) if has_baseline else None, units)
         if key not in plans:
             # The node's own files only: what it lacks, it lacks (gpuplane.config.baselines
             # refuses a capture that misses the file the plan edits).
-            plans[key] = plan_node(cfg.profile, cfg.containerd, cfg.plan_options(),
-                                   current=captured, docker=cfg.docker_settings)
+            plans[key] = plan_node(cfg.profile, cfg.containerd,
+                                   options if units else replace(options, mask_units=()),
+                                   current=captured if has_baseline else None,
+                                   docker=cfg.docker_settings)
         out[node.name] = plans[key]
     return out
 
