@@ -1,0 +1,123 @@
+"""`gpuplane:sharing` under HAMi (issue #47): a pool's HAMi mode (`hami-core` with its own
+split and scaling, or `mig`) becomes HAMi's per-node `nodeconfig` in the chart's values,
+and what each of its nodes advertises in the intent, which the allocatable check reads.
+The same values through Helm's engine on every HAMi chart: tests/real/test_hami_nodeconfig.py;
+the rules FM20/FM22/FM29 on HAMi pools: tests/pure/test_rules_sharing.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from support.stack_cases import config_of
+
+from gpuplane.config import StackConfig, StackConfigError
+from gpuplane.config.helm_values import hami_values
+from gpuplane.core.intent import ClusterIntent
+from gpuplane.rules.advertised import expected_resources
+
+
+def parsed(stack: str, **pools: dict[str, Any]) -> StackConfig:
+    cfg = {k.removeprefix("gpuplane:"): v for k, v in config_of(stack).items()}
+    if pools:
+        cfg.setdefault("sharing", {}).setdefault("pools", {}).update(pools)
+    return StackConfig.model_validate(cfg)
+
+
+def node_config(cfg: StackConfig) -> dict[str, Any] | None:
+    text = hami_values(cfg)["devicePlugin"].get("nodeConfiguration", {}).get("config")
+    return None if text is None else json.loads(text)
+
+
+def test_each_listed_node_of_a_hami_pool_gets_its_nodeconfig_entry() -> None:
+    cfg = parsed("hami-pools")
+    assert node_config(cfg) == {"nodeconfig": [
+        {"name": "a100-01", "operatingmode": "mig"},
+        {"name": "l4-01", "operatingmode": "hami-core", "devicesplitcount": 20},
+        {"name": "l4-02", "operatingmode": "hami-core", "devicesplitcount": 20}]}
+    # The cluster's own values stay the chart-wide ones; stacks without HAMi pools leave
+    # the chart's own (example) nodeconfig alone.
+    assert hami_values(cfg)["devicePlugin"]["deviceSplitCount"] == 10
+    for stack in ("hami-shared", "hami-host"):
+        assert "nodeConfiguration" not in hami_values(parsed(stack))["devicePlugin"]
+
+
+def test_memory_scaling_only_where_the_pool_sets_it() -> None:
+    cfg = parsed("hami-pools", inference={"mode": "hami-core", "deviceMemoryScaling": 1.5})
+    entries = {e["name"]: e for e in node_config(cfg)["nodeconfig"]}   # type: ignore[index]
+    assert entries["l4-01"] == {"name": "l4-01", "operatingmode": "hami-core",
+                                "devicememoryscaling": 1.5}
+
+
+def test_hami_raw_values_still_win_over_the_nodeconfig() -> None:
+    raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
+    mine = '{"nodeconfig": []}'
+    raw["hami"]["values"] = {"devicePlugin": {"nodeConfiguration": {"config": mine}}}
+    cfg = StackConfig.model_validate(raw)
+    assert hami_values(cfg)["devicePlugin"]["nodeConfiguration"]["config"] == mine
+
+
+def test_a_hami_pool_advertises_its_own_split_and_the_check_expects_it() -> None:
+    intent = parsed("hami-pools").intent()
+    nodes = {n.name: n for n in intent.nodes}
+    # 8 GPUs x the cluster's 10 (MIG mode keeps the split); 4 GPUs x the pool's 20.
+    assert dict(nodes["a100-01"].resources) == {"nvidia.com/gpu": 80}
+    assert dict(nodes["l4-01"].resources) == {"nvidia.com/gpu": 80}
+    assert expected_resources(nodes["l4-02"], intent) == {"nvidia.com/gpu": 80}
+    assert ClusterIntent.from_json(intent.to_json()) == intent
+    record = json.loads(intent.to_json())
+    assert {p["key"]: p.get("hami_split") for p in record["sharing"]} == {
+        "default": None, "training": 10, "inference": 20}
+    # Stacks without HAMi pools keep their record as it was.
+    operator = json.loads(parsed("two-pools").intent().to_json())
+    assert all("hami_split" not in p and "hami_memory_scaling" not in p
+               for p in operator["sharing"])
+
+
+def test_a_pool_without_a_hami_mode_keeps_the_clusters_split() -> None:
+    cfg = parsed("hami-pools", inference={"mode": "whole"})
+    intent = cfg.intent()
+    node = next(n for n in intent.nodes if n.name == "l4-01")
+    assert node.resources == ()
+    assert expected_resources(node, intent) == {"nvidia.com/gpu": 40}
+
+
+@pytest.mark.parametrize(("pool", "said"), [
+    ({"mode": "mig", "gpuModel": "A100-80GB",
+      "mig": {"strategy": "mixed", "profile": "all-balanced"}}, "remove one"),
+    ({"mode": "mig"}, "mode mig needs gpuModel"),
+    ({"mode": "mig", "gpuModel": "A100-80GB", "deviceMemoryScaling": 2},
+     "never scales memory"),
+    ({"mode": "hami-core", "replicas": 4}, "HAMi splits a GPU deviceSplitCount ways"),
+    ({"mode": "time-slicing", "replicas": 4, "deviceSplitCount": 4},
+     "are HAMi's, for mode hami-core or mig"),
+])
+def test_hami_profile_keys_that_cannot_work_are_refused(pool: dict[str, Any],
+                                                        said: str) -> None:
+    with pytest.raises(Exception) as err:
+        parsed("hami-pools", training=pool)
+    text = str(err.value)
+    assert said in text and "training" in text, text
+
+
+def test_the_default_profile_does_not_carry_the_clusters_split_twice() -> None:
+    raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
+    raw["sharing"]["default"] = {"mode": "hami-core", "deviceSplitCount": 4,
+                                 "deviceMemoryScaling": 2}
+    with pytest.raises(StackConfigError) as err:
+        StackConfig.model_validate(raw)
+    text = str(err.value)
+    assert "gpuplane:sharing.default.deviceSplitCount" in text
+    assert "gpuplane:sharing.default.deviceMemoryScaling" in text
+    assert "gpuplane:hami.deviceSplitCount" in text
+
+
+def test_sharing_still_needs_a_plugin_that_shares() -> None:
+    raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("bottlerocket-nvidia").items()}
+    raw["devicePlugin"] = "platform"
+    raw["sharing"] = {"pools": {}}
+    with pytest.raises(StackConfigError) as err:
+        StackConfig.model_validate(raw)
+    text = str(err.value)
+    assert "gpuplane:sharing" in text and "needs the GPU Operator's device plugin or HAMi" in text
