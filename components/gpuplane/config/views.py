@@ -101,9 +101,14 @@ class StackViews:
     @property
     def creates_runtime_class(self) -> bool:
         """Whether gpuplane creates the RuntimeClass: `runtime.createRuntimeClass: true`,
-        or `auto` without the operator (which creates it otherwise)."""
+        or `auto` without the operator (which creates it otherwise). Never under the
+        operator's NRI plugin: no node has the runtime it would name (`true` is refused
+        there, gpuplane.config.stack._nri_runtime_class)."""
         create = self.runtime.create_runtime_class
-        return create is True or (create == "auto" and self.gpu_operator is None)
+        op = self.gpu_operator
+        if op is not None and op.nri:
+            return False
+        return create is True or (create == "auto" and op is None)
 
     @property
     def node_pod_namespace(self) -> str:

@@ -103,6 +103,7 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
             "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
             "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
+            "tests/pure/test_rules_nri.py::test_fm26_gpuplane_runtime_class_refused_under_nri",
             "tests/engine/test_nri_engine.py::"
             "test_fm26_fm27_nri_release_under_the_cli_gets_the_offline_verdict",
         ),
