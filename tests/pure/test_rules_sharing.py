@@ -403,3 +403,26 @@ def test_fm19_only_where_one_side_is_mixed(operator: dict[str, Any], profile: st
     data = {"any": f"version: v1\nflags: {{migStrategy: {profile}}}\n"}
     found = check_mig_strategy(operator, data, where="ConfigMap gpu-operator/plugin-config")
     assert [f.id for f in found] == (["FM19"] if fm19 else [])
+
+
+def test_fm20_fm29_doctor_judges_the_hami_pools_of_the_stacks_intent() -> None:
+    """The doctor runs the same pool rules on a HAMi stack's intent: HAMi alone (no
+    operator release found) and beside the operator (its values found)."""
+    from gpuplane.doctor.analyse import _rules, _sharing
+    from gpuplane.doctor.cluster import ClusterView
+    from gpuplane.doctor.snapshot import Snapshot
+
+    alone = stack("hami-pools")
+    del alone["gpuplane:gpuOperator"]
+    alone["gpuplane:cluster"]["nodeAccess"] = "pod"
+    alone["gpuplane:sharing"]["pools"]["training"]["gpuModel"] = "T4"
+    intent = parsed(alone).intent()
+    found = {d.finding.id for d in _rules(ClusterView(Snapshot()), intent, [])}
+    assert "FM20" in found, found
+
+    beside = stack("hami-pools")
+    beside["gpuplane:sharing"]["pools"]["inference"] = {"mode": "time-slicing", "replicas": 2}
+    intent = parsed(beside).intent()
+    found = {d.finding.id for d in _sharing(ClusterView(Snapshot()), intent,
+                                            {"devicePlugin": {"enabled": False}}, "Release")}
+    assert found == {"FM29"}, found
