@@ -60,7 +60,7 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             f"{_SHARING}test_fm19_plain_install_strategy_mismatch",
         )),
     "FM20": _entry(
-        checks=("gpuplane.rules.sharing._fits", "gpuplane.doctor.analyse._rules"),
+        checks=("gpuplane.rules.sharing._fits",),
         tests=(f"{_SHARING}test_fm20_layout_the_gpu_cannot_make",
                f"{_SHARING}test_fm20_hami_mig_mode_on_a_gpu_without_mig",
                f"{_SHARING}test_fm20_fm29_doctor_judges_the_hami_pools_of_the_stacks_intent")),
