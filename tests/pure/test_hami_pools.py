@@ -13,7 +13,7 @@ import pytest
 from support.stack_cases import config_of
 
 from gpuplane.config import StackConfig, StackConfigError
-from gpuplane.config.helm_values import hami_values
+from gpuplane.config.helm_values import hami_values, operator_values
 from gpuplane.core.intent import ClusterIntent
 from gpuplane.rules.advertised import expected_resources
 
@@ -41,6 +41,15 @@ def test_each_listed_node_of_a_hami_pool_gets_its_nodeconfig_entry() -> None:
     assert hami_values(cfg)["devicePlugin"]["deviceSplitCount"] == 10
     for stack in ("hami-shared", "hami-host"):
         assert "nodeConfiguration" not in hami_values(parsed(stack))["devicePlugin"]
+
+
+def test_mig_manager_off_beside_hamis_mig_mode() -> None:
+    """The operator labels MIG-capable nodes all-disabled where MIG Manager runs with the
+    chart's default config; under HAMi's MIG mode gpuplane turns MIG Manager off."""
+    assert operator_values(parsed("hami-pools"), [])["migManager"] == {"enabled": False}
+    core = parsed("hami-pools", training={"mode": "hami-core"})
+    assert "migManager" not in operator_values(core, [])
+    assert "migManager" not in operator_values(parsed("hami-shared"), [])
 
 
 def test_memory_scaling_only_where_the_pool_sets_it() -> None:

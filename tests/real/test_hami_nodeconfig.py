@@ -4,7 +4,9 @@ plugin's ConfigMap as `config.json`, the one the device plugin's DaemonSet mount
 /config (the plugin reads /config/config.json and picks the entry whose name is its
 NODE_NAME, Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go
 at v2.8.3, v2.9.0, v2.10.0), every key of an entry is one the chart's own example entry
-at that version spells, and a stack without HAMi pools keeps the chart's example."""
+at that version spells, and a stack without HAMi pools keeps the chart's example. Beside
+the GPU Operator, a pool in HAMi's MIG mode turns MIG Manager off in the rendered
+ClusterPolicy (else the operator labels the nodes nvidia.com/mig.config=all-disabled)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from support import charts
 from support.stack_cases import config_of
 
 from gpuplane.config import StackConfig
-from gpuplane.config.helm_values import hami_values
+from gpuplane.config.helm_values import hami_values, operator_values
 
 VERSIONS = list(charts.chart_dirs("hami"))
 EXPECTED = [
@@ -74,3 +76,18 @@ def test_pool_modes_reach_the_device_plugins_config_json(version: str) -> None:
                           namespace="kube-system")
     entries = json.loads(_kind(plain, "ConfigMap", "hami-device-plugin")["data"]["config.json"])
     assert [e["name"] for e in entries["nodeconfig"]] == ["your-node-name"]
+
+
+OPERATOR = list(charts.chart_dirs("gpu-operator"))
+
+
+@pytest.mark.parametrize("chart", [OPERATOR[0], OPERATOR[-1]])
+def test_mig_manager_off_in_the_cluster_policy_beside_hamis_mig_mode(chart: str) -> None:
+    cfg = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
+    cfg["gpuOperator"]["chartVersion"] = chart
+    docs = charts.render(charts.chart_dirs("gpu-operator")[chart],
+                         operator_values(StackConfig.model_validate(cfg), []),
+                         namespace="gpu-operator")
+    [policy] = [d for d in docs if d.get("kind") == "ClusterPolicy"]
+    assert policy["spec"]["migManager"]["enabled"] is False
+    assert policy["spec"]["devicePlugin"]["enabled"] is False

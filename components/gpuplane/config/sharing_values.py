@@ -16,7 +16,8 @@
   at v2.8.3, v2.9.0, v2.10.0), whose `nodeconfig` entries the plugin matches by its
   `NODE_NAME` (pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go,
   readFromConfigFile, at the same tags): one entry per listed node of a pool with a HAMi
-  mode, its values merged over the cluster's (a key left out keeps `gpuplane:hami`'s).
+  mode, its values merged over the cluster's (a key left out keeps `gpuplane:hami`'s),
+  and, beside the operator, MIG Manager off where a pool runs HAMi's MIG mode.
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ def default_key(cfg: StackConfig) -> str:
 def sharing_operator_values(cfg: StackConfig) -> dict[str, Any]:
     """The operator's values for the sharing (merged under the user's raw values)."""
     found = cfg.sharing_profiles()
+    if cfg.device_plugin == "hami" and any(p.mode == "mig" for p in found.values()):
+        # The operator labels every MIG-capable node nvidia.com/mig.config=all-disabled
+        # where MIG Manager runs with the chart's default config (NVIDIA/gpu-operator
+        # controllers/state_manager.go@v25.10.1), and MIG Manager then turns MIG off under
+        # HAMi's MIG mode. Under HAMi nothing of gpuplane's uses MIG Manager (FM29).
+        return {"migManager": {"enabled": False}}
     if not found or cfg.device_plugin != "gpu-operator":
         return {}
     values: dict[str, Any] = {"devicePlugin": {"config": {
