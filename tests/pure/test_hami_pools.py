@@ -111,15 +111,18 @@ def test_hami_profile_keys_that_cannot_work_are_refused(pool: dict[str, Any],
 
 
 def test_the_default_profile_does_not_carry_the_clusters_split_twice() -> None:
+    """Nor is the operator plugin's ConfigMap name kept where HAMi replaces it."""
     raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
     raw["sharing"]["default"] = {"mode": "hami-core", "deviceSplitCount": 4,
                                  "deviceMemoryScaling": 2}
+    raw["sharing"]["configMap"] = "plugin-config"
     with pytest.raises(StackConfigError) as err:
         StackConfig.model_validate(raw)
     text = str(err.value)
     assert "gpuplane:sharing.default.deviceSplitCount" in text
     assert "gpuplane:sharing.default.deviceMemoryScaling" in text
     assert "gpuplane:hami.deviceSplitCount" in text
+    assert "gpuplane:sharing.configMap" in text and "remove sharing.configMap" in text
 
 
 def test_sharing_still_needs_a_plugin_that_shares() -> None:

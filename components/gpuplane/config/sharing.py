@@ -149,7 +149,8 @@ class SharingConfig(_Section):
     """The sharing of every GPU node whose pool has no entry under `pools`."""
     pools: dict[str, SharingProfileConfig] = Field(default_factory=dict)
     """Per node pool (`nodes[].pool`): its own sharing, selected on its nodes by the
-    `nvidia.com/device-plugin.config` (and `nvidia.com/mig.config`) labels."""
+    `nvidia.com/device-plugin.config` (and `nvidia.com/mig.config`) labels; under HAMi by
+    an entry per listed node in HAMi's per-node config."""
 
     @field_validator("pools")
     @classmethod
@@ -224,6 +225,11 @@ def sharing_problems(cfg: StackConfig) -> Iterator[Problem]:
                       "gpuplane:sharing")
     if cfg.device_plugin == "hami":
         yield from _hami_default(cfg.sharing.default)
+        if "config_map" in cfg.sharing.model_fields_set:
+            yield Problem(stack_key("sharing.configMap"),
+                          "names the GPU Operator device plugin's ConfigMap, which HAMi "
+                          "replaces (gpuplane writes HAMi's per-node config into HAMi's own "
+                          "chart values); remove sharing.configMap")
     pools = {n.pool for n in cfg.nodes}
     for name in sorted(set(cfg.sharing.pools) - pools):
         known = ", ".join(sorted(pools)) or "none"
