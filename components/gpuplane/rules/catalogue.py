@@ -437,7 +437,8 @@ _UPSTREAM = {
             f"{_PLUGIN} api/config/v1/flags.go@v0.18.0 (flags.migStrategy per config)",
     "FM20": f"{_MIG_PARTED}@v24.3.0-v26.7.0 (the named layouts, device filters and the "
             "models their comments name); Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/"
-            "nvinternal/plugin/register.go@v2.10.0 (mig mode skips GPUs without MIG profiles)",
+            "nvinternal/plugin/register.go@v2.10.0 (mig mode skips GPUs without MIG profiles) "
+            "and pkg/device/nvidia/device.go@v2.8.3 (CustomFilterRule: no MIG template, no fit)",
     "FM21": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (single: every MIG device is "
             "nvidia.com/gpu), internal/rm/device_map.go@v0.18.0 (single requires uniform "
             "MIG devices)",
