@@ -2,7 +2,7 @@
 
 One record (`PoolSharing`) per sharing profile, built from the stack's `gpuplane:sharing`
 (or the older `gpuplane:timeSlicing`), read by the renderer (the device plugin's
-ConfigMap key, the node labels), the rules (FM19-FM25) and the intent: `advertised` is
+ConfigMap key, the node labels), the rules (FM19-FM25, FM29) and the intent: `advertised` is
 the one implementation of "GPUs x sharing -> resources per name" that fills
 `NodeIntent.resources`, which the allocatable check and the probe Job read.
 

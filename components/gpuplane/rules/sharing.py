@@ -1,4 +1,5 @@
-"""FM19-FM25: GPU sharing that cannot work as written (MIG, MPS, per-pool profiles).
+"""FM19-FM25 and FM29: GPU sharing that cannot work as written (MIG, MPS, per-pool
+profiles, HAMi's modes per pool).
 
 Pure functions over what the stack renders or a plain install carries: the operator's
 values (`mig.strategy`, `devicePlugin.config`), the device plugin's ConfigMap (one YAML

@@ -38,7 +38,7 @@ SHARING_RULES: list[dict[str, Any]] = [
                  "@v2.10.0 (devicePlugin.nodeConfiguration.config as config.json)"),
 ]
 
-# The sharing rules' tests (FM19-FM25) live in one file.
+# The sharing rules' tests (FM19-FM25, FM29) live in one file.
 _SHARING = "tests/pure/test_rules_sharing.py::"
 
 
