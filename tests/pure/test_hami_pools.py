@@ -59,12 +59,19 @@ def test_memory_scaling_only_where_the_pool_sets_it() -> None:
                                 "devicememoryscaling": 1.5}
 
 
-def test_hami_raw_values_still_win_over_the_nodeconfig() -> None:
+@pytest.mark.parametrize(("key", "value"), [("config", '{"nodeconfig": []}'),
+                                            ("externalConfigName", "my-node-config")])
+def test_raw_values_that_would_drop_the_pools_modes_are_refused(key: str, value: str) -> None:
+    """`hami.values` replacing the nodeconfig (or mounting another ConfigMap instead) would
+    drop every pool's mode without a word: refused at that key, unless no pool has one."""
     raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
-    mine = '{"nodeconfig": []}'
-    raw["hami"]["values"] = {"devicePlugin": {"nodeConfiguration": {"config": mine}}}
+    raw["hami"]["values"] = {"devicePlugin": {"nodeConfiguration": {key: value}}}
+    with pytest.raises(StackConfigError) as err:
+        StackConfig.model_validate(raw)
+    assert f"gpuplane:hami.values.devicePlugin.nodeConfiguration.{key}" in str(err.value)
+    raw["sharing"]["pools"] = {"inference": {"mode": "whole"}}
     cfg = StackConfig.model_validate(raw)
-    assert hami_values(cfg)["devicePlugin"]["nodeConfiguration"]["config"] == mine
+    assert hami_values(cfg)["devicePlugin"]["nodeConfiguration"] == {key: value}
 
 
 def test_a_hami_pool_advertises_its_own_split_and_the_check_expects_it() -> None:

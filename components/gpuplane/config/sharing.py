@@ -39,7 +39,8 @@ CUSTOM_PREFIX = "gpuplane-"    # mig-parted config names gpuplane gives custom l
 _PROFILE = re.compile(r"^[1-8]g\.\d+gb(\+[a-z.]+|-me)?$")
 _KEY = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # The StackConfig fields `sharing_problems` reads (gpuplane.config.stack.Check).
-SHARING_NEEDS = frozenset({"sharing", "time_slicing", "device_plugin", "nodes", "gpu_operator"})
+SHARING_NEEDS = frozenset({"sharing", "time_slicing", "device_plugin", "nodes", "gpu_operator",
+                           "hami"})
 
 
 class MigConfig(_Section):
@@ -225,6 +226,7 @@ def sharing_problems(cfg: StackConfig) -> Iterator[Problem]:
                       "gpuplane:sharing")
     if cfg.device_plugin == "hami":
         yield from _hami_default(cfg.sharing.default)
+        yield from _hami_raw_node_config(cfg)
         if "config_map" in cfg.sharing.model_fields_set:
             yield Problem(stack_key("sharing.configMap"),
                           "names the GPU Operator device plugin's ConfigMap, which HAMi "
@@ -261,6 +263,29 @@ def _hami_default(d: SharingProfileConfig) -> Iterator[Problem]:
                           f"listed or not); move the value to gpuplane:hami.{key} and "
                           f"remove sharing.default.{key}, or set it per pool under "
                           "sharing.pools")
+
+
+def _hami_raw_node_config(cfg: StackConfig) -> Iterator[Problem]:
+    """Raw `hami.values` that replace the per-node config gpuplane writes for HAMi pools:
+    `config` overwrites it, `externalConfigName` makes the chart mount another ConfigMap
+    (charts/hami/templates/device-plugin/daemonsetnvidia.yaml@v2.10.0); either way the
+    pools' modes would be dropped without a word."""
+    assert cfg.sharing is not None
+    profiles = [cfg.sharing.default, *cfg.sharing.pools.values()]
+    if not any(p.mode in HAMI_MODES for p in profiles):
+        return
+    plugin = cfg.hami.values.get("devicePlugin")
+    node = plugin.get("nodeConfiguration") if isinstance(plugin, dict) else None
+    if not isinstance(node, dict):
+        return
+    for key in ("config", "externalConfigName"):
+        if node.get(key):
+            yield Problem(stack_key(f"hami.values.devicePlugin.nodeConfiguration.{key}"),
+                          "replaces the per-node config gpuplane writes from the HAMi modes "
+                          "of gpuplane:sharing, so those modes would never reach HAMi; "
+                          f"remove nodeConfiguration.{key} from hami.values (give each "
+                          "pool's mode, deviceSplitCount and deviceMemoryScaling under "
+                          "gpuplane:sharing.pools), or remove the HAMi modes")
 
 
 __all__ = ["CUSTOM_PREFIX", "DEFAULT_KEY", "SHARING_NEEDS", "MigConfig", "SharingConfig",
