@@ -140,3 +140,14 @@ def test_sharing_still_needs_a_plugin_that_shares() -> None:
         StackConfig.model_validate(raw)
     text = str(err.value)
     assert "gpuplane:sharing" in text and "needs the GPU Operator's device plugin or HAMi" in text
+
+
+def test_the_intent_does_not_depend_on_the_order_pools_are_written_in() -> None:
+    """The Pulumi engine hands the program its config maps with sorted keys, the offline
+    plan reads the file as written: both must record the same intent (a two-pool stack's
+    preview under the real engine, tests/engine/test_pulumi_engine.py, compares them)."""
+    raw = {k.removeprefix("gpuplane:"): v for k, v in config_of("hami-pools").items()}
+    assert list(raw["sharing"]["pools"]) == ["training", "inference"]
+    written = StackConfig.model_validate(raw).intent().to_json()
+    raw["sharing"]["pools"] = dict(sorted(raw["sharing"]["pools"].items()))
+    assert StackConfig.model_validate(raw).intent().to_json() == written

@@ -167,14 +167,17 @@ class SharingConfig(_Section):
 
 
 def profiles(cfg: StackConfig) -> dict[str, PoolSharing]:
-    """Every sharing profile by ConfigMap key: from `gpuplane:sharing`, else from
-    `gpuplane:timeSlicing` (its profile key), else none (whole GPUs, no ConfigMap)."""
+    """Every sharing profile by ConfigMap key (`default` first, then the pools by name):
+    from `gpuplane:sharing`, else from `gpuplane:timeSlicing` (its profile key), else none
+    (whole GPUs, no ConfigMap)."""
     chart = cfg.gpu_operator.chart_version if cfg.gpu_operator else None
     split = cfg.hami.device_split_count
     if cfg.sharing is not None:
         out = {DEFAULT_KEY: _pool(DEFAULT_KEY, cfg.sharing.default, chart, split)}
+        # By name, not as written: the Pulumi engine hands the program its config maps
+        # with sorted keys, and the plan and the engine must build the same intent.
         out.update({name: _pool(name, p, chart, split)
-                    for name, p in cfg.sharing.pools.items()})
+                    for name, p in sorted(cfg.sharing.pools.items())})
         return out
     ts = cfg.time_slicing
     if ts.replicas > 0:

@@ -48,8 +48,8 @@ _REBOOT_PLATFORMS = (Platform.GKE_COS, Platform.GKE_UBUNTU)
 
 
 def cluster_mig_strategy(cfg: StackConfig) -> str:
-    """The operator's `mig.strategy`: the first MIG profile's (`default`, then pools in
-    stack order), else what the raw values say (the chart's `single` where unset). Pools
+    """The operator's `mig.strategy`: the first MIG profile's (`default`, then pools by
+    name), else what the raw values say (the chart's `single` where unset). Pools
     that disagree keep their own in their key, which FM19 then reports."""
     for p in cfg.sharing_profiles().values():
         if p.mig:
