@@ -197,6 +197,39 @@ def test_fm27_nri_stack_key_refused_before_v26_3_and_without_cdi() -> None:
     assert "nriPluginEnabled" not in operator_values(_stack("v26.3.0"), [])["cdi"]
 
 
+def test_fm26_gpuplane_runtime_class_refused_under_nri(tmp_path: Path) -> None:
+    """`runtime.createRuntimeClass: true` with `gpuOperator.nri`: the RuntimeClass would name
+    a handler no node has (the toolkit writes none under NRI, tests/real/test_nri_toolkit.py),
+    so the stack is refused at the key; with NRI off gpuplane creates it, and in the auto
+    case under NRI nothing is created."""
+    with pytest.raises(StackConfigError) as err:
+        parse_stack_config({
+            "cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "2.1",
+                        "nodeAccess": "none"},
+            "runtime": {"createRuntimeClass": True},
+            "gpuOperator": {"chartVersion": "v26.3.0", "nri": True}})
+    text = str(err.value)
+    assert "gpuplane:runtime.createRuntimeClass" in text and "gpuOperator.nri" in text, text
+    assert "remove createRuntimeClass" in text
+
+    def classes(runtime: dict[str, Any], nri: bool) -> list[str]:
+        write_stack(tmp_path, "rc", {
+            "gpuplane:cluster": {"kubernetesVersion": "1.31.4", "containerdVersion": "1.7.30",
+                                 "nodeAccess": "pod"},
+            "gpuplane:nodes": [{"name": "gpu-1", "gpus": 1, "os": "ubuntu22.04",
+                                "pool": "gpu"}],
+            "gpuplane:runtime": runtime,
+            "gpuplane:gpuOperator": {"chartVersion": "v26.3.0", "nri": nri}})
+        report = plan_stack("rc", tmp_path)
+        assert report["verdict"] == "ok", report["findings"]
+        return [r["type"] for r in report["resources"]
+                if r["type"] == "kubernetes:node.k8s.io/v1:RuntimeClass"]
+
+    assert classes({"createRuntimeClass": True}, nri=False) == [
+        "kubernetes:node.k8s.io/v1:RuntimeClass"]
+    assert classes({}, nri=True) == []
+
+
 def _nri_charts() -> dict[str, Path]:
     return {t: f for t, f in charts.chart_dirs("gpu-operator").items()
             if charts.has(charts.values(f), "cdi.nriPluginEnabled")}

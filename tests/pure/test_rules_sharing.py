@@ -136,7 +136,6 @@ def test_intent_round_trips_the_sharing() -> None:
 
 @pytest.mark.parametrize(("change", "key"), [
     ({"timeSlicing": {"replicas": 2}}, "gpuplane:timeSlicing"),
-    ({"devicePlugin": "hami"}, "gpuplane:sharing"),
 ])
 def test_sharing_refuses_what_it_cannot_combine_with(change: dict[str, Any], key: str) -> None:
     cfg = stack("two-pools", **change)
@@ -177,8 +176,10 @@ def test_fm19_mig_pools_with_different_strategies(tmp_path: Path) -> None:
         "gpuModel": "A100-80GB", "mig": {"strategy": "single", "profile": "all-1g.10gb"}}
     found = errors(planned(tmp_path, cfg))
     assert set(found) == {"FM19"}, found
-    assert "profile 'a100'" in found["FM19"][0]
-    assert "gpuplane:sharing.pools.a100.mig.strategy" in found["FM19"][0]
+    # The first MIG pool by name (a100, single) sets the operator's strategy, as under the
+    # engine, which hands the program its config maps sorted: h100's mixed disagrees.
+    assert "profile 'h100'" in found["FM19"][0]
+    assert "gpuplane:sharing.pools.h100.mig.strategy" in found["FM19"][0]
 
 
 def test_fm19_raw_mig_strategy_contradicts_the_pool(tmp_path: Path) -> None:
@@ -214,6 +215,56 @@ def test_fm22_mps_on_mig_instances(tmp_path: Path) -> None:
     cfg["gpuplane:sharing"]["pools"]["h100"].update(mode="mps", replicas=2)
     found = errors(planned(tmp_path, cfg))
     assert set(found) == {"FM22"}, found
+
+
+def hami_pool(pool: str, **profile: Any) -> dict[str, Any]:
+    """The hami-pools stack with pool `pool`'s profile replaced."""
+    cfg = stack("hami-pools")
+    cfg["gpuplane:sharing"]["pools"][pool] = profile
+    return cfg
+
+
+@pytest.mark.parametrize("gpu", ["L4", "T4", "A10"])
+def test_fm20_hami_mig_mode_on_a_gpu_without_mig(tmp_path: Path, gpu: str) -> None:
+    found = errors(planned(tmp_path, hami_pool("training", mode="mig", gpuModel=gpu)))
+    assert set(found) == {"FM20"}, found
+    assert f"HAMi's MIG mode on {gpu}" in found["FM20"][0]
+    assert "gpuplane:sharing.pools.training.mode" in found["FM20"][0]
+
+
+def test_fm22_mps_on_a_hami_pool(tmp_path: Path) -> None:
+    found = errors(planned(tmp_path, hami_pool("inference", mode="mps", replicas=4)))
+    assert set(found) == {"FM22"}, found
+    assert "gpuplane:sharing.pools.inference.mode" in found["FM22"][0]
+
+
+@pytest.mark.parametrize(("pool", "profile", "said", "key"), [
+    ("inference", {"mode": "time-slicing", "replicas": 4}, "mode time-slicing", "mode"),
+    ("training", {"gpuModel": "A100-80GB", "mig": {"strategy": "mixed",
+                                                   "profile": "all-balanced"}},
+     "mig (mixed strategy", "mig"),
+    ("inference", {"renameByDefault": True}, "renameByDefault", "mode"),
+])
+def test_fm29_operator_sharing_on_a_hami_pool(tmp_path: Path, pool: str,
+                                              profile: dict[str, Any], said: str,
+                                              key: str) -> None:
+    report = planned(tmp_path, hami_pool(pool, **profile))
+    found = errors(report)
+    assert set(found) == {"FM29"}, found
+    assert said in found["FM29"][0] and f"gpuplane:sharing.pools.{pool}.{key}" in \
+        found["FM29"][0]
+    assert report["verdict"] != "ok" and report["summary"]["errors"] == 1
+
+
+@pytest.mark.parametrize("profile", [{"mode": "hami-core", "gpuModel": "A10"},
+                                     {"mode": "mig", "gpuModel": "A100-40GB"}])
+def test_fm29_hami_mode_without_hami(tmp_path: Path, profile: dict[str, Any]) -> None:
+    cfg = stack("two-pools")
+    cfg["gpuplane:sharing"]["pools"]["notebooks"] = profile
+    found = errors(planned(tmp_path, cfg))
+    assert set(found) == {"FM29"}, found
+    assert f"HAMi's {profile['mode']} mode" in found["FM29"][0]
+    assert "gpuplane:sharing.pools.notebooks.mode" in found["FM29"][0]
 
 
 def test_fm22_fm23_raw_configmap_of_a_plain_install(tmp_path: Path) -> None:
@@ -354,3 +405,26 @@ def test_fm19_only_where_one_side_is_mixed(operator: dict[str, Any], profile: st
     data = {"any": f"version: v1\nflags: {{migStrategy: {profile}}}\n"}
     found = check_mig_strategy(operator, data, where="ConfigMap gpu-operator/plugin-config")
     assert [f.id for f in found] == (["FM19"] if fm19 else [])
+
+
+def test_fm20_fm29_doctor_judges_the_hami_pools_of_the_stacks_intent() -> None:
+    """The doctor runs the same pool rules on a HAMi stack's intent: HAMi alone (no
+    operator release found) and beside the operator (its values found)."""
+    from gpuplane.doctor.analyse import _rules, _sharing
+    from gpuplane.doctor.cluster import ClusterView
+    from gpuplane.doctor.snapshot import Snapshot
+
+    alone = stack("hami-pools")
+    del alone["gpuplane:gpuOperator"]
+    alone["gpuplane:cluster"]["nodeAccess"] = "pod"
+    alone["gpuplane:sharing"]["pools"]["training"]["gpuModel"] = "T4"
+    intent = parsed(alone).intent()
+    found = {d.finding.id for d in _rules(ClusterView(Snapshot()), intent, [])}
+    assert "FM20" in found, found
+
+    beside = stack("hami-pools")
+    beside["gpuplane:sharing"]["pools"]["inference"] = {"mode": "time-slicing", "replicas": 2}
+    intent = parsed(beside).intent()
+    found = {d.finding.id for d in _sharing(ClusterView(Snapshot()), intent,
+                                            {"devicePlugin": {"enabled": False}}, "Release")}
+    assert found == {"FM29"}, found

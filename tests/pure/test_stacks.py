@@ -17,7 +17,7 @@ from gpuplane.config.stackfile import available_stacks, load_stack_file
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 BUNDLED = ["aks-ubuntu", "bottlerocket-nvidia", "eks-al2023", "eks-al2023-nvidia", "gke-cos",
-           "gke-ubuntu", "h100-mig", "hami-host", "hami-shared", "inference-mps",
+           "gke-ubuntu", "h100-mig", "hami-host", "hami-pools", "hami-shared", "inference-mps",
            "k0s-operator", "k8s-snap-dgx", "kind-smoke", "kubeadm-dra", "kubeadm-dra-pools",
            "kubeadm-prod", "microk8s-edge", "rke2-lab", "rke2-operator", "two-pools"]
 # The managed platforms (cluster.platform): gpuplane writes no node files there.

@@ -123,6 +123,13 @@ BROKEN: dict[str, Broken] = {
         "two-pools", _h100_pool_of("notebooks", mode="whole", replicas=0,
                                    mig={"strategy": "mixed", "profile": "all-1g.5gb"}),
         frozenset({"FM20"})),
+    # HAMi's modes per pool: its MIG mode on a GPU without MIG, the operator plugin's
+    # time-slicing on a HAMi pool.
+    "hami-pools/FM20-mig-mode-on-l4": Broken(
+        "hami-pools", _h100_pool_of("training", gpuModel="L4"), frozenset({"FM20"})),
+    "hami-pools/FM29-time-slicing-under-hami": Broken(
+        "hami-pools", _h100_pool_of("inference", mode="time-slicing", replicas=4,
+                                    deviceSplitCount=None), frozenset({"FM29"})),
     "kind-smoke/FM18-latest-toolkit": Broken(
         "kind-smoke", _values(toolkit={"version": "latest"}), frozenset({"FM18"})),
     "kind-smoke/FM16-cdi-on-1.6": Broken(

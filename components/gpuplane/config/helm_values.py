@@ -12,7 +12,11 @@ from typing import Any
 
 from gpuplane.config import StackConfig
 from gpuplane.config.dra import DraDriverConfig
-from gpuplane.config.sharing_values import plugin_config_data, sharing_operator_values
+from gpuplane.config.sharing_values import (
+    hami_node_values,
+    plugin_config_data,
+    sharing_operator_values,
+)
 from gpuplane.core.images import hami_mirror_values, operator_mirror_values
 from gpuplane.rules.dra_facts import DRA_NODE_LABEL, dra_image_path, dra_node_labels
 from gpuplane.toolkit.env import DEVICE_PLUGIN_ENV, before_v25_10
@@ -107,6 +111,7 @@ def hami_values(cfg: StackConfig) -> dict[str, Any]:
     if plat is not None and plat.install_dir:
         # COS keeps the driver outside / (gpuplane.rules.platform._hami_driver_root).
         values["devicePlugin"]["nvidiaDriverRoot"] = plat.install_dir
+    values = deep_merge(values, hami_node_values(cfg))   # gpuplane:sharing's HAMi pools
     mirror = hami_mirror_values(hami.chart_version, hami.image_mirror)
     return deep_merge(deep_merge(mirror, values) if mirror else values, hami.values)
 

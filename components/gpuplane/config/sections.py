@@ -276,7 +276,8 @@ class RuntimeConfig(_Section):
     """Make nvidia containerd's default runtime (pods then need no `runtimeClassName`)."""
     create_runtime_class: Literal["auto", True, False] = "auto"
     """`auto`/`false`: the operator creates the RuntimeClass; `true`: gpuplane does. HAMi
-    alone (no `gpuOperator`): `auto` is gpuplane, and `false` needs `nvidiaDefault: true`."""
+    alone (no `gpuOperator`): `auto` is gpuplane, and `false` needs `nvidiaDefault: true`.
+    Under `gpuOperator.nri` no node has the runtime it names: `true` is refused there."""
     systemd_cgroup: bool | None = None
     """SystemdCgroup for every runc-type runtime; unset keeps the distribution's."""
 

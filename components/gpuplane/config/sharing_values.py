@@ -9,11 +9,20 @@
   cloud-native-docs gpu-operator/google-gke.rst@305025848fdb, "Using the Google Driver
   Installer");
 - the per-node labels that select a profile (`nvidia.com/device-plugin.config`) and a
-  MIG layout (`nvidia.com/mig.config`), applied through `NodeLabels`.
+  MIG layout (`nvidia.com/mig.config`), applied through `NodeLabels`;
+- under HAMi, HAMi's per-node config instead: the chart's
+  `devicePlugin.nodeConfiguration.config` (a JSON text the chart puts in its device
+  plugin's ConfigMap as `config.json`, charts/hami/templates/device-plugin/configmap.yaml
+  at v2.8.3, v2.9.0, v2.10.0), whose `nodeconfig` entries the plugin matches by its
+  `NODE_NAME` (pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go,
+  readFromConfigFile, at the same tags): one entry per listed node of a pool with a HAMi
+  mode, its values merged over the cluster's (a key left out keeps `gpuplane:hami`'s),
+  and, beside the operator, MIG Manager off where a pool runs HAMi's MIG mode.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -21,6 +30,7 @@ import yaml
 from gpuplane.core.mig import named_configs
 from gpuplane.core.sharing import (
     GPU_RESOURCE,
+    HAMI_MODES,
     MIG_CONFIG_LABEL,
     PLUGIN_CONFIG_LABEL,
     PoolSharing,
@@ -38,8 +48,8 @@ _REBOOT_PLATFORMS = (Platform.GKE_COS, Platform.GKE_UBUNTU)
 
 
 def cluster_mig_strategy(cfg: StackConfig) -> str:
-    """The operator's `mig.strategy`: the first MIG profile's (`default`, then pools in
-    stack order), else what the raw values say (the chart's `single` where unset). Pools
+    """The operator's `mig.strategy`: the first MIG profile's (`default`, then pools by
+    name), else what the raw values say (the chart's `single` where unset). Pools
     that disagree keep their own in their key, which FM19 then reports."""
     for p in cfg.sharing_profiles().values():
         if p.mig:
@@ -82,6 +92,12 @@ def default_key(cfg: StackConfig) -> str:
 def sharing_operator_values(cfg: StackConfig) -> dict[str, Any]:
     """The operator's values for the sharing (merged under the user's raw values)."""
     found = cfg.sharing_profiles()
+    if cfg.device_plugin == "hami" and any(p.mode == "mig" for p in found.values()):
+        # The operator labels every MIG-capable node nvidia.com/mig.config=all-disabled
+        # where MIG Manager runs with the chart's default config (NVIDIA/gpu-operator
+        # controllers/state_manager.go@v25.10.1), and MIG Manager then turns MIG off under
+        # HAMi's MIG mode. Under HAMi nothing of gpuplane's uses MIG Manager (FM29).
+        return {"migManager": {"enabled": False}}
     if not found or cfg.device_plugin != "gpu-operator":
         return {}
     values: dict[str, Any] = {"devicePlugin": {"config": {
@@ -149,6 +165,36 @@ def node_labels(cfg: StackConfig) -> dict[str, dict[str, str]]:
     return out
 
 
+def hami_node_config(cfg: StackConfig) -> dict[str, Any] | None:
+    """HAMi's `nodeconfig` document: per listed GPU node of a pool whose profile names a
+    HAMi mode, its `operatingmode` and the pool's own `devicesplitcount` /
+    `devicememoryscaling`. None: no such node (the chart's own example entry stays)."""
+    if cfg.sharing is None or cfg.device_plugin != "hami":
+        return None
+    entries: list[dict[str, Any]] = []
+    for node in cfg.nodes:
+        p = cfg.sharing.pools.get(node.pool, cfg.sharing.default)
+        if node.gpus <= 0 or p.mode not in HAMI_MODES:
+            continue
+        entry: dict[str, Any] = {"name": node.name, "operatingmode": p.mode}
+        if p.device_split_count is not None:
+            entry["devicesplitcount"] = p.device_split_count
+        if p.device_memory_scaling is not None:
+            entry["devicememoryscaling"] = p.device_memory_scaling
+        entries.append(entry)
+    return {"nodeconfig": entries} if entries else None
+
+
+def hami_node_values(cfg: StackConfig) -> dict[str, Any]:
+    """HAMi's chart values for the per-node config (empty: none to write)."""
+    doc = hami_node_config(cfg)
+    if doc is None:
+        return {}
+    return {"devicePlugin": {"nodeConfiguration": {
+        "config": json.dumps(doc, indent=2) + "\n"}}}
+
+
 __all__ = ["MIG_PARTED_CONFIGMAP", "MIG_PARTED_KEY", "cluster_mig_strategy",
-           "config_map_name", "default_key", "mig_parted_data", "node_labels",
+           "config_map_name", "default_key", "hami_node_config", "hami_node_values",
+           "mig_parted_data", "node_labels",
            "plugin_config_data", "profile_doc", "sharing_operator_values"]

@@ -73,8 +73,9 @@ class StackConfig(_Section, StackViews):
     a `containerdVersion` other than the line RKE2 or K3s bundle with that
     `kubernetesVersion`, a `chart` that is not a chart source Helm installs from or a
     local chart that is not that chart at its `chartVersion`, an OCI `chart` tagged with
-    another version. Versions and tags must be YAML strings: an
-    unquoted `containerdVersion: 1.7` is refused with the quoting fix. Each error names its
+    another version, `runtime.createRuntimeClass: true` with `gpuOperator.nri`. Versions
+    and tags must be YAML strings: an unquoted `containerdVersion: 1.7` is refused with the
+    quoting fix. Each error names its
     key, with the allowed values, and `gpuplane plan` adds the stack file's `file:line`.
     A stack's errors are reported together, not only the first.
     """
@@ -353,6 +354,22 @@ def _hami_alone_runtime_class(cfg: StackConfig) -> Iterator[Problem]:
                   "pods its webhook admits ask for (nvidia is not the default runtime); "
                   "remove createRuntimeClass (auto: gpuplane creates it) or set "
                   "runtime.nvidiaDefault: true")
+
+
+@_check(STACK_CHECKS, "gpu_operator", "runtime")
+def _nri_runtime_class(cfg: StackConfig) -> Iterator[Problem]:
+    """Under the operator's NRI plugin the toolkit writes no nvidia runtime handler and the
+    operator deletes its RuntimeClasses (FM26): a RuntimeClass gpuplane made would name a
+    handler containerd lacks, and every pod using it would fail."""
+    if cfg.gpu_operator is not None and cfg.gpu_operator.nri \
+            and cfg.runtime.create_runtime_class is True:
+        yield _at("runtime.createRuntimeClass",
+                  f"true, but gpuOperator.nri is true: in NRI plugin mode the toolkit writes "
+                  f"no {cfg.runtime.name!r} runtime into containerd and the operator deletes "
+                  f"its RuntimeClasses, so RuntimeClass {cfg.runtime.name!r} would name a "
+                  "handler the nodes lack and every pod using it fails (FM26); remove "
+                  "createRuntimeClass (GPU pods need no runtimeClassName under NRI: CDI "
+                  "gives them their GPUs) or set gpuOperator.nri: false")
 
 
 @_check(STACK_CHECKS, "cluster", "device_plugin")

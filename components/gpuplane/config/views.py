@@ -101,9 +101,14 @@ class StackViews:
     @property
     def creates_runtime_class(self) -> bool:
         """Whether gpuplane creates the RuntimeClass: `runtime.createRuntimeClass: true`,
-        or `auto` without the operator (which creates it otherwise)."""
+        or `auto` without the operator (which creates it otherwise). Never under the
+        operator's NRI plugin: no node has the runtime it would name (`true` is refused
+        there, gpuplane.config.stack._nri_runtime_class)."""
         create = self.runtime.create_runtime_class
-        return create is True or (create == "auto" and self.gpu_operator is None)
+        op = self.gpu_operator
+        if op is not None and op.nri:
+            return False
+        return create is True or (create == "auto" and op is None)
 
     @property
     def node_pod_namespace(self) -> str:
@@ -210,13 +215,18 @@ class StackViews:
     def _advertised(self, gpus: int, pool: str) -> tuple[tuple[str, int], ...]:
         """`NodeIntent.resources`: what the node's device plugin advertises where its
         pool's sharing is one the cluster-wide fields cannot say (a `gpuplane:sharing`
-        stack: every node); empty otherwise (the cluster's time-slicing, as before)."""
-        if getattr(self, "sharing", None) is None or self.device_plugin != "gpu-operator" \
-                or pool in self.dra_pools:
+        stack: every node); empty otherwise (the cluster's time-slicing, as before). Only
+        the modes the cluster's device plugin runs count: a HAMi mode under HAMi, the
+        operator plugin's under the operator (the other is FM29's); a DRA pool's GPUs are
+        the DRA driver's."""
+        if getattr(self, "sharing", None) is None or \
+                self.device_plugin not in ("gpu-operator", "hami") or pool in self.dra_pools:
             return ()
         key = self.sharing_key(pool)
         found = self.sharing_profiles().get(key) if key else None
-        return advertised(gpus, found) if found is not None else ()
+        if found is None or found.hami != (self.device_plugin == "hami"):
+            return ()
+        return advertised(gpus, found)
 
     def _sharing_fields(self) -> dict[str, Any]:
         """The intent's sharing profiles and each pool's key: only a `gpuplane:sharing`
@@ -239,7 +249,7 @@ class StackViews:
                     ts.config_map, "time_slicing_profile": ts.profile,
                     "time_slicing_rename": ts.rename_by_default}
         d = sharing.default
-        on = d.mode == "time-slicing" and d.mig is None
+        on = d.mode == "time-slicing" and d.mig is None and self.device_plugin != "hami"
         return {"time_slicing_replicas": d.replicas if on else 0,
                 "time_slicing_configmap": sharing.config_map,
                 "time_slicing_profile": "default",

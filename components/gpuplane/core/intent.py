@@ -139,6 +139,10 @@ class ClusterIntent:
         for key in ("sharing", "sharing_pools"):   # only a stack that shares writes them
             if not data[key]:
                 del data[key]
+        for p in data.get("sharing", ()):   # only a HAMi pool writes its split and scaling
+            for key in ("hami_split", "hami_memory_scaling"):
+                if not p[key]:
+                    del p[key]
         if not data["nri"]:                 # as the record was before gpuOperator.nri
             del data["nri"]
         for node in data["nodes"]:          # only a pool with its own sharing writes these

@@ -167,6 +167,10 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
         notes.append(f"not checked: {unseen}: the GPU Operator's values" if unseen else
                      "no GPU Operator release or ClusterPolicy found: its values were not "
                      "checked")
+    if operator is None and intent.device_plugin == "hami":   # HAMi alone: its pools
+        from gpuplane.rules.sharing import check_pools
+
+        diagnoses += causes(check_pools(intent, where="stack"), "hami")
     release = view.release("hami")
     if release is not None:
         diagnoses += causes(check_hami_values(release.values, intent,
@@ -242,8 +246,7 @@ def _sharing(view: ClusterView, intent: ClusterIntent, values: dict[str, Any],
         check_profile_keys,
     )
 
-    found = check_pools(intent, where="stack") if intent.device_plugin == "gpu-operator" \
-        else []
+    found = check_pools(intent, where="stack")
     cfg = mapping(lookup(values, "devicePlugin.config"))
     cm_name, default = str(cfg.get("name") or ""), str(cfg.get("default") or "")
     ns = view.operator_namespace() or intent.operator_namespace

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gpuplane.core.findings import Severity
 from gpuplane.rules.dra_catalogue import DRA_RULES
+from gpuplane.rules.sharing_registry import SHARING_RULES
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,8 @@ _ALL = [
         "Each GPU model offers its own MIG profiles (an H100-80GB makes 1g.10gb, an "
         "A100-40GB 1g.5gb), at most 7 compute slices per GPU; GPUs such as the T4, L4, "
         "A10 or L40S have no MIG at all. A layout written for another model, or named from "
-        "the mig-parted config without a block for this GPU, cannot be applied.",
+        "the mig-parted config without a block for this GPU, cannot be applied; HAMi's MIG "
+        "mode on such a GPU finds no profile and schedules nothing there.",
         "`gpuModel: L40S` with `mig: {profile: all-1g.10gb}`, or `all-1g.5gb` on an "
         "H100-80GB.",
         "Set `gpuModel` to the pool's GPU and pick a layout made for it (the finding lists "
@@ -434,12 +436,15 @@ _UPSTREAM = {
             "object_controls.go@v25.10.1 (MIG_STRATEGY to the plugin and its validation); "
             f"{_PLUGIN} api/config/v1/flags.go@v0.18.0 (flags.migStrategy per config)",
     "FM20": f"{_MIG_PARTED}@v24.3.0-v26.7.0 (the named layouts, device filters and the "
-            "models their comments name)",
+            "models their comments name); Project-HAMi/HAMi pkg/device-plugin/nvidiadevice/"
+            "nvinternal/plugin/register.go@v2.10.0 (mig mode skips GPUs without MIG profiles) "
+            "and pkg/device/nvidia/device.go@v2.8.3 (CustomFilterRule: no MIG template, no fit)",
     "FM21": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (single: every MIG device is "
             "nvidia.com/gpu), internal/rm/device_map.go@v0.18.0 (single requires uniform "
             "MIG devices)",
     "FM22": f"{_PLUGIN} internal/plugin/mps.go@v0.18.0 (MPS refuses MIG devices), "
-            "cmd/nvidia-device-plugin/main.go@v0.18.0 (mixed strategy refused with MPS)",
+            "cmd/nvidia-device-plugin/main.go@v0.18.0 (mixed strategy refused with MPS); "
+            f"{_OPERATOR} (devicePlugin.enabled: false beside HAMi, FM12: no MPS there)",
     "FM23": f"{_PLUGIN} cmd/config-manager/main.go@v0.18.0 (`specified config ... does not "
             f"exist`); {_OPERATOR} (devicePlugin.config.default)",
     "FM24": f"{_PLUGIN} internal/rm/rm.go@v0.18.0 (shared requests over 1 refused: MPS "
@@ -460,6 +465,7 @@ _UPSTREAM = {
 }
 _ALL = [Rule(**{**r.__dict__, "upstream": _UPSTREAM[r.id]}) for r in _ALL]
 _ALL += [Rule(**entry) for entry in DRA_RULES]   # FM30-FM37: NVIDIA's DRA driver
+_ALL += [Rule(**entry) for entry in SHARING_RULES]   # FM29: sharing for the other plugin
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in sorted(_ALL, key=lambda r: r.id)}
 

@@ -415,7 +415,7 @@ _DATA = {
     ),
 }
 
-_DATA.update(SHARING_REGISTRY)   # FM19-FM28 (gpuplane.rules.sharing_registry)
+_DATA.update(SHARING_REGISTRY)   # FM19-FM29 (gpuplane.rules.sharing_registry)
 _DATA.update(DRA_REGISTRY)   # FM30-FM38 (gpuplane.rules.dra_catalogue)
 
 REGISTRY: dict[str, RuleIndex] = {

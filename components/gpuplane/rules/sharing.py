@@ -1,4 +1,5 @@
-"""FM19-FM25: GPU sharing that cannot work as written (MIG, MPS, per-pool profiles).
+"""FM19-FM25 and FM29: GPU sharing that cannot work as written (MIG, MPS, per-pool
+profiles, HAMi's modes per pool).
 
 Pure functions over what the stack renders or a plain install carries: the operator's
 values (`mig.strategy`, `devicePlugin.config`), the device plugin's ConfigMap (one YAML
@@ -20,6 +21,15 @@ Facts (NVIDIA/k8s-device-plugin at v0.18.0, NVIDIA/gpu-operator at the chart's t
   start (cmd/config-manager/main.go);
 - the mixed strategy advertises MIG instances as `nvidia.com/mig-<profile>` only
   (internal/rm/rm.go AddDefaultResourcesToConfig).
+
+HAMi (Project-HAMi/HAMi): its device plugin runs a node in the `operatingmode` of the
+`nodeconfig` entry named like the node (pkg/device-plugin/nvidiadevice/nvinternal/plugin/
+server.go@v2.8.3..v2.10.0); in `mig` mode it registers only GPUs it finds MIG profiles on
+(nvinternal/plugin/register.go@v2.10.0: "skip MIG device with no discovered profile
+capacity"; the scheduler matches the GPU model against `knownMigGeometries`,
+pkg/device/nvidia/device.go@v2.8.3), and its docs name Ampere, Hopper and Blackwell
+(docs/dynamic-mig-support.md@v2.8.3). The GPU Operator plugin's ConfigMap and MIG
+Manager are not part of a HAMi install.
 """
 
 from __future__ import annotations
@@ -127,22 +137,74 @@ def check_profile_keys(data: Mapping[str, Any], default: str,
 # ---------------------------------------------------------------- FM20-FM22 per pool
 
 def check_pools(intent: ClusterIntent, *, where: str) -> list[Finding]:
-    """FM20-FM22 over the stack's sharing profiles (the intent's `sharing`)."""
+    """FM20-FM22 and FM29 over the stack's sharing profiles (the intent's `sharing`),
+    each judged against the device plugin the cluster runs (the operator's or HAMi)."""
     out: list[Finding] = []
+    hami = intent.device_plugin == "hami"
     for p in intent.sharing:
         out += _fits(p, where) + _single_mixes(p, where) + _mps_on_mig(p, where)
-    if intent.device_plugin == "hami" and any(p.mode == "mps" for p in intent.sharing):
-        out.append(finding(
-            "FM22", "MPS is the GPU Operator device plugin's sharing, but HAMi replaces that "
-                    "plugin: the MPS profile is never read and HAMi slices the GPUs itself.",
-            at(where, "sharing", _KEY),
-            "Use HAMi's own slicing (hami.deviceSplitCount) and remove the MPS profile."))
+        out += _hami_pool(p, where) if hami else _hami_mode_unread(p, intent, where)
     return out
+
+
+def _hami_pool(p: PoolSharing, where: str) -> list[Finding]:
+    """FM22 and FM29 on a HAMi cluster: the GPU Operator plugin's sharing on a pool, which
+    nothing reads there (HAMi replaces that plugin and slices the GPUs itself)."""
+    key = _pool_key(p.key)
+    if p.mode == "mps":
+        return [finding(
+            "FM22", f"pool {p.key!r} asks for MPS, the GPU Operator device plugin's sharing, "
+                    "but HAMi replaces that plugin: the MPS profile is never read and HAMi "
+                    "slices the pool's GPUs with the cluster's settings.",
+            at(where, f"sharing {p.key}", f"{key}.mode"),
+            f"Set {key}.mode: hami-core (HAMi's own slicing; deviceSplitCount per pool) and "
+            "remove replicas.")]
+    unread = [what for what, there in (
+        (f"mode {p.mode}", p.mode == "time-slicing"),
+        (f"mig ({p.mig_strategy} strategy, MIG Manager layout {p.mig_config!r})", p.mig),
+        ("renameByDefault", p.rename_by_default),
+        ("failRequestsGreaterThanOne", p.fail_requests_greater_than_one)) if there]
+    if not unread:
+        return []
+    return [finding(
+        "FM29", f"pool {p.key!r} sets {', '.join(unread)}: the GPU Operator device plugin's "
+                "sharing, but devicePlugin is hami: that plugin is off and gpuplane writes "
+                "neither its ConfigMap keys nor MIG Manager's layout labels, so none of it "
+                "is applied and the pool's nodes get HAMi's cluster settings.",
+        at(where, f"sharing {p.key}", f"{key}.{'mig' if p.mig else 'mode'}"),
+        f"Under HAMi write {key}.mode: hami-core (with deviceSplitCount / "
+        "deviceMemoryScaling for this pool) or mode: mig with gpuModel (HAMi makes the MIG "
+        "instances itself), and remove replicas, mig, renameByDefault and "
+        "failRequestsGreaterThanOne.")]
+
+
+def _hami_mode_unread(p: PoolSharing, intent: ClusterIntent, where: str) -> list[Finding]:
+    """FM29 off HAMi: a pool naming a HAMi operating mode that no HAMi reads."""
+    if not p.hami:
+        return []
+    key = _pool_key(p.key)
+    instead = ("give it mig: {strategy, profile} with gpuModel (MIG Manager's layout)"
+               if p.mode == "mig" else "use mode whole, time-slicing or mps")
+    return [finding(
+        "FM29", f"pool {p.key!r} asks for HAMi's {p.mode} mode, but devicePlugin is "
+                f"{intent.device_plugin}: HAMi is not installed, so nothing reads the mode "
+                "and the pool's nodes advertise whole GPUs from the cluster's device plugin.",
+        at(where, f"sharing {p.key}", f"{key}.mode"),
+        f"Set gpuplane:devicePlugin: hami to run HAMi, or {instead} for {key}.")]
 
 
 def _fits(p: PoolSharing, where: str) -> list[Finding]:
     """FM20: the pool's MIG layout against its GPU model."""
     gpu = model(p.gpu_model) if p.gpu_model else None
+    if p.mode == "mig" and gpu is not None and not gpu.mig:
+        return [finding(
+            "FM20", f"pool {p.key!r} runs HAMi's MIG mode on {gpu.name}, which has no MIG: "
+                    "HAMi finds no MIG profile for these GPUs (its device plugin skips them "
+                    "from v2.10.0; before, its scheduler fits no pod to them), so no pod is "
+                    "ever scheduled there.",
+            at(where, f"sharing {p.key}", f"{_pool_key(p.key)}.mode"),
+            f"Set {_pool_key(p.key)}.mode: hami-core (HAMi's own slicing shares a "
+            f"{gpu.name}), or set gpuModel to the pool's real GPU.")]
     if not p.mig or gpu is None:
         return []
     here = at(where, f"sharing {p.key}", f"{_pool_key(p.key)}.mig")

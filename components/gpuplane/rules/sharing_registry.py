@@ -1,13 +1,44 @@
-"""The registry rows of FM19-FM28: how a GPU is shared (MIG, MPS, time-slicing per pool:
-FM19-FM25) and how it reaches the containers (the NRI plugin and CDI: FM26-FM28).
+"""The registry rows of FM19-FM29: how a GPU is shared (MIG, MPS, time-slicing, HAMi's
+modes per pool: FM19-FM25, FM29) and how it reaches the containers (the NRI plugin and
+CDI: FM26-FM28); and FM29's catalogue entry.
 
-Kept apart from `registry.py`, which merges them in, so that each module stays one screen
-of data: for each id, the functions that emit it and the tests that hold it.
+Kept apart from `registry.py` and `catalogue.py`, which merge them in, so that each module
+stays one screen of data: for each id, the functions that emit it and the tests that hold
+it.
 """
 
 from __future__ import annotations
 
-# The sharing rules' tests (FM19-FM25) live in one file.
+from typing import Any
+
+from gpuplane.core.findings import Severity
+
+_HAMI = "Project-HAMi/HAMi"
+
+SHARING_RULES: list[dict[str, Any]] = [
+    dict(
+        id="FM29", severity=Severity.ERROR,
+        title="a pool's sharing that the cluster's device plugin never reads",
+        symptom="The pool's nodes share their GPUs some other way than the stack says (or "
+                "not at all): allocatable shows the cluster's default, not the pool's.",
+        why="Time-slicing, MPS and MIG Manager layouts are the GPU Operator device plugin's; "
+            "under HAMi that plugin is off and HAMi slices GPUs by its own per-node config "
+            "(`operatingmode` hami-core or mig, `devicesplitcount`, "
+            "`devicememoryscaling`). HAMi's modes in turn mean nothing to the operator's "
+            "plugin. A pool written for the other plugin is never applied.",
+        example="`devicePlugin: hami` with `sharing.pools.a100: {mode: time-slicing, "
+                "replicas: 4}`, or `mode: hami-core` with the GPU Operator's device plugin.",
+        fix="Under HAMi write `mode: hami-core` (deviceSplitCount / deviceMemoryScaling per "
+            "pool) or `mode: mig` with gpuModel; under the operator use whole, "
+            "time-slicing, mps or a `mig` layout; or switch `gpuplane:devicePlugin`.",
+        upstream=f"{_HAMI} pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go"
+                 "@v2.8.3, @v2.9.0, @v2.10.0 (readFromConfigFile: the nodeconfig entry named "
+                 "like NODE_NAME) and pkg/device/nvidia/device.go@v2.10.0 "
+                 "(DevicePluginConfigs); charts/hami/templates/device-plugin/configmap.yaml"
+                 "@v2.10.0 (devicePlugin.nodeConfiguration.config as config.json)"),
+]
+
+# The sharing rules' tests (FM19-FM25, FM29) live in one file.
 _SHARING = "tests/pure/test_rules_sharing.py::"
 
 
@@ -30,18 +61,21 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         )),
     "FM20": _entry(
         checks=("gpuplane.rules.sharing._fits",),
-        tests=(f"{_SHARING}test_fm20_layout_the_gpu_cannot_make",)),
+        tests=(f"{_SHARING}test_fm20_layout_the_gpu_cannot_make",
+               f"{_SHARING}test_fm20_hami_mig_mode_on_a_gpu_without_mig",
+               f"{_SHARING}test_fm20_fm29_doctor_judges_the_hami_pools_of_the_stacks_intent")),
     "FM21": _entry(
         checks=("gpuplane.rules.sharing._single_mixes",),
         tests=(f"{_SHARING}test_fm21_single_strategy_over_balanced_layout",)),
     "FM22": _entry(
         checks=(
-            "gpuplane.rules.sharing.check_pools",
+            "gpuplane.rules.sharing._hami_pool",
             "gpuplane.rules.sharing._mps_on_mig",
             "gpuplane.rules.sharing.check_mps_profiles",
         ),
         tests=(
             f"{_SHARING}test_fm22_mps_on_mig_instances",
+            f"{_SHARING}test_fm22_mps_on_a_hami_pool",
             f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
         )),
     "FM23": _entry(
@@ -70,6 +104,7 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "tests/pure/test_rules_nri.py::test_fm26_foreign_program_with_nri_release",
             "tests/pure/test_rules_nri.py::test_fm26_fm11_runtime_class_handlers_under_nri",
             "tests/pure/test_rules_nri.py::test_fm26_foreign_runtime_class_beside_an_nri_release",
+            "tests/pure/test_rules_nri.py::test_fm26_gpuplane_runtime_class_refused_under_nri",
             "tests/engine/test_nri_engine.py::"
             "test_fm26_fm27_nri_release_under_the_cli_gets_the_offline_verdict",
         ),
@@ -89,6 +124,13 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         checks=("gpuplane.rules.nri._cdi_off",),
         tests=("tests/pure/test_rules_nri.py::test_fm28_cdi_off_on_a_chart_that_turns_it_on",),
     ),
+    "FM29": _entry(
+        checks=("gpuplane.rules.sharing._hami_pool", "gpuplane.rules.sharing._hami_mode_unread"),
+        tests=(
+            f"{_SHARING}test_fm29_operator_sharing_on_a_hami_pool",
+            f"{_SHARING}test_fm29_hami_mode_without_hami",
+            f"{_SHARING}test_fm20_fm29_doctor_judges_the_hami_pools_of_the_stacks_intent",
+        )),
 }
 
-__all__ = ["SHARING_REGISTRY"]
+__all__ = ["SHARING_REGISTRY", "SHARING_RULES"]
