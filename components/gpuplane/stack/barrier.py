@@ -9,10 +9,13 @@ URNs once.
 
 Why a custom resource and not a `ComponentResource`: the SDK never sends a component as a
 dependency; `dependsOn` a component stands for its children, each sent by URN
-(`pulumi/runtime/rpc.py` `_add_dependency`, pulumi 3.260.0), which would put the batch's URNs back into every node's record. A custom
-resource is a node of the engine's graph of its own: in `up` the engine creates it only
-after every resource it depends on (batch k) and creates batch k+1 only after it; in
-`destroy` it deletes batch k+1 first, then the barrier, then batch k (the dependents of a
+(`pulumi/runtime/rpc.py` `_add_dependency`, pulumi 3.260.0), which would put the batch's
+URNs back into every node's record. A custom resource is a node of the engine's graph of
+its own. In `up` it is registered once every node of batch k is (the SDK waits for the
+URNs of what a resource depends on, and the engine answers a registration once its step
+is done), and batch k+1 once it is; gpuplane registers it only after batch k's gate
+(gpuplane.stack.node_pod), so a failed node stops the rollout before it. In `destroy` the
+engine deletes batch k+1 first, then the barrier, then batch k (the dependents of a
 resource before the resource). Its provider does nothing: create returns an id, there is
 nothing to diff, update or delete. The policies follow a node's dependency through its
 barrier to the batch before it (gpuplane.policy.nodes).
