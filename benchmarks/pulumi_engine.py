@@ -37,7 +37,10 @@ NodeAgentPod provider run for real (the pods, their ConfigMaps, the polls, the l
 through the API server); only the agent pods' outcome is stood in for (:class:`StandIn`):
 each Node object points at a stand-in kubelet on 127.0.0.1 that serves the agent's log
 (its result line), and each agent pod is marked Succeeded with exit code 0. The no-op
-must start no pod: the pods the stand-in completed during it are printed.
+must start no pod: the pods the stand-in completed during it are printed. The order the
+engine kept is checked from what the stand-in saw: in `up` no node's pod appears before
+every node it waits for (its dependencies in the state, through the rollout's barriers)
+was done; in `destroy` the reverse.
 
     .venv/bin/python benchmarks/pulumi_engine.py [--checks | --pod | --per-node | --pod-up]
         [SIZES...]
@@ -55,6 +58,7 @@ import ssl
 import sys
 import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -162,6 +166,9 @@ class StandIn:
             config_file=str(cp.kubeconfig)))
         self.namespace, self.started = namespace, 0
         self.done: set[str] = set()
+        # (node, mode) -> (when the stand-in first saw its pod, when it marked it done)
+        self.seen: dict[tuple[str, str], float] = {}
+        self.finished: dict[tuple[str, str], float] = {}
 
         class Log(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -200,11 +207,14 @@ class StandIn:
         selector = "app.kubernetes.io/component=node-agent"
         while not self.stop.wait(0.2):
             with contextlib.suppress(Exception):   # the namespace is not there yet
+                listed = time.monotonic()
                 for pod in self.core.list_namespaced_pod(
                         self.namespace, label_selector=selector).items:
                     uid = pod.metadata.uid
                     if uid in self.done or pod.status.phase != "Pending":
                         continue
+                    key = (pod.spec.node_name, pod.metadata.name.rsplit("-", 1)[-1])
+                    self.seen.setdefault(key, listed)
                     self.core.patch_namespaced_pod_status(
                         pod.metadata.name, self.namespace, {"status": {
                             "phase": "Succeeded", "containerStatuses": [{
@@ -214,6 +224,22 @@ class StandIn:
                                                          "reason": "Completed"}}}]}})
                     self.done.add(uid)
                     self.started += 1
+                    self.finished[key] = time.monotonic()
+
+    def out_of_order(self, waits: dict[str, set[str]], mode: str) -> tuple[int, int]:
+        """(pairs out of order, pairs) of `waits` (node: the nodes it waits for) in `mode`:
+        apply (a node's pod seen before one it waits for was done) or restore (the
+        reverse: a node's restore seen before the restore of one waiting for it was
+        done)."""
+        bad = total = 0
+        for node, before in waits.items():
+            for other in before:
+                first, then = (other, node) if mode == "apply" else (node, other)
+                if (first, mode) not in self.finished or (then, mode) not in self.seen:
+                    continue
+                total += 1
+                bad += self.seen[(then, mode)] <= self.finished[(first, mode)]
+        return bad, total
 
     def close(self) -> None:
         self.stop.set()
@@ -231,13 +257,34 @@ def _node_bytes(checkpoint: Path) -> tuple[float, float, int]:
     nodes = [r for r in resources if r["type"].endswith("gpuplane:NodeAgentPod")]
     own = [len(json.dumps(r.get("inputs"))) + len(json.dumps(r.get("outputs"))) for r in nodes]
     whole = [len(json.dumps(r)) for r in nodes]
+    barriers = sum(len(json.dumps(r)) for r in resources
+                   if r["type"].endswith("gpuplane:RolloutBarrier"))
     maps = sum(len(json.dumps(r)) for r in resources
                if r["type"] == "kubernetes:core/v1:ConfigMap"
                and "gpuplane-plan-" in json.dumps(r.get("inputs", {}).get("metadata")))
     if os.environ.get("GPUPLANE_BENCH_DUMP") and nodes:
         print(json.dumps(nodes[-1], indent=1), file=sys.stderr)
     count = max(len(nodes), 1)
-    return sum(own) / count, sum(whole) / count, maps
+    return sum(own) / count, sum(whole) / count, maps, barriers / count
+
+
+def _waits(checkpoint: Path) -> dict[str, set[str]]:
+    """Each node the state holds, and the nodes it waits for: its dependencies, through
+    the rollout's barriers (gpuplane.stack.barrier), as the engine orders them."""
+    resources = json.loads(checkpoint.read_text())["checkpoint"]["latest"]["resources"]
+    by_urn = {r["urn"]: r for r in resources}
+
+    def nodes(urns: list[str]) -> set[str]:
+        out: set[str] = set()
+        for urn in urns:
+            r = by_urn.get(urn) or {}
+            if r.get("type", "").endswith("gpuplane:NodeAgentPod"):
+                out.add(r["inputs"]["node"])
+            elif r.get("type", "").endswith("gpuplane:RolloutBarrier"):
+                out |= nodes(r.get("dependencies") or [])
+        return out
+    return {r["inputs"]["node"]: nodes(r.get("dependencies") or []) for r in resources
+            if r["type"].endswith("gpuplane:NodeAgentPod")}
 
 
 def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> int:
@@ -245,9 +292,10 @@ def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> i
     it started: none), `destroy`; the load average beside each figure."""
     standin = StandIn(cp, "gpu-operator")
     print("| GPU nodes | first up | state B/node (file / N) | node inputs+outputs B | "
-          "node record B | plan ConfigMaps B | no-op up | no-op per node | "
-          "pods started by the no-op | changes in the no-op | load (1 min) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "node record B | barriers B/node | plan ConfigMaps B | no-op up | no-op per node | "
+          "pods started by the no-op | changes in the no-op | out of order (up; destroy) | "
+          "load (1 min) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     made = 0
     try:
         for n in sorted(sizes):
@@ -273,15 +321,22 @@ def _pod_up(root: Path, cp: Any, sizes: list[int], charts: dict[str, Path]) -> i
                     checkpoint = root / stack / "state" / ".pulumi" / "stacks" / \
                         "gpuplane" / f"{stack}.json"
                     per_file = checkpoint.stat().st_size / n
-                    own_b, node_b, maps_b = _node_bytes(checkpoint)
+                    own_b, node_b, maps_b, barrier_b = _node_bytes(checkpoint)
+                    waits = _waits(checkpoint)
             (first, _, load1), (noop, pods, load2) = results
             changes = {k: v for k, v in noop.changes.items() if k != "same"}
-            print(f"| {n:,} | {first.seconds:.1f} s (load {load1:.2f}) | {per_file:,.0f} | "
-                  f"{own_b:,.0f} | {node_b:,.0f} | {maps_b:,} | {noop.seconds:.1f} s | "
-                  f"{noop.seconds / n * 1000:.1f} ms | {pods} | {changes or 'none'} | "
-                  f"{load2:.2f} |", flush=True)
             with control_plane.helm_hooks_succeed(cp, "gpu-operator", "kube-system"):
                 engine.run("destroy", stack, stack_file=path, timeout=3600)
+            # The engine's order, from what the stand-in saw: each node's pod only after
+            # the pods of every node it waits for were done; at destroy the reverse.
+            order = "; ".join(f"{bad} of {total}" for bad, total in (
+                standin.out_of_order(waits, "apply"), standin.out_of_order(waits, "restore")))
+            standin.seen.clear()
+            standin.finished.clear()
+            print(f"| {n:,} | {first.seconds:.1f} s (load {load1:.2f}) | {per_file:,.0f} | "
+                  f"{own_b:,.0f} | {node_b:,.0f} | {barrier_b:,.0f} | {maps_b:,} | "
+                  f"{noop.seconds:.1f} s | {noop.seconds / n * 1000:.1f} ms | {pods} | "
+                  f"{changes or 'none'} | {order} | {load2:.2f} |", flush=True)
     finally:
         standin.close()
     return 0

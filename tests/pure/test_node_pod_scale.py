@@ -10,6 +10,7 @@ Measured here under the SDK's mocks, for two fleet sizes: each must be the same.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pulumi
@@ -47,8 +48,10 @@ class Sizing(RecordingMonitor):
     def RegisterResource(self, request: Any) -> Any:
         if request.type.endswith((":NodeAgentPod", "remote:Command")):
             self.pending.append(len(SETTINGS.outputs))
+            # A number in a URN counts as one byte: a rollout barrier's name holds the
+            # number of its batch (more digits in a larger fleet, not more bytes per node).
             self.request_bytes[request.name] = request.object.ByteSize() + sum(
-                len(d) for d in request.dependencies)
+                len(re.sub(r"\d+", "#", d)) for d in request.dependencies)
         return super().RegisterResource(request)
 
 
@@ -189,3 +192,51 @@ def test_a_nodes_state_after_up_is_small_and_does_not_grow_with_its_program() ->
     assert program > 3 * len(plan_stdin(agent_plan(PLAN))), "BIG's program is larger"
     assert large == small <= 2048, (small, large)
     assert "stdin" not in large_inputs and "stdin" not in small_inputs
+
+
+# -- the rollout's order in a node's record (issue 49: its `dependencies`) -----------------
+
+def _order(batch_size: int) -> tuple[dict[str, dict[str, Any]], list[list[str]]]:
+    """What a pod rollout of a canary and two batches of `batch_size` registered."""
+    names = [f"gpu-{i:05d}" for i in range(1 + 2 * batch_size)]
+    batches = [names[:1], names[1:1 + batch_size], names[1 + batch_size:]]
+    mocks = Recorder()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    pulumi.runtime.test(lambda: _rollout(names, batches, "pod").finished)()
+    return monitor.registered, batches
+
+
+def _waits_for(registered: dict[str, dict[str, Any]], name: str) -> set[str]:
+    """The nodes `name` waits for: its dependencies, through any barrier, by node name."""
+    by_urn = {r["urn"]: (n, r) for n, r in registered.items()}
+    out, todo = set(), list(registered[name]["deps"])
+    while todo:
+        found, res = by_urn[todo.pop()]
+        if res["type"].endswith(":NodeAgentPod"):
+            out.add(found.removeprefix("containerd-"))
+        elif res["type"].endswith(":RolloutBarrier"):
+            todo += res["deps"]
+    return out
+
+
+def test_a_nodes_dependencies_do_not_grow_with_the_batch_size() -> None:
+    """A node of a later batch depends on one resource of the rollout's order (the
+    barrier that waits for the batch before it), not on each node of that batch: its
+    record keeps one URN there, at batches of 10 or 50 (before: 10 or 50 URNs, 1.6 KB of a
+    6.5 KB record at 10). It still waits for every node of the batch before it, and only
+    for those."""
+    kept = {}
+    for size in (10, 50):
+        registered, batches = _order(size)
+        names = {r["urn"]: n for n, r in registered.items()}
+        last = registered[f"containerd-{batches[-1][-1]}"]
+        kept[size] = sorted(names[d] for d in last["deps"])
+        for i, batch in enumerate(batches):
+            for node in batch:
+                waits = _waits_for(registered, f"containerd-{node}")
+                assert waits == (set(batches[i - 1]) if i else set()), (size, node, waits)
+    # The barrier before the last batch and the plan's ConfigMap, at either size.
+    assert kept[10] == kept[50], kept
+    assert len(kept[10]) == 2 and "r-after-batch-1" in kept[10], kept

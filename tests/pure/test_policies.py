@@ -313,3 +313,35 @@ def test_a_pod_access_nodes_files_are_read_from_its_plan_configmap() -> None:
     # Judged once per distinct program (as over SSH), on the first node that runs it.
     on = [urn for _, urn in violations("gpuplane-fm02", broken)]
     assert on and set(on) <= {p.urn for p in pods}, on
+
+
+def _pod_prod(tmp_path: Path) -> list[Registered]:
+    """kubeadm-prod with `nodeAccess: pod`: a canary, then batches of 2 behind barriers."""
+    import yaml
+
+    data = yaml.safe_load((STACKS / "Pulumi.kubeadm-prod.yaml").read_text())
+    cfg = data["config"]
+    cfg["gpuplane:cluster"]["nodeAccess"] = "pod"
+    del cfg["gpuplane:sshPrivateKey"], cfg["gpuplane:ssh"]
+    (tmp_path / "Pulumi.kubeadm-pod.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return registered("kubeadm-pod", tmp_path)
+
+
+def test_a_pod_rollouts_order_is_read_through_its_barriers(tmp_path: Path) -> None:
+    """Each batch of a pod rollout depends on one barrier that depends on the batch
+    before it (gpuplane.stack.barrier): FM06 reads the order through it, so the stack as
+    built passes, and a barrier that leaves out a node of the batch before is the same
+    violation as a node that does not depend on that node."""
+    resources = _pod_prod(tmp_path)
+    barriers = [r for r in resources if r.type.endswith(":RolloutBarrier")]
+    assert len(barriers) == 2, [r.name for r in resources]
+    assert not [f for f in run_policies(resources) if f.id == "FM06"]
+    urns = {r.name: r.urn for r in resources}
+    broken = copy.deepcopy(resources)
+    [second] = [r for r in broken if r.name.endswith("-after-batch-1")]
+    assert set(second.dependencies) == {urns["containerd-a100-02"], urns["containerd-a100-03"]}
+    second.dependencies = [urns["containerd-a100-02"]]
+    found = [f for f in run_policies(broken) if f.id == "FM06"]
+    assert found and all("does not wait for a100-03 of batch 1" in f.message
+                         for f in found), found
+    assert sorted(f.message.split(" ")[1] for f in found) == ["l40s-01", "l40s-02"], found

@@ -357,11 +357,16 @@ def _rollout(failed: str | None) -> tuple[RecordingMonitor, list[tuple[str, str]
 
 
 def test_each_batch_waits_for_every_node_of_the_one_before() -> None:
+    """Through one barrier: it depends on the canary, each node of the next batch on it."""
     monitor, logged, error = _rollout(None)
     assert error is None and logged == []
     canary = monitor.registered["containerd-a"]["urn"]
+    barrier = monitor.registered["r-after-batch-0"]
+    assert barrier["type"] == "pulumi-python:dynamic/gpuplane:RolloutBarrier"
+    assert barrier["deps"] == {canary}
     for node in ("b", "c"):
-        assert canary in monitor.registered[f"containerd-{node}"]["deps"], node
+        assert barrier["urn"] in monitor.registered[f"containerd-{node}"]["deps"], node
+        assert canary not in monitor.registered[f"containerd-{node}"]["deps"], node
 
 
 def test_a_node_whose_agent_failed_stops_the_rollout_without_a_traceback() -> None:
@@ -372,6 +377,7 @@ def test_a_node_whose_agent_failed_stops_the_rollout_without_a_traceback() -> No
     assert error is not None and "the node agent failed on containerd-a" in str(error)
     assert "containerd-b" not in monitor.registered
     assert "containerd-c" not in monitor.registered
+    assert "r-after-batch-0" not in monitor.registered, "no barrier after a failed batch"
 
 
 # -- the stack, the policies and the plan --------------------------------------------------
@@ -394,8 +400,16 @@ def test_the_pod_rollout_has_the_ssh_rollouts_batches_order_and_findings(
     assert pod["findings"] == ssh["findings"]
 
     def rollout(plan: dict[str, Any], kind: str) -> dict[str, list[str]]:
-        return {r["name"]: [d for d in r["dependsOn"] if d.startswith("containerd-")]
-                for r in plan["resources"] if r["type"] == kind}
+        """The nodes each node waits for: its dependencies, through a rollout barrier."""
+        deps = {r["name"]: r["dependsOn"] for r in plan["resources"]}
+        barriers = {r["name"] for r in plan["resources"]
+                    if r["type"].endswith(":RolloutBarrier")}
+
+        def waits(name: str) -> list[str]:
+            return sorted(w for d in deps[name]
+                          for w in (waits(d) if d in barriers else [d])
+                          if w.startswith("containerd-"))
+        return {r["name"]: waits(r["name"]) for r in plan["resources"] if r["type"] == kind}
 
     nodes = rollout(pod, "pulumi-python:dynamic/gpuplane:NodeAgentPod")
     assert nodes == rollout(ssh, "command:remote:Command")

@@ -24,6 +24,9 @@ COMMAND = "command:remote:Command"
 # `nodeAccess: pod`: the same agent program, run from a pod (gpuplane.stack.node_pod).
 NODE_AGENT_POD = "pulumi-python:dynamic/gpuplane:NodeAgentPod"
 NODE_COMMANDS = frozenset({COMMAND, NODE_AGENT_POD})
+# Between two batches of a pod rollout: batch k+1 depends on it, it on batch k
+# (gpuplane.stack.barrier).
+ROLLOUT_BARRIER = "pulumi-python:dynamic/gpuplane:RolloutBarrier"
 WORKLOADS: dict[str, tuple[str, str]] = {
     "kubernetes:core/v1:Pod": ("v1", "Pod"),
     "kubernetes:core/v1:ReplicationController": ("v1", "ReplicationController"),
@@ -219,7 +222,8 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
     found = toolkit_version(values, version)
     node_findings([v for v in views if v.type in NODE_COMMANDS], intent, out,
                   toolkit=".".join(str(p) for p in found[0]) if found else NEWEST_TOOLKIT,
-                  operator_chart=version or None, programs=plan_programs(views))
+                  operator_chart=version or None, programs=plan_programs(views),
+                  barriers={v.urn: v.dependencies for v in views if v.type == ROLLOUT_BARRIER})
     if intent.rule_levels:   # the stack's own `gpuplane:rules`, as the program applies them
         nodes = {v.urn for v in views if v.type in NODE_COMMANDS}
         out.items = [Located(f, item.urn) for item in out.items
@@ -303,7 +307,8 @@ def _time_slicing(v: View, intent: ClusterIntent, out: StackFindings) -> None:
     where = f"ConfigMap {meta.get('namespace', 'default')}/{meta.get('name')}"
     out.add(check_time_slicing(v.props.get("data") or {}, intent, where=where), v.urn)
 
-__all__ = ["COMMAND", "GPU_CLUSTER", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE", "WORKLOADS",
+__all__ = ["COMMAND", "GPU_CLUSTER", "NODE_AGENT_POD", "NODE_COMMANDS", "RELEASE",
+           "ROLLOUT_BARRIER", "WORKLOADS",
            "Located", "StackFindings", "View", "cluster_label", "clusters",
            "intent_from_config", "intent_of", "intents_of", "named", "stack_findings",
            "workload_findings"]

@@ -4,12 +4,15 @@ daemon.json, which a command may also carry, is left out) under that
 containerd's rules (FM01-FM03, FM07, FM09, FM16, FM04), and the order in which nodes
 restart (FM06, FM09). The files are read back from the command's `stdin`, exactly what
 would be sent to the node; a `NodeAgentPod` (`nodeAccess: pod`) names the ConfigMap of the
-stack that holds that program (`program`: gpuplane.stack.node_pod), and it is read there."""
+stack that holds that program (`program`: gpuplane.stack.node_pod), and it is read there.
+The order is read from the commands' dependencies: on the commands of the batch before, or
+on a rollout barrier that depends on them (gpuplane.stack.barrier)."""
 
 from __future__ import annotations
 
 import graphlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from gpuplane.containerd import ConfigError
 from gpuplane.containerd.versions import ContainerdVersion
@@ -74,9 +77,14 @@ def _payload(stdin: str | None) -> tuple[dict[str, str], dict[str, str]] | None:
 
 def node_findings(commands: list[View], intent: ClusterIntent, out: StackFindings, *,
                   toolkit: str, operator_chart: str | None = None,
-                  programs: Mapping[tuple[str, str], str] | None = None) -> None:
+                  programs: Mapping[tuple[str, str], str] | None = None,
+                  barriers: Mapping[str, Sequence[str]] | None = None) -> None:
     """`programs`: the plan ConfigMaps' programs (:func:`plan_programs`), for the
-    commands that name one rather than carry their `stdin`."""
+    commands that name one rather than carry their `stdin`; `barriers`: the dependencies
+    of each rollout barrier by its URN (gpuplane.stack.barrier), which a command that
+    depends on a barrier waits for."""
+    commands = [replace(v, dependencies=through_barriers(v.dependencies, barriers or {}))
+                for v in commands]
     profile, version = intent_profile(intent)
     options = PlanOptions(
         toolkit=ToolkitMode(intent.toolkit), nvidia_default=intent.nvidia_default,
@@ -124,6 +132,24 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
             restores_on_delete="restore" in str(view.props.get("delete") or "")))
     if steps:
         out.add(check_rollout(steps, intent, where=ROLLOUT_WHERE), None)
+
+
+def through_barriers(dependencies: Sequence[str],
+                     barriers: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """`dependencies` with each barrier replaced by what it depends on (and so on through
+    a barrier behind a barrier): what a step waits for."""
+    out: dict[str, None] = {}
+    todo, seen = list(dependencies), set()
+    while todo:
+        urn = todo.pop(0)
+        if urn in seen:
+            continue
+        seen.add(urn)
+        if urn in barriers:
+            todo.extend(barriers[urn])
+        else:
+            out[urn] = None
+    return tuple(out)
 
 
 def rollout_step(node: str, batch: int, plan: NodeContainerdPlan, intent: ClusterIntent, *,
@@ -182,4 +208,4 @@ def _in_dependency_order(commands: list[View]) -> list[View]:
 
 
 __all__ = ["ROLLOUT_WHERE", "judge_rollout", "node_findings", "plan_programs", "rollout_step",
-           "written_file_findings"]
+           "through_barriers", "written_file_findings"]

@@ -10,6 +10,10 @@ dependency is walked back through the whole chain for cycles
 released, and depends on that batch's URNs through `pulumi.resource.DependencyResource`
 stand-ins: the engine gets the same `dependsOn`, only one batch is pending at a time, and
 a stand-in has no dependencies of its own to walk.
+
+With a `barrier` (gpuplane.stack.barrier), batch k+1 depends on one resource that depends
+on batch k, made once batch k is released: each node's state keeps one URN there, not its
+batch's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ Make = Callable[[Sequence[str], list[pulumi.Input[pulumi.Resource]]], list[pulum
 """Makes one batch's resources (its node names, what they depend on)."""
 Release = Callable[[list[pulumi.Resource]], pulumi.Output[list[str]]]
 """When the next batch may start: the URNs of a batch's resources, once it may."""
+Barrier = Callable[[int, list[pulumi.Input[pulumi.Resource]]], pulumi.Resource]
+"""Makes the resource that batch `index` + 1 waits for (what it depends on: batch `index`)."""
 
 
 def urns_of(resources: Sequence[pulumi.Resource]) -> pulumi.Output[list[str]]:
@@ -35,9 +41,12 @@ def urns_of(resources: Sequence[pulumi.Resource]) -> pulumi.Output[list[str]]:
 
 def in_batches(batches: Sequence[Sequence[str]], make: Make,
                after: Sequence[pulumi.Input[pulumi.Resource]] = (),
-               release: Release = urns_of) -> list[pulumi.Output[pulumi.Resource]]:
-    """Make `batches` in order, the first after `after`; return the last batch's resources
-    (stand-ins), each once the whole rollout is released, for what comes after it."""
+               release: Release = urns_of,
+               barrier: Barrier | None = None) -> list[pulumi.Output[pulumi.Resource]]:
+    """Make `batches` in order, the first after `after`, each later one after the one
+    before it (through `barrier`'s resource when given); return the last batch's
+    resources (stand-ins), each once the whole rollout is released, for what comes after
+    it."""
     if not batches:
         return []
 
@@ -46,8 +55,16 @@ def in_batches(batches: Sequence[Sequence[str]], make: Make,
         released = release(make(batches[index], depends_on))
         if index + 1 == len(batches):
             return bare(released)
-        return bare(released.apply(
-            lambda urns: batch(index + 1, [stand_in(u) for u in urns])))
+        return bare(released.apply(lambda urns: following(index, urns)))
+
+    def following(index: int, urns: list[str]) -> pulumi.Output[list[str]]:
+        """Batch `index` + 1, once batch `index` (`urns`) is released."""
+        previous: list[pulumi.Input[pulumi.Resource]] = [stand_in(u) for u in urns]
+        if barrier is None:
+            return batch(index + 1, previous)
+        # The nodes depend on the barrier's URN (a stand-in): nothing behind it to walk.
+        gate = bare(barrier(index, previous).urn)
+        return bare(gate.apply(lambda urn: batch(index + 1, [stand_in(urn)])))
 
     last = batch(0, list(after))
     return [bare(last.apply(_nth(i))) for i in range(len(batches[-1]))]
@@ -85,4 +102,4 @@ def bare(output: pulumi.Output[T]) -> pulumi.Output[T]:
                          asyncio.ensure_future(secret()))
 
 
-__all__ = ["Make", "Release", "bare", "in_batches", "stand_in", "urns_of"]
+__all__ = ["Barrier", "Make", "Release", "bare", "in_batches", "stand_in", "urns_of"]

@@ -17,7 +17,10 @@ program (the `stdin` the SSH command carries), one ConfigMap per distinct plan
 provider before the nodes that use it): a fleet's nodes mostly share one plan, and a copy
 of the program per node made the state about 7 KB per node (issue 49). The provider reads
 the program from that ConfigMap when it applies; restore and status need only the plan id;
-the policies read the program from the ConfigMap by name (gpuplane.policy.nodes).
+the policies read the program from the ConfigMap by name (gpuplane.policy.nodes). In the
+same way each batch after the canary depends on one `RolloutBarrier` that depends on the
+batch before it (gpuplane.stack.barrier), not on each of that batch's nodes: a node's
+record keeps one URN of the rollout's order, whatever the batch size.
 
 A pod that ends without the agent's verdict (killed, its container lost when a restart
 took the shims down) is run again, up to `tries` times: the agent's write-ahead journal
@@ -55,6 +58,7 @@ from gpuplane.kube.gate import gate, judged
 from gpuplane.kube.provider import KubeResourceProvider
 from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack import child_options
+from gpuplane.stack.barrier import RolloutBarrier
 from gpuplane.stack.batches import in_batches, urns_of
 from gpuplane.stack.refusal import refuse
 
@@ -75,6 +79,11 @@ class NodeAgentPodProvider(KubeResourceProvider):
     # Test seam: None means the real client; a plain attribute so that dill pickles it.
     client_factory: Callable[[str | None, str | None], ClusterClient] | None = None
     poll_seconds: float = 2.0
+    # The pickled provider (in each node's inputs and outputs) is a reference to this
+    # class and captures no secret: kept in plain text, not as ciphertext, it is about
+    # 400 B less per node. The SDK still makes it a secret if one was captured
+    # (pulumi/dynamic/dynamic.py `serialize_as_secret_always`, pulumi 3.260.0).
+    serialize_as_secret_always = False
 
     def _client(self, props: Mapping[str, Any]) -> ClusterClient:
         if self.client_factory is not None:
@@ -269,7 +278,7 @@ class ContainerdPodRolloutArgs:
 
 class ContainerdPodRollout(pulumi.ComponentResource):
     """`ContainerdRollout` (gpuplane.stack.node_rollout) without SSH: every node of batch
-    k depends on every node of batch k-1, canary first."""
+    k waits for every node of batch k-1 (through one `RolloutBarrier`), canary first."""
 
     commands: dict[str, NodeAgentPod]
     finished: list[pulumi.Output[pulumi.Resource]]
@@ -317,10 +326,16 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                                        depends_on=[*depends_on, self.programs[cm]]))
             return [self.commands[node] for node in batch]
 
-        # The canary waits for its namespace; each later batch for the one before it, made
-        # when that one is released (gpuplane.stack.batches): in `up`, after its gate, so a
+        def barrier(index: int, previous: list[pulumi.Input[pulumi.Resource]]
+                    ) -> pulumi.Resource:
+            return RolloutBarrier(f"{name}-after-batch-{index}",
+                                  opts=child_options(self, opts, depends_on=previous))
+
+        # The canary waits for its namespace; each later batch for the one before it
+        # through a barrier (gpuplane.stack.barrier: one dependency per node), made when
+        # that batch is released (gpuplane.stack.batches): in `up`, after its gate, so a
         # node whose agent failed stops the rollout there (gpuplane.kube.gate).
-        self.finished = in_batches(batches, make, after, _released)
+        self.finished = in_batches(batches, make, after, _released, barrier)
         self.done = self.finished[0] if self.finished else None
         self.register_outputs({"nodes": [n for b in batches for n in b]})
 
