@@ -11,7 +11,7 @@ providers: `GpuJobCheck` (creates a probe Job per node, waits, judges) and
 a namespace of its own per size, so a size's LISTs do not see the last size's Jobs.
 
 Every call of the checks' `Cluster` is counted, and every HTTP request the kubernetes client
-sends (its `ApiClient.request`); a round is what happens between two of the waiter's
+sends (its REST client's `request`); a round is what happens between two of the waiter's
 sleeps. Printed per check and size: HTTP requests in all, polling rounds, requests per
 round (the most in one round), the slowest round, the Job creates' time, the wait, and the
 time per node of the whole check.
@@ -80,13 +80,14 @@ class Counted:
 
     def __init__(self, inner: KubeCluster, tally: Tally):
         self.inner, self.tally = inner, tally
-        request = inner.api_client.request
+        rest = inner.api_client.rest_client
+        request = rest.request
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             tally.http += 1
             return request(*args, **kwargs)
 
-        inner.api_client.request = counted
+        rest.request = counted
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)

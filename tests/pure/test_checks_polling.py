@@ -17,6 +17,7 @@ from gpuplane.checks.live import KubeCluster
 from gpuplane.checks.manifests import job_name, plan_checks
 from gpuplane.checks.provider import AllocatableCheckProvider, ProbeJobCheckProvider
 from gpuplane.checks.settings import ChecksSettings
+from gpuplane.checks.verdicts import event_texts
 from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 UNSCHEDULABLE = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
@@ -192,3 +193,18 @@ def test_the_allocatable_check_reads_a_fleet_with_one_list_a_round() -> None:
                                               "timeoutSeconds": 60.0}))
     assert outcome.outs["result"]["allocatable"] == {n.name: 2 for n in intent.nodes}
     assert [polls(r) for r in cut] == [["nodes"]] * 4     # 1 early + 3 settled
+
+
+def test_events_are_in_the_same_order_from_a_list_as_from_the_client_objects() -> None:
+    """A LIST's JSON writes times as the API server does (`...:00Z`, `...:00.500000Z`),
+    the client's objects as Python does (`...:00+00:00`): the scheduler's event (eventTime,
+    microseconds) and the Job controller's (lastTimestamp) in the same second sort the same
+    way from both, by time, not by how the time is spelled."""
+    older = {**cd.event("p", "Scheduled", "first"), "lastTimestamp": "2026-01-10T12:00:00Z"}
+    newer = {**cd.event("p", "FailedScheduling", "then"), "lastTimestamp": None,
+             "firstTimestamp": None, "eventTime": "2026-01-10T12:00:00.500000Z"}
+    api = [newer, older]
+    client = [cd._API.sanitize_for_serialization(cd.model(e, "CoreV1Event")) for e in api]
+    assert client[0]["eventTime"].endswith("+00:00")
+    assert event_texts(api) == event_texts(client) == ("Scheduled: first",
+                                                       "FailedScheduling: then")

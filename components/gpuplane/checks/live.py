@@ -9,6 +9,7 @@ pods' output; the dynamic provider turns that into a failed `pulumi up`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -140,19 +141,25 @@ class KubeCluster:
         obj = self._or_none(lambda: self.core.read_node(name))
         return None if obj is None else self._dict(obj)
 
+    @staticmethod
+    def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """A LIST's items as the API server sent them (its JSON): building the client's
+        model objects and turning them back into dicts costs ~2 ms of CPU an object (a
+        round of 1,000 Jobs and their pods: seconds), json.loads a few hundredths of that."""
+        response = call(*args, _preload_content=False, **kwargs)
+        return list(json.loads(response.data).get("items") or [])
+
     def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        found = self.batch.list_namespaced_job(namespace, label_selector=selector)
-        return [self._dict(j) for j in found.items]
+        return self._items(self.batch.list_namespaced_job, namespace, label_selector=selector)
 
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        found = self.core.list_namespaced_pod(namespace, label_selector=selector)
-        return [self._dict(p) for p in found.items]
+        return self._items(self.core.list_namespaced_pod, namespace, label_selector=selector)
 
     def namespace_events(self, namespace: str) -> list[dict[str, Any]]:
-        return [self._dict(e) for e in self.core.list_namespaced_event(namespace).items]
+        return self._items(self.core.list_namespaced_event, namespace)
 
     def nodes(self) -> list[dict[str, Any]]:
-        return [self._dict(n) for n in self.core.list_node().items]
+        return self._items(self.core.list_node)
 
     def _resource(self) -> Any:
         from kubernetes import client
