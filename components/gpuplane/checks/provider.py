@@ -123,8 +123,8 @@ class _CheckProvider(KubeResourceProvider):
                 f"gpuplane check {props.get('checkName', 'check')} could not use the "
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
-                "Jobs in the checks' namespace and read Jobs, pods, events and nodes (under "
-                "DRA also create and delete resourceclaimtemplates there and list "
+                "Jobs in the checks' namespace and get and list Jobs, pods, events and nodes "
+                "(under DRA also create and delete resourceclaimtemplates there and list "
                 "resourceslices)")}
         return {**inputs, **made, "passed": bool(result.get("passed")), "result": result}
 
