@@ -252,9 +252,9 @@ Seen = tuple[dict[str, Any] | None, list[dict[str, Any]]]
 def _read_round(cluster: Cluster, namespace: str, waiting: Mapping[str, CheckJob]
                 ) -> dict[str, Seen]:
     """Each waiting Job and its pods (by their `job-name` label). At most FEW: a GET of each
-    and a LIST of its pods; more: one LIST of the Jobs and one of the pods, whose size the
-    API server's side of the bill does not grow by (a LIST by label reads the namespace's
-    pods however narrow the selector, so one per Job made a round quadratic)."""
+    and a LIST of its pods; more: one LIST of the Jobs and one of the pods (a GET and a LIST
+    per Job made a round 2 requests per node, and each LIST by label goes through every pod
+    of the namespace on the API server, however narrow its selector)."""
     if len(waiting) <= FEW:
         return {name: (cluster.job(namespace, name), cluster.job_pods(namespace, name))
                 for name in waiting}
@@ -299,8 +299,9 @@ def _observations(cluster: Cluster, namespace: str, jobs: Iterable[str],
                   last: Mapping[str, Seen], gave_up: set[str]) -> dict[str, JobObservation]:
     """Each Job's observation with its pods' logs and the events of it and its pods: a
     LIST of events per name for at most FEW names, one LIST of the namespace's events
-    otherwise. A pod no node was assigned has no log to read (the API server answers an
-    empty one, or 400 "does not have a host assigned"): not asked."""
+    otherwise. A pod no node was given has no log to read: not asked (the API server
+    would answer an empty one, `LogLocation` in pkg/registry/core/pod/strategy.go@v1.34.3
+    has no kubelet to ask)."""
     names = [n for name in jobs for n in
              (name, *(p["metadata"]["name"] for p in last[name][1]))]
     events: dict[str, list[dict[str, Any]]] = {}
