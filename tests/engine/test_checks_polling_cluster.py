@@ -3,12 +3,13 @@ kube-controller-manager and kube-scheduler v1.34.3, tests/support/control_plane.
 fleet of probe Jobs, made and judged by gpuplane's own provider through the official
 client, costs a fixed number of HTTP requests per polling round however many Jobs wait.
 
-No kubelet: every probe pod stays Pending (the Node objects have no GPUs to offer), so each
-check waits for its whole timeout, the checks' worst case (benchmarks/check_rounds.py
-measures the same at 10, 100 and 1,000 nodes). What the real API server proves beyond the
-fakes of tests/pure/test_checks_polling.py: the check selector finds the Jobs the provider
-made and the pods the Job controller made for them (by their `job-name` label), and the
-namespace's events carry the scheduler's reason for each pod."""
+No kubelet, and Node objects with no GPUs: every probe pod stays Pending, so each check
+waits for its whole timeout, the checks' worst case (benchmarks/check_rounds.py measures
+the same at 10, 100 and 1,000 nodes). What the real API server proves beyond the fakes of
+tests/pure/test_checks_polling.py: the check selector (a set-based one) finds the Jobs the
+provider made and the pods the Job controller made for them (grouped by their `job-name`
+label), and the one LIST of the namespace's events holds the scheduler's reason for each
+pod."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def cluster() -> Iterator[control_plane.ControlPlane]:
         for i in range(NODES):
             core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=f"gpu-{i:02d}")))
         core.create_namespace({"metadata": {"name": "gpu-operator"}})
+        client.NodeV1Api(core.api_client).create_runtime_class(
+            {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+             "metadata": {"name": "nvidia"}, "handler": "nvidia"})
         yield cp
     finally:
         cp.stop()
@@ -97,5 +101,9 @@ def test_a_polling_round_is_two_lists_whatever_the_fleet(
     report = outs["result"]["report"]
     assert report.startswith(f"gpuplane: {NODES} of {NODES} GPU checks failed")
     assert report.count("gave up after 11s") == NODES
-    # Each pod's reason, from the scheduler's event on it (or its PodScheduled condition).
+    # Each check has its own pod (the LIST of pods, by `job-name`) and the scheduler's
+    # reason for it (the one LIST of the namespace's events, or its PodScheduled condition).
+    for i in range(NODES):
+        assert f"on node gpu-{i:02d}" in report
+    assert report.count("Pending") >= NODES
     assert report.count("nodes are available") >= NODES
