@@ -15,7 +15,9 @@ divided by N.
 
 The post-deploy checks are off by default (there is no kubelet to run their pods). With
 `--checks` they are on (a probe Job per GPU node, timeout 30 s): the first `up` then ends
-with the checks' failure, by design, after writing its state, and there is no no-op `up`.
+with the checks' failure, by design, after writing its state, and there is no no-op `up`;
+each row adds the time per node (wall / N) and the load average
+(benchmarks/check_rounds.py counts the checks' API reads per round).
 
 With `--pod` the stack is the bundled `kubeadm-prod` with `nodeAccess: pod`: one
 `NodeAgentPod` per GPU node (the node agent through a pod, no SSH), so a node is a
@@ -379,9 +381,12 @@ def main() -> int:
                     name=f"gpu-{i:05d}")))
             return _per_node(root, cp, a.sizes, charts)
         made = 0
+        # With the checks: the time per node of each operation (wall / N; flat when the
+        # checks' cost is linear in nodes) and the load average beside it.
+        extra = " per node | load (1 min) |" if a.checks else ""
         print("| GPU nodes | operation | wall | CLI peak RSS | Python host peak RSS | "
-              "resources | state B/node |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+              "resources | state B/node |" + extra)
+        print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if a.checks else ""))
         for n in sorted(a.sizes):
             for i in range(made, n):
                 core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
@@ -412,9 +417,11 @@ def main() -> int:
                     checkpoint = root / stack / "state" / ".pulumi" / "stacks" / "gpuplane" / \
                         f"{stack}.json"
                     state = f"{checkpoint.stat().st_size / n:,.0f}"
+                per = (f" {res.seconds / n * 1000:,.0f} ms | {os.getloadavg()[0]:.2f} |"
+                       if a.checks else "")
                 print(f"| {n:,} | {label} | {res.seconds:.1f} s | {res.cli_peak_mb:.0f} MB | "
                       f"{res.host_peak_mb:.0f} MB | {count} | "
-                      f"{state if label == 'first up' else ''} |",
+                      f"{state if label == 'first up' else ''} |{per}",
                       flush=True)
             # The next size's stack makes the same objects: this one goes first (not timed).
             if not a.pod:

@@ -154,11 +154,26 @@ def model(data: dict[str, Any], kind: str) -> Any:
     return _API._ApiClient__deserialize(json.loads(json.dumps(data)), kind)
 
 
+class Raw:
+    """What a call with `_preload_content=False` returns: the response, its body in
+    `data` (the recorded objects' JSON, as the API server writes it)."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.data = json.dumps(data).encode()
+
+
+def listed(data: dict[str, Any], kind: str, preload: bool) -> Any:
+    return model(data, kind) if preload else Raw(data)
+
+
 class FakeKube:
     """CoreV1Api + BatchV1Api stand-ins that replay recorded frames.
 
     `jobs` and `pods` map a Job name to a list of frames (each poll takes the next; the
-    last repeats). Methods have the real client's names and return its model classes.
+    last repeats); a LIST of Jobs, of pods by a selector other than `job-name=`, or of
+    nodes takes the next frame of every one it knows (each one is a check's, whatever the
+    selector). Methods have the real client's names and return its model classes; every
+    read is in `calls`.
     """
 
     def __init__(self, *, jobs: dict[str, list[dict | None]] | None = None,
@@ -201,14 +216,27 @@ class FakeKube:
             raise ApiException(status=404, reason="Not Found")
         return model(data, "V1Job")
 
+    def list_namespaced_job(self, namespace: str, label_selector: str = "",
+                            _preload_content: bool = True) -> Any:
+        self.calls.append(f"jobs {label_selector}")
+        items = [data for name, frames in self.jobs.items()
+                 if (data := self._frame("job", name, frames)) is not None]
+        return listed({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {},
+                       "items": items}, "V1JobList", _preload_content)
+
     # CoreV1Api
-    def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> Any:
-        name = label_selector.removeprefix("job-name=")
-        self.calls.append(f"pods {name}")
-        frames = self.pods.get(name) or [[]]
-        items = self._frame("pods", name, frames)
-        return model({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items},
-                     "V1PodList")
+    def list_namespaced_pod(self, namespace: str, label_selector: str = "",
+                            _preload_content: bool = True) -> Any:
+        if not label_selector.startswith("job-name="):
+            self.calls.append(f"pods {label_selector}")
+            items = [p for name, frames in self.pods.items()
+                     for p in self._frame("pods", name, frames)]
+        else:
+            name = label_selector.removeprefix("job-name=")
+            self.calls.append(f"pods {name}")
+            items = self._frame("pods", name, self.pods.get(name) or [[]])
+        return listed({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items},
+                      "V1PodList", _preload_content)
 
     def read_namespaced_pod_log(self, name: str, namespace: str, container: str = "") -> str:
         self.calls.append(f"log {name}/{container}")
@@ -216,11 +244,21 @@ class FakeKube:
             raise ApiException(status=400, reason="container is waiting to start")
         return self.logs[name]
 
-    def list_namespaced_event(self, namespace: str, field_selector: str = "") -> Any:
+    def list_namespaced_event(self, namespace: str, field_selector: str = "",
+                              _preload_content: bool = True) -> Any:
         name = field_selector.removeprefix("involvedObject.name=")
-        items = [e for e in self.event_list if e["involvedObject"]["name"] == name]
-        return model({"apiVersion": "v1", "kind": "EventList", "metadata": {},
-                      "items": items}, "CoreV1EventList")
+        self.calls.append(f"events {name}".strip())
+        items = [e for e in self.event_list
+                 if not field_selector or e["involvedObject"]["name"] == name]
+        return listed({"apiVersion": "v1", "kind": "EventList", "metadata": {},
+                       "items": items}, "CoreV1EventList", _preload_content)
+
+    def list_node(self, _preload_content: bool = True) -> Any:
+        self.calls.append("nodes")
+        items = [data for name, frames in self.nodes.items()
+                 if (data := self._frame("node", name, frames)) is not None]
+        return listed({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items},
+                      "V1NodeList", _preload_content)
 
     def read_node(self, name: str) -> Any:
         self.calls.append(f"node {name}")

@@ -9,13 +9,14 @@ pods' output; the dynamic provider turns that into a failed `pulumi up`.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuplane.checks.dra import DRIVER, gpu_devices, resourceslice_findings, slices_settled
-from gpuplane.checks.manifests import CONTAINER, CheckJob
+from gpuplane.checks.manifests import APP, CONTAINER, LABEL_APP, LABEL_CHECK, CheckJob
 from gpuplane.checks.verdicts import (
     HAMI_DEFAULT_SPLIT,
     AllocatableSeries,
@@ -39,6 +40,11 @@ from gpuplane.core.intent import ClusterIntent, NodeIntent
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
+# Up to this many objects a round reads one by one (a GET each, a LIST of one Job's pods or
+# of one name's events); more with one LIST for all of them: a round's requests stay fixed
+# however many nodes are checked, and a LIST (which returns the finished checks' objects
+# too) is only paid for where it saves requests.
+FEW = 4
 
 
 class CheckFailed(Exception):
@@ -60,6 +66,12 @@ class Cluster(Protocol):
     def pod_log(self, namespace: str, pod: str) -> str: ...
     def events(self, namespace: str, name: str) -> list[dict[str, Any]]: ...
     def node(self, name: str) -> dict[str, Any] | None: ...
+    # One LIST for many checks at once (more than FEW): by label selector, the namespace's
+    # events, every node.
+    def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
+    def namespace_events(self, namespace: str) -> list[dict[str, Any]]: ...
+    def nodes(self) -> list[dict[str, Any]]: ...
     # Under DRA (checks.dra): the probes' claim templates and the driver's ResourceSlices.
     def create_claim_template(self, namespace: str, manifest: dict[str, Any]) -> None: ...
     def delete_claim_template(self, namespace: str, name: str) -> None: ...
@@ -129,6 +141,26 @@ class KubeCluster:
         obj = self._or_none(lambda: self.core.read_node(name))
         return None if obj is None else self._dict(obj)
 
+    @staticmethod
+    def _items(call: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """A LIST's items as the API server sent them (its JSON): building the client's
+        model objects and turning them back into dicts costs ~2 ms of CPU an object (a
+        round of 1,000 Jobs and their pods: seconds), json.loads a few hundredths of that."""
+        response = call(*args, _preload_content=False, **kwargs)
+        return list(json.loads(response.data).get("items") or [])
+
+    def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self._items(self.batch.list_namespaced_job, namespace, label_selector=selector)
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return self._items(self.core.list_namespaced_pod, namespace, label_selector=selector)
+
+    def namespace_events(self, namespace: str) -> list[dict[str, Any]]:
+        return self._items(self.core.list_namespaced_event, namespace)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._items(self.core.list_node)
+
     def _resource(self) -> Any:
         from kubernetes import client
 
@@ -151,7 +183,11 @@ class KubeCluster:
 
 @dataclass
 class Waiter:
-    """Polling policy: the real clock in production, a fake one in tests."""
+    """Polling policy: the real clock in production, a fake one in tests.
+
+    Rounds start `poll` seconds apart (a round's own time is not added to the interval);
+    a round that took longer than half of that is followed by a pause as long as itself,
+    so a slow API server is read at most half of the time, never back to back."""
 
     timeout: float
     poll: float = 5.0
@@ -159,13 +195,25 @@ class Waiter:
     sleep: Sleep = time.sleep
 
     def __post_init__(self) -> None:
-        self.deadline = self.clock() + self.timeout
+        self.start = self.clock()
+        self.deadline = self.start + self.timeout
+        self._round = self.start        # when the current round began
 
     def expired(self) -> bool:
         return self.clock() >= self.deadline
 
-    def wait(self) -> None:
-        self.sleep(max(0.0, min(self.poll, self.deadline - self.clock())))
+    def wait(self, until: float | None = None) -> None:
+        """Sleep until the next round: at `until` (the next deadline of one of the things
+        waited for) when that comes first, yet no sooner than a fifth of `poll` (deadlines
+        a moment apart share a round) or the last round's time from now, and never past
+        the deadline."""
+        now = self.clock()
+        took = now - self._round
+        pause = max(self.poll - took, took)
+        if until is not None:
+            pause = min(pause, max(until - now, self.poll / 5, took))
+        self.sleep(max(0.0, min(pause, self.deadline - now)))
+        self._round = self.clock()
 
 
 @dataclass
@@ -191,45 +239,105 @@ def _job_done(check: CheckJob, job: dict[str, Any] | None, runs: Sequence[PodRun
             or (check.kind == "timeslicing" and overlap_impossible(runs, check.pods)))
 
 
+def check_selector(checks: Iterable[CheckJob]) -> str:
+    """The label selector of the check Jobs of these kinds, and of their pods (the pod
+    template carries the Job's labels)."""
+    kinds = ",".join(sorted({c.kind for c in checks}))
+    return f"{LABEL_APP}={APP},{LABEL_CHECK} in ({kinds})"
+
+
+Seen = tuple[dict[str, Any] | None, list[dict[str, Any]]]
+
+
+def _read_round(cluster: Cluster, namespace: str, waiting: Mapping[str, CheckJob]
+                ) -> dict[str, Seen]:
+    """Each waiting Job and its pods (by their `job-name` label). At most FEW: a GET of each
+    and a LIST of its pods; more: one LIST of the Jobs and one of the pods (a GET and a LIST
+    per Job made a round 2 requests per node, and each LIST by label goes through every pod
+    of the namespace on the API server, however narrow its selector)."""
+    if len(waiting) <= FEW:
+        return {name: (cluster.job(namespace, name), cluster.job_pods(namespace, name))
+                for name in waiting}
+    selector = check_selector(waiting.values())
+    jobs = {j["metadata"]["name"]: j for j in cluster.jobs(namespace, selector)}
+    pods: dict[str, list[dict[str, Any]]] = {name: [] for name in waiting}
+    for pod in cluster.pods(namespace, selector):
+        owner = ((pod.get("metadata") or {}).get("labels") or {}).get("job-name")
+        if owner in pods:
+            pods[owner].append(pod)
+    return {name: (jobs.get(name), pods[name]) for name in waiting}
+
+
 def observe_jobs(cluster: Cluster, namespace: str, jobs: Mapping[str, CheckJob],
-                 waiter: Waiter) -> dict[str, JobObservation]:
-    """Wait for every Job (by name) at once: each round reads each unfinished Job and its
-    pods once, so a fleet of check Jobs costs one poller, not one per node. Then read the
-    pods' logs and events."""
-    last: dict[str, tuple[dict[str, Any] | None, list[dict[str, Any]]]] = {}
-    waiting = dict(jobs)
+                 waiter: Waiter, started: Mapping[str, float] | None = None
+                 ) -> dict[str, JobObservation]:
+    """Wait for every Job (by name) at once, each until it is done or `waiter.timeout` has
+    passed since it was made (`started`, on the waiter's clock; else since the waiter
+    began): one poller for a fleet of check Jobs, a fixed number of reads a round
+    (`_read_round`), and a Job done is not judged again. Then read the pods' logs and
+    events."""
+    deadline = {name: (started or {}).get(name, waiter.start) + waiter.timeout
+                for name in jobs}
+    last: dict[str, Seen] = {}
+    waiting, gave_up = dict(jobs), set()
     while True:
-        for name, check in list(waiting.items()):
-            job, pods = cluster.job(namespace, name), cluster.job_pods(namespace, name)
-            last[name] = (job, pods)
-            if _job_done(check, job, [pod_run(p) for p in pods]):
+        for name, seen in _read_round(cluster, namespace, waiting).items():
+            last[name] = seen
+            if _job_done(waiting[name], seen[0], [pod_run(p) for p in seen[1]]):
                 del waiting[name]
-        if not waiting or waiter.expired():
+        now = waiter.clock()
+        for name in [n for n in waiting if now >= deadline[n]]:
+            del waiting[name]
+            gave_up.add(name)
+        if not waiting:
             break
-        waiter.wait()
-    return {name: _observation(cluster, namespace, name, *last[name], timed_out=name in waiting)
-            for name in jobs}
+        waiter.wait(until=min(deadline[n] for n in waiting))
+    return _observations(cluster, namespace, jobs, last, gave_up)
 
 
-def _observation(cluster: Cluster, namespace: str, name: str, job: dict[str, Any] | None,
-                 pods: list[dict[str, Any]], *, timed_out: bool) -> JobObservation:
-    runs = [
-        pod_run(p, cluster.pod_log(namespace, p["metadata"]["name"]),
-                cluster.events(namespace, p["metadata"]["name"]))
-        for p in pods
-    ]
-    job_events = event_texts(cluster.events(namespace, name))
-    if job is None:
-        job_events = (f"Job {namespace}/{name} not found", *job_events)
-    return JobObservation(job=job, runs=runs, job_events=job_events, timed_out=timed_out)
+def _observations(cluster: Cluster, namespace: str, jobs: Iterable[str],
+                  last: Mapping[str, Seen], gave_up: set[str]) -> dict[str, JobObservation]:
+    """Each Job's observation with its pods' logs and the events of it and its pods: a
+    LIST of events per name for at most FEW names, one LIST of the namespace's events
+    otherwise. A pod no node was given has no log to read: not asked (the API server
+    would answer an empty one, `LogLocation` in pkg/registry/core/pod/strategy.go@v1.34.3
+    has no kubelet to ask)."""
+    names = [n for name in jobs for n in
+             (name, *(p["metadata"]["name"] for p in last[name][1]))]
+    events: dict[str, list[dict[str, Any]]] = {}
+    if len(names) <= FEW:
+        events = {n: cluster.events(namespace, n) for n in names}
+    else:
+        for event in cluster.namespace_events(namespace):
+            about = (event.get("involvedObject") or {}).get("name")
+            events.setdefault(str(about), []).append(event)
+    out = {}
+    for name in jobs:
+        job, pods = last[name]
+        runs = [pod_run(p, _log(cluster, namespace, p), events.get(p["metadata"]["name"], []))
+                for p in pods]
+        job_events = event_texts(events.get(name, []))
+        if job is None:
+            job_events = (f"Job {namespace}/{name} not found", *job_events)
+        out[name] = JobObservation(job=job, runs=runs, job_events=job_events,
+                                   timed_out=name in gave_up)
+    return out
+
+
+def _log(cluster: Cluster, namespace: str, pod: dict[str, Any]) -> str:
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return ""
+    return cluster.pod_log(namespace, pod["metadata"]["name"])
 
 
 def run_job_checks(cluster: Cluster, checks: Sequence[tuple[CheckJob, str]],
-                   intent: ClusterIntent, *, namespace: str,
-                   waiter: Waiter) -> dict[str, Any]:
+                   intent: ClusterIntent, *, namespace: str, waiter: Waiter,
+                   started: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Judge each (check, Job name) pair; return every check's outputs by key on success,
-    raise CheckFailed naming every failing check (with its pods' output) otherwise."""
-    seen = observe_jobs(cluster, namespace, {name: check for check, name in checks}, waiter)
+    raise CheckFailed naming every failing check (with its pods' output) otherwise.
+    `started`: when each Job was made (`observe_jobs`)."""
+    seen = observe_jobs(cluster, namespace, {name: check for check, name in checks}, waiter,
+                        started)
     failures: list[str] = []
     findings: list[Finding] = []
     results: dict[str, Any] = {}
@@ -282,8 +390,9 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
     found: dict[str, bool] = {n.name: True for n in nodes}
     labels: dict[str, dict[str, str]] = {n.name: {} for n in nodes}
     while True:
+        objs = _read_nodes(cluster, [n.name for n in nodes])
         for n in nodes:
-            obj = cluster.node(n.name)
+            obj = objs[n.name]
             found[n.name] = obj is not None
             labels[n.name] = dict(((obj or {}).get("metadata") or {}).get("labels") or {})
             for resource in wanted[n.name]:
@@ -304,6 +413,14 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
             findings)
     return {"passed": True,
             "allocatable": {n.name: _last_counts(n, wanted[n.name], values) for n in nodes}}
+
+
+def _read_nodes(cluster: Cluster, names: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+    """A round's nodes: a GET each for at most FEW, else one LIST of the cluster's nodes."""
+    if len(names) <= FEW:
+        return {name: cluster.node(name) for name in names}
+    listed = {obj["metadata"]["name"]: obj for obj in cluster.nodes()}
+    return {name: listed.get(name) for name in names}
 
 
 def _last_counts(node: NodeIntent, wanted: Mapping[str, int],
@@ -354,11 +471,13 @@ def run_split_check(cluster: Cluster, intent: ClusterIntent, *, waiter: Waiter,
 
 
 __all__ = [
+    "FEW",
     "CheckFailed",
     "Cluster",
     "JobObservation",
     "KubeCluster",
     "Waiter",
+    "check_selector",
     "job_finished",
     "observe_jobs",
     "run_allocatable_check",

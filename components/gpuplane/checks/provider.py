@@ -94,21 +94,27 @@ class _CheckProvider(KubeResourceProvider):
         return Waiter(timeout=timeout, poll=self.poll_seconds,
                       clock=self.clock or time.monotonic, sleep=self.sleep or time.sleep)
 
-    def run(self, props: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - abstract
+    def _now(self) -> float:
+        return (self.clock or time.monotonic)()
+
+    def run(self, props: dict[str, Any],
+            started: Mapping[str, float] | None = None) -> dict[str, Any]:  # pragma: no cover
         raise NotImplementedError
 
     def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None,
-                made: dict[str, Any]) -> None:
+                made: dict[str, Any], started: dict[str, float] | None = None) -> None:
         """Set up what the check runs (its Jobs), recording it in `made` as it goes: those
         outputs are kept even when a later step fails, so the next run can undo them.
-        `props` merged with `made` is what `run` gets."""
+        `props` merged with `made` is what `run` gets, with `started`: when each Job was
+        made, on the provider's clock (not kept in the state)."""
 
     def _outs(self, props: dict[str, Any], olds: dict[str, Any] | None) -> dict[str, Any]:
         inputs = {k: v for k, v in props.items() if k != PROVIDER_KEY and k not in _OUTPUT_KEYS}
         made: dict[str, Any] = {}
+        started: dict[str, float] = {}
         try:
-            self.prepare(props, olds, made)
-            result = self.run({**props, **made})
+            self.prepare(props, olds, made, started)
+            result = self.run({**props, **made}, started)
         except CheckFailed as failed:
             result = {"passed": False, "report": str(failed),
                       "findings": [f.id for f in failed.findings]}
@@ -118,8 +124,8 @@ class _CheckProvider(KubeResourceProvider):
                 f"gpuplane check {props.get('checkName', 'check')} could not use the "
                 f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
-                "Jobs in the checks' namespace and read Jobs, pods, events and nodes (under "
-                "DRA also create and delete resourceclaimtemplates there and list "
+                "Jobs in the checks' namespace and get and list Jobs, pods, events and nodes "
+                "(under DRA also create and delete resourceclaimtemplates there and list "
                 "resourceslices)")}
         return {**inputs, **made, "passed": bool(result.get("passed")), "result": result}
 
@@ -147,10 +153,12 @@ class ProbeJobCheckProvider(_CheckProvider):
     them."""
 
     def prepare(self, props: dict[str, Any], olds: dict[str, Any] | None,
-                made: dict[str, Any]) -> None:
-        """Delete the last run's Jobs, then create this run's. A run interrupted before the
-        engine saved its state leaves Jobs under the next run's names: such a name that
-        exists already moves this run on to the next number."""
+                made: dict[str, Any], started: dict[str, float] | None = None) -> None:
+        """Delete the last run's Jobs, then create this run's, noting when each was made
+        (its wait is measured from then: at a thousand nodes the last Job is made many
+        seconds after the first). A run interrupted before the engine saved its state
+        leaves Jobs under the next run's names: such a name that exists already moves this
+        run on to the next number."""
         from kubernetes.client.exceptions import ApiException
 
         cluster = self._cluster(props)
@@ -170,6 +178,8 @@ class ProbeJobCheckProvider(_CheckProvider):
                             namespace, name, check.node))
                     cluster.create_job(namespace, manifest)
                     made["jobNames"].append(name)
+                    if started is not None:
+                        started[name] = self._now()
                 return
             except ApiException as error:
                 if error.status != 409 or attempt == MAX_RUN_TRIES:
@@ -183,13 +193,15 @@ class ProbeJobCheckProvider(_CheckProvider):
         for name in props.get("jobNames") or []:
             _delete(cluster, str(props["namespace"]), str(name), dra)
 
-    def run(self, props: dict[str, Any]) -> dict[str, Any]:
+    def run(self, props: dict[str, Any],
+            started: Mapping[str, float] | None = None) -> dict[str, Any]:
         checks = [(check, str(name))
                   for check, name in zip(checks_of(props), props["jobNames"], strict=True)]
         intent = ClusterIntent.from_json(props["intent"])
         return run_job_checks(self._cluster(props), checks, intent,
                               namespace=props["namespace"],
-                              waiter=self._waiter(wait_budget(props["timeoutSeconds"])))
+                              waiter=self._waiter(wait_budget(props["timeoutSeconds"])),
+                              started=started)
 
 
 def _claims(manifest: Mapping[str, Any]) -> bool:
@@ -210,7 +222,8 @@ class AllocatableCheckProvider(_CheckProvider):
 
     settle_reads: int = SETTLE_READS
 
-    def run(self, props: dict[str, Any]) -> dict[str, Any]:
+    def run(self, props: dict[str, Any],
+            started: Mapping[str, float] | None = None) -> dict[str, Any]:
         intent = ClusterIntent.from_json(props["intent"])
         if intent.dra and not intent.plugin_nodes:
             return run_resourceslice_check(

@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from gpuplane.checks.allocatable import (
@@ -77,9 +77,23 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text) if text else None
 
 
+def _event_time(event: dict[str, Any]) -> tuple[int, datetime]:
+    """When an event last happened, however the time is written (the API's `...Z`, the
+    client's `+00:00`, with microseconds or without: one LIST's JSON or one GET's client
+    objects give the same order); undated ones first."""
+    text = event.get("lastTimestamp") or event.get("eventTime")
+    try:
+        when = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        when = None
+    if when is None:
+        return (0, datetime.min.replace(tzinfo=UTC))
+    return (1, when if when.tzinfo else when.replace(tzinfo=UTC))
+
+
 def event_texts(events: Iterable[dict[str, Any]]) -> tuple[str, ...]:
     """`Reason: message` of events, oldest first, duplicates once."""
-    ordered = sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    ordered = sorted(events, key=_event_time)
     texts = [f"{e.get('reason', '')}: {e.get('message', '')}".strip(": ") for e in ordered]
     return tuple(dict.fromkeys(t for t in texts if t))
 
