@@ -33,6 +33,8 @@ from gpuplane.rules.dra import served_twice
 from gpuplane.rules.dra_facts import DEVICE_PLUGIN_DEPLOY
 from gpuplane.stack.node_labels import NodeLabelsProvider
 
+# After the control plane is built: `make test` runs these with the engine tier.
+pytestmark = pytest.mark.engine
 DRA_NS = "nvidia-dra-driver-gpu"
 OP_NS = "gpu-operator"
 

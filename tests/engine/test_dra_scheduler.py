@@ -40,6 +40,8 @@ from gpuplane.doctor import analyse, collect
 from gpuplane.doctor.dra import unpublished
 from gpuplane.kube.client import KubeClient
 
+# After the control plane is built: `make test` runs these with the engine tier.
+pytestmark = pytest.mark.engine
 NS = "gpu-operator"
 INTENT = ClusterIntent(dra=True, kubernetes_version="1.34.3", containerd_version="2.1",
                        nodes=(NodeIntent("gpu-a", gpus=2), NodeIntent("gpu-b", gpus=1),
