@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Callable
@@ -426,6 +428,59 @@ def test_daemon_cleans_up_after_a_crash(
     assert leftovers(daemon) == CLEAN
     assert not any(p.exists() for p in shim_sockets)
     assert not (Path("/run/containerd/runc/k8s.io") / (kept.sandbox_id or "-")).exists()
+
+
+_KILLED_RUN = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from support import oracle
+sys.path.insert(0, sys.argv[2])
+from test_oracle import runc_and_nvidia
+tmp = Path(sys.argv[3])
+cfg = runc_and_nvidia(sys.argv[4], tmp, oracle.nvidia_wrapper(tmp / "nv"))
+daemon = oracle.Daemon(sys.argv[4], cfg, tmp / "d")
+daemon.start()
+daemon.require_started()
+kept = oracle.run_sandbox(daemon, "nvidia", keep=True)
+assert kept.ok, kept.error
+print(daemon.cgroup_parent, kept.sandbox_id, flush=True)
+os.kill(daemon.proc.pid, signal.SIGKILL)  # killed mid-stop: no runc delete, no rmdir
+daemon.proc.wait()
+oracle._kill_all(oracle._shims_and_descendants(str(daemon.socket)))
+os._exit(0)
+"""
+
+
+def test_a_killed_runs_leftovers_are_swept_before_the_next_daemon(
+    containerd_line: str, tmp_short: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed mid-test left runc state and cgroups; the next run must not inherit
+    them (every later daemon's cleanup check failed on such a host)."""
+    tests = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_RUN, str(tests), str(tests / "real"),
+         str(tmp_short), containerd_line],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    cgroup_parent, sandbox_id = done.stdout.split()
+    state = Path("/run/containerd/runc/k8s.io") / sandbox_id
+    left = [r / cgroup_parent.strip("/") for r in oracle._cgroup_roots()]
+    # a name from before the pid prefix, as an older harness left it
+    legacy = [r / oracle.CGROUP_PARENT.strip("/") / "d" / "stale" for r in oracle._cgroup_roots()]
+    for path in legacy:
+        path.mkdir(parents=True, exist_ok=True)
+    assert state.exists() and all(p.is_dir() for p in left)
+
+    monkeypatch.setattr(oracle, "_SWEPT", False)
+    cfg = runc_and_nvidia(containerd_line, tmp_path, oracle.nvidia_wrapper(tmp_path / "nv"))
+    with oracle.Daemon(containerd_line, cfg, tmp_path / "d") as daemon:
+        daemon.require_started()
+        assert oracle.run_sandbox(daemon, "nvidia").ok
+    assert leftovers(daemon) == CLEAN
+    assert not state.exists()
+    assert not any(p.exists() for p in left + legacy), [p for p in left + legacy if p.exists()]
 
 
 def test_daemon_start_is_fast_and_logged(

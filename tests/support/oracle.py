@@ -61,7 +61,8 @@ SHIM = "containerd-shim-runc-v2"
 CRI_PROTO_REL = "usr/share/gocode/src/k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
 
 # The pod sandboxes' cgroupfs parent (cgroup v1 hierarchy here, no systemd). Each daemon
-# gets its own child, removed again when the daemon stops.
+# gets its own child, ``<pid>-<rundir>``, removed again when the daemon stops; what a
+# killed run left behind is swept (:func:`sweep_stale`) before the first daemon starts.
 CGROUP_PARENT = "/gpuplane-oracle"
 
 # Unix socket paths must fit sockaddr_un (108 bytes, NUL included); containerd and the
@@ -737,6 +738,69 @@ def _remove_cgroups(relative: str) -> None:
                 (root / Path(*parts[:depth])).rmdir()
 
 
+def _owner_alive(name: str) -> bool:
+    """Whether the process that named a cgroup ``<pid>-<rundir>`` still runs."""
+    pid, sep, _ = name.partition("-")
+    if not sep or not pid.isdigit():
+        return False  # a name from before the pid prefix: its run has ended
+    return Path(f"/proc/{pid}").exists()
+
+
+def _rmdir_tree(top: Path) -> None:
+    """rmdir ``top`` and every cgroup below it, deepest first (populated ones stay)."""
+    for sub in sorted(top.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if sub.is_dir():
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+    with contextlib.suppress(OSError):
+        top.rmdir()
+
+
+def sweep_stale() -> list[str]:
+    """Remove what a killed earlier test run left under :data:`CGROUP_PARENT`.
+
+    A run killed mid-test (Ctrl-C, a CI timeout) never reaches :meth:`Daemon.stop`: its
+    pause containers' runc state and cgroups stay on the host. Each daemon's cgroup
+    parent is ``<pid>-<rundir>``, so one whose pid is gone belongs to nobody. For those,
+    runc's state is deleted (which kills and removes the container) and the cgroups
+    rmdir'ed; a cgroup that still holds a process is left (rmdir refuses it). Returns
+    the cgroup directories removed.
+    """
+    parent = CGROUP_PARENT.strip("/")
+    for state_file in Path("/run/containerd/runc").glob("*/*/state.json"):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            paths = json.loads(state_file.read_text()).get("cgroup_paths") or {}
+            owner = next(
+                (
+                    Path(p).relative_to(root / parent).parts[0]
+                    for p in paths.values()
+                    for root in _cgroup_roots()
+                    if Path(p).is_relative_to(root / parent) and Path(p) != root / parent
+                ),
+                None,
+            )
+            if owner is None or _owner_alive(owner):
+                continue
+            subprocess.run(
+                [str(RUNC), "--root", str(state_file.parent.parent), "delete", "--force",
+                 state_file.parent.name],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+    removed: list[str] = []
+    for root in _cgroup_roots():
+        top = root / parent
+        if not top.is_dir():
+            continue
+        for child in sorted(top.iterdir()):
+            if child.is_dir() and not _owner_alive(child.name):
+                _rmdir_tree(child)
+                if not child.exists():
+                    removed.append(str(child))
+    return removed
+
+
 def _clean_dead_tasks(state: Path) -> None:
     """Remove what killed shims leave outside the run dir.
 
@@ -791,6 +855,7 @@ class PluginInfo:
 
 
 _LIVE: weakref.WeakSet[Daemon] = weakref.WeakSet()
+_SWEPT = False  # sweep_stale() runs once per process, before its first daemon
 
 
 @atexit.register
@@ -836,7 +901,7 @@ class Daemon:
         self.start_ok = False
         self.start_error = ""
         self.start_seconds: float | None = None
-        self.cgroup_parent = f"{CGROUP_PARENT}/{self.rundir.name}"
+        self.cgroup_parent = f"{CGROUP_PARENT}/{os.getpid()}-{self.rundir.name}"
         self._plugins: dict[str, PluginInfo] | None = None
         self._channel: Any = None
         self._pause_image: str | None = None
@@ -870,6 +935,10 @@ class Daemon:
             runc_link.symlink_to(RUNC)
         env = {k: v for k, v in os.environ.items() if k not in ("PATH", "NOTIFY_SOCKET")}
         env["PATH"] = f"{binary(self.line, SHIM).parent}:{pathdir}"
+        global _SWEPT
+        if not _SWEPT:
+            _SWEPT = True
+            sweep_stale()
         _LIVE.add(self)
         t0 = time.monotonic()
         with open(self.log_path, "wb") as log:
