@@ -50,10 +50,25 @@ def test_counted() -> None:
     ("k8s-snap-dgx", "GPU sharing: time-slicing, 4 pods per GPU (gpuplane:timeSlicing.replicas"),
     ("kubeadm-prod", "GPU sharing: off, one pod per GPU (gpuplane:timeSlicing.replicas: 0;"),
     ("hami-shared", "GPU sharing: HAMi"),
+    # gpuplane:sharing stacks: each pool's profile, not the unused timeSlicing keys
+    ("h100-mig", "GPU sharing (gpuplane:sharing, ConfigMap device-plugin-config): default: "
+                 "whole GPUs, one pod per GPU (L40S); pool h100: MIG mixed, profile "
+                 "all-balanced (H100-80GB)"),
+    ("inference-mps", "GPU sharing (gpuplane:sharing, ConfigMap device-plugin-config): "
+                      "default: MPS, 4 clients per GPU (L4)"),
+    ("two-pools", "pool notebooks: time-slicing, 4 pods per GPU (A10)"),
+    ("hami-pools", "GPU sharing under HAMi (gpuplane:sharing, HAMi's nodeconfig): default: "
+                   "HAMi's cluster settings (gpuplane:hami); pool training: MIG (HAMi's mig "
+                   "mode) (A100-80GB); pool inference: HAMi core, 20 tasks per GPU (L4)"),
+    ("kubeadm-dra", "GPU sharing: ResourceClaims through the DRA driver on every GPU node "
+                    "(gpuplane:draDriver)"),
+    ("kubeadm-dra-pools", "ResourceClaims through the DRA driver on pool training; default: "
+                          "whole GPUs, one pod per GPU; pool inference: time-slicing, 4 pods"),
 ])
 def test_sharing_is_said_in_text_and_markdown(capsys: pytest.CaptureFixture[str], stack: str,
                                               line: str) -> None:
-    """Time-slicing's replicas, or that sharing is off (`replicas: 0`), in both plans."""
+    """Time-slicing's replicas, or that sharing is off (`replicas: 0`), in both plans; a
+    stack with gpuplane:sharing or the DRA driver is described by its pools' profiles."""
     assert main(["plan", "--stack", stack]) == 0
     assert line in capsys.readouterr().out.splitlines()[2]
     assert main(["plan", "--stack", stack, "--format", "markdown"]) == 0

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from gpuplane.cli.plan.diff import to_yaml, toolkit_env
+from gpuplane.cli.plan.sharing_text import sharing_line
 from gpuplane.cli.plan.toolkit_view import toolkit_lines
 from gpuplane.core.console import print_block, print_line, print_table
 from gpuplane.platforms.native.result import PlatformInput
@@ -75,23 +76,6 @@ def headline(plan: dict[str, Any]) -> str:
             f"{c['containerdVersion']}, {c['devicePlugin']} — "
             f"{counted(s['resources'], 'resource')}, {counted(s['nodes'], 'GPU node')}, "
             f"{_writes(plan)}, {tally}")
-
-
-def sharing_line(plan: dict[str, Any]) -> str | None:
-    """How the GPUs are shared, said every time (time-slicing off is a choice too, and
-    `replicas: 0` turns it off); None for a program without a GpuCluster."""
-    cfg = plan.get("config")
-    if not cfg:
-        return None
-    if cfg["devicePlugin"] == "hami":
-        return "GPU sharing: HAMi (pods request gpumem / gpucores shares of a GPU)"
-    replicas = cfg["timeSlicing"]["replicas"]
-    if replicas >= 2:
-        return (f"GPU sharing: time-slicing, {replicas} pods per GPU "
-                f"(gpuplane:timeSlicing.replicas; ConfigMap {cfg['timeSlicing']['configMap']}"
-                f", profile {cfg['timeSlicing']['profile']})")
-    return ("GPU sharing: off, one pod per GPU (gpuplane:timeSlicing.replicas: 0; 2 or "
-            "more shares each GPU by time-slicing)")
 
 
 def _writes(plan: dict[str, Any]) -> str:
