@@ -93,6 +93,31 @@ def test_a_dra_pool_with_device_plugin_sharing_is_a_conflict(sharing: dict[str, 
     assert sorted(node_labels(whole)) == PLUGIN_NODES
 
 
+def test_without_pools_device_plugin_sharing_is_refused_at_every_key() -> None:
+    """No draDriver.pools: the driver serves every GPU node and the operator's device
+    plugin is off, so its sharing (the bundled split's pool, a default, timeSlicing)
+    would be a ConfigMap nothing reads. Every key is named, and the whole-GPU default is
+    no sharing."""
+    cfg = stack(timeSlicing={"replicas": 4})
+    del cfg["gpuplane:draDriver"]["pools"]
+    cfg["gpuplane:sharing"]["default"] = {"mode": "mps", "replicas": 2}
+    text = problems(cfg)
+    for key in ("timeSlicing.replicas", "sharing.default", "sharing.pools.inference"):
+        assert f"gpuplane:{key}" in text, text
+    assert "no draDriver.pools" in text and "set gpuplane:draDriver.pools" in text
+    # Only whole GPUs left: the stack parses, and the device plugin stays off.
+    cfg["gpuplane:sharing"] = {"default": {"mode": "whole"}}
+    del cfg["gpuplane:timeSlicing"]
+    assert operator_values(parsed(cfg), [])["devicePlugin"]["enabled"] is False
+    # The fix it names, applied: the pools that take claims, the others keep sharing.
+    fixed = stack()
+    assert parsed(fixed).dra_pools == ("training",)
+    # The driver for ComputeDomains only leaves the device plugin, and its sharing, alone.
+    cd = stack(**{"draDriver.gpus": False, "draDriver.computeDomains": True})
+    del cd["gpuplane:draDriver"]["pools"]
+    assert parsed(cd).sharing is not None
+
+
 def test_pools_need_the_operators_device_plugin() -> None:
     cfg = stack(devicePlugin="hami")
     del cfg["gpuplane:sharing"]

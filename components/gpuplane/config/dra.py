@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from gpuplane.config.stack import StackConfig
 
 # The StackConfig fields `dra_pool_problems` reads (gpuplane.config.stack.Check).
-DRA_POOL_NEEDS = frozenset({"dra_driver", "nodes", "sharing", "device_plugin"})
+DRA_POOL_NEEDS = frozenset({"dra_driver", "nodes", "sharing", "device_plugin",
+                            "time_slicing"})
 
 # NGC serves both names (docs/install.md@v0.4.0; demo/clusters/openshift/README.md@v25.12.0).
 DRA_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -155,12 +156,17 @@ class DraDriverConfig(ChartRelease):
 
 
 def dra_pool_problems(cfg: StackConfig) -> Iterator[Problem]:
-    """What `draDriver.pools` cannot name: a pool no node has, and a pool whose
+    """Device-plugin sharing where the driver serves every GPU node, and what
+    `draDriver.pools` cannot name: a pool no node has, and a pool whose
     `gpuplane:sharing` entry shares GPUs through the device plugin (time-slicing, MPS, a
     MIG layout), which does not run on the driver's nodes. The cluster default
     (`sharing.default`) is the device plugin's nodes' own: it never applies to a DRA pool."""
     dra = cfg.dra_driver
-    if dra is None or dra.pools is None:
+    if dra is None:
+        return
+    if dra.pools is None:
+        if dra.gpus:
+            yield from _sharing_without_a_device_plugin(cfg)
         return
     known = sorted({n.pool for n in cfg.nodes if n.gpus > 0})
     for i, pool in enumerate(dra.pools):
@@ -188,6 +194,35 @@ def dra_pool_problems(cfg: StackConfig) -> Iterator[Problem]:
                       f"which gpuplane does only for the GPU Operator's, but devicePlugin is "
                       f"{cfg.device_plugin}; set devicePlugin: gpu-operator, or remove "
                       "draDriver.pools (the driver then serves every GPU node)")
+
+
+def _sharing_without_a_device_plugin(cfg: StackConfig) -> Iterator[Problem]:
+    """The driver serves every GPU node (no `draDriver.pools`), so gpuplane turns the
+    operator's device plugin off: device-plugin sharing (time-slicing, MPS, a MIG layout)
+    would be rendered into a ConfigMap nothing reads, and pods would get whole GPUs by
+    claim while the stack says they share."""
+    fix = ("share by claim instead (a GpuConfig sharing strategy TimeSlicing/MPS in the "
+           "claim, or MIG devices of DeviceClass mig.nvidia.com), or set "
+           "gpuplane:draDriver.pools to the pools that take claims so the other pools keep "
+           "the device plugin and this sharing")
+    if cfg.time_slicing.replicas >= 2:
+        yield Problem(stack_key("timeSlicing.replicas"),
+                      f"time-slicing {cfg.time_slicing.replicas} ways through the device "
+                      "plugin, but the DRA driver serves every GPU node (no "
+                      "draDriver.pools) and gpuplane turns the device plugin off; set "
+                      f"replicas: 0, and {fix}")
+    if cfg.sharing is None:
+        return
+    profiles = [("sharing.default", cfg.sharing.default),
+                *((f"sharing.pools.{n}", p) for n, p in sorted(cfg.sharing.pools.items()))]
+    for key, p in profiles:
+        if p.mode == "whole" and p.mig is None:
+            continue
+        how = "a MIG layout" if p.mig is not None else f"{p.mode} ({p.replicas} replicas)"
+        yield Problem(stack_key(key),
+                      f"shares GPUs by {how}, which only the device plugin applies, but the "
+                      "DRA driver serves every GPU node (no draDriver.pools) and gpuplane "
+                      f"turns the device plugin off; remove gpuplane:{key} and {fix}")
 
 
 __all__ = ["DRA_CHART_REPO", "DRA_POOL_NEEDS", "DraDriverConfig", "dra_pool_problems"]
