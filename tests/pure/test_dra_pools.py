@@ -187,6 +187,42 @@ def test_fm32_served_twice_by_the_labels_each_node_gets() -> None:
     assert served_twice(ours, nodes, flipped) == ["h100-01"]
 
 
+def affinity(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"kubeletPlugin": {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}}}
+
+
+def test_fm32_a_required_node_affinity_narrows_the_kubelet_plugins_nodes() -> None:
+    """A user's `kubeletPlugin.affinity` instead of the selector: the plugin's nodes are
+    judged by it (FM32 named every device-plugin node before, a false error)."""
+    labels = {n: OFF for n in DRA_NODES}
+    nodes = DRA_NODES + PLUGIN_NODES
+    on_dra = {"key": "gpuplane.dev/dra-driver", "operator": "In", "values": ["true"]}
+    assert served_twice(affinity({"matchExpressions": [on_dra]}), nodes, labels) == []
+    by_name = {"key": "metadata.name", "operator": "In", "values": DRA_NODES}
+    assert served_twice(affinity({"matchFields": [by_name]}), nodes, labels) == []
+    # Terms are ORed: a second term that takes one device-plugin node in.
+    one = {"key": "metadata.name", "operator": "In", "values": ["l40s-02"]}
+    assert served_twice(affinity({"matchExpressions": [on_dra]}, {"matchFields": [one]}),
+                        nodes, labels) == ["l40s-02"]
+    # The chart's own terms name NFD's labels, which the program does not set: may match.
+    nfd = {"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In",
+           "values": ["true"]}
+    assert served_twice(affinity({"matchExpressions": [nfd]}), nodes, labels) == PLUGIN_NODES
+    # A label the program sets, read the other way round.
+    off = {"key": "nvidia.com/gpu.deploy.device-plugin", "operator": "NotIn",
+           "values": ["false"]}
+    assert served_twice(affinity({"matchExpressions": [off]}), nodes, labels) == PLUGIN_NODES
+    gone = {"key": "gpuplane.dev/dra-driver", "operator": "DoesNotExist"}
+    assert served_twice(affinity({"matchExpressions": [gone]}), nodes, labels) == PLUGIN_NODES
+    # Selector and affinity both apply; an affinity without node terms leaves the selector.
+    both = {**affinity({"matchFields": [one]}),}
+    both["kubeletPlugin"]["nodeSelector"] = {"gpuplane.dev/dra-driver": "true"}
+    assert served_twice(both, nodes, labels) == []
+    anti = {"kubeletPlugin": {"affinity": {"podAntiAffinity": {}}}}
+    assert served_twice(anti, nodes, labels) == PLUGIN_NODES
+
+
 def test_fm32_per_node_in_the_release_check() -> None:
     intent = parsed(stack()).intent()
     values = dra_values(parsed(stack()))

@@ -159,11 +159,13 @@ def served_twice(values: Mapping[str, Any], nodes: Sequence[str],
     selector on it may match (a label it sets on some nodes, and gpuplane's own
     `gpuplane.dev/dra-driver`, the others lack); on a live node the selector matches the
     labels it has. An unset deploy label is "true" either way (the operator sets it on a
-    GPU node)."""
+    GPU node). A required node affinity in the values (`kubeletPlugin.affinity`,
+    templates/kubeletplugin.yaml@every tag) narrows the nodes further, term by term."""
     raw = lookup(values, "kubeletPlugin.nodeSelector", None)
     # A null value removes the key, as Helm merges values.
     selector = {str(k): str(v) for k, v in raw.items() if v is not None} \
         if isinstance(raw, Mapping) else {}
+    terms = lookup(values, _REQUIRED_AFFINITY, None)
     known = {DRA_NODE_LABEL, *(k for labels in node_labels.values() for k in labels)}
     out = []
     for node in nodes:
@@ -171,9 +173,63 @@ def served_twice(values: Mapping[str, Any], nodes: Sequence[str],
         deploy = labels.get(DEVICE_PLUGIN_DEPLOY, "true")
         dra = all(labels[k] == v if k in labels else not live and k not in known
                   for k, v in selector.items())
+        if isinstance(terms, list):
+            dra = dra and any(isinstance(t, Mapping) and _term_matches(
+                t, node, labels, known, live) for t in terms)
         if deploy == "true" and dra:
             out.append(node)
     return out
+
+
+# The values' own required node affinity replaces the chart's list of terms (a list is
+# replaced whole when Helm merges values); its other keys leave the chart's terms be.
+_REQUIRED_AFFINITY = ("kubeletPlugin.affinity.nodeAffinity."
+                      "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms")
+
+
+def _term_matches(term: Mapping[str, Any], node: str, labels: Mapping[str, str],
+                  known: set[str], live: bool) -> bool:
+    """One nodeSelectorTerm (its expressions ANDed) as the scheduler reads it, over what
+    is known of a node: a label the program sets on no node may be there or not, so it
+    may match; `metadata.name` is the node's name. An empty term matches nothing."""
+    exprs = list(term.get("matchExpressions") or [])
+    fields = list(term.get("matchFields") or [])
+    if not exprs and not fields:
+        return False
+    for expr in exprs:
+        key, op = str(expr.get("key")), expr.get("operator")
+        wanted = [str(v) for v in expr.get("values") or []]
+        if key not in labels and not live and key not in known:
+            continue
+        value = labels.get(key)
+        if not _operator_matches(op, value, wanted):
+            return False
+    for expr in fields:
+        if expr.get("key") != "metadata.name":
+            continue
+        wanted = [str(v) for v in expr.get("values") or []]
+        if not _operator_matches(expr.get("operator"), node, wanted):
+            return False
+    return True
+
+
+def _operator_matches(op: Any, value: str | None, wanted: list[str]) -> bool:
+    """A node selector operator over a label's value (None: the node lacks the label);
+    an operator this does not know may match."""
+    if op == "In":
+        return value is not None and value in wanted
+    if op == "NotIn":
+        return value is None or value not in wanted
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and wanted:
+        try:
+            return int(value) > int(wanted[0]) if op == "Gt" else int(value) < int(wanted[0])
+        except ValueError:
+            return False
+    return op not in ("Gt", "Lt")
 
 
 def _device_plugin(intent: ClusterIntent, gpus: bool, operator: Mapping[str, Any] | None,

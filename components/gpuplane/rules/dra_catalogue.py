@@ -53,8 +53,10 @@ DRA_RULES: list[dict[str, Any]] = [
             "nodes are known: the operator's plugin runs where "
             "nvidia.com/gpu.deploy.device-plugin is \"true\" (the operator sets it on a GPU "
             "node without it and keeps a \"false\"), the driver's kubelet plugin where its "
-            "kubeletPlugin.nodeSelector matches. A pod asking for both nvidia.com/gpu and a "
-            "claim depends on both.",
+            "kubeletPlugin.nodeSelector and its required node affinity "
+            "(kubeletPlugin.affinity, terms ORed; a label the program sets on no node may "
+            "match) match. A pod asking for both nvidia.com/gpu and a claim depends on "
+            "both.",
         example="A GPU Operator release with devicePlugin.enabled left true beside the driver; "
                 "with draDriver.pools, a kubeletPlugin.nodeSelector that also matches the "
                 "device plugin's nodes.",
@@ -64,7 +66,8 @@ DRA_RULES: list[dict[str, Any]] = [
             "GPUs one way.",
         upstream=f"{_DRA} {_CHART}/templates/validation.yaml@v25.12.0 "
                  "(gpuResourcesEnabledOverride), templates/kubeletplugin.yaml@v25.12.0 "
-                 "(kubeletPlugin.nodeSelector); docs/prerequisites.md@v0.4.0; NVIDIA/"
+                 "(kubeletPlugin.nodeSelector, kubeletPlugin.affinity); "
+                 "docs/prerequisites.md@v0.4.0; NVIDIA/"
                  "gpu-operator controllers/state_manager.go@v24.3.0, @v26.7.0 "
                  "(addGPUStateLabels), assets/state-device-plugin/0500_daemonset.yaml@v26.7.0"),
     dict(
