@@ -18,8 +18,7 @@ the scheduler binds stays Pending, which is all placement needs.
 from __future__ import annotations
 
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,16 +65,6 @@ def cluster() -> Iterator[tuple[control_plane.ControlPlane, Any]]:
         cp.stop()
 
 
-def _until(what: str, done: Callable[[], Any], timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = done()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"not within {timeout:.0f}s: {what}")
-
-
 def _operator_labels(core: Any) -> None:
     """The operator's rule for its device plugin's deploy label (see the module doc)."""
     for node in core.list_node().items:
@@ -101,7 +90,7 @@ def _placed(core: Any, namespace: str, selector: str, count: int) -> list[str]:
         pods = core.list_namespaced_pod(namespace, label_selector=selector).items
         nodes = sorted(p.spec.node_name for p in pods if p.spec.node_name)
         return nodes if len(nodes) == count and len(pods) == count else None
-    return _until(f"{count} pod(s) of {selector} bound", bound)  # type: ignore[no-any-return]
+    return dra_cluster.until(f"{count} pod(s) of {selector} bound", bound)  # type: ignore[no-any-return]
 
 
 def test_fm32_the_dra_and_device_plugin_pools_get_one_plugin_each(

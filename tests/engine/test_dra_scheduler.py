@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -77,16 +77,6 @@ def dra() -> Iterator[tuple[control_plane.ControlPlane, Any]]:
         cp.stop()
 
 
-def _until(what: str, done: Callable[[], Any], timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = done()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"not within {timeout:.0f}s: {what}")
-
-
 def _pod(api: Any, job: str) -> Any:
     from kubernetes import client
 
@@ -137,10 +127,10 @@ def test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_
     jobs = dict(zip([c.node for c in checks], made["jobNames"], strict=True))
 
     for node in ("gpu-a", "gpu-b"):
-        pod = _until(f"the probe pod of {node} bound", lambda n=node: (
+        pod = dra_cluster.until(f"the probe pod of {node} bound", lambda n=node: (
             (p := _pod(api, jobs[n])) is not None and p.spec.node_name and p))
         assert pod.spec.node_name == node
-        claim = _until(f"the probe claim of {node} allocated", lambda p=pod: (
+        claim = dra_cluster.until(f"the probe claim of {node} allocated", lambda p=pod: (
             (c := _claim_of(api, _pod(api, jobs[p.spec.node_name]))) is not None
             and c.status and c.status.allocation and c))
         (result,) = claim.status.allocation.devices.results
@@ -154,7 +144,7 @@ def test_fm38_scheduler_allocates_the_probe_claim_on_its_node_and_not_on_a_node_
         assert not any(k.startswith("nvidia.com/") for k in ctr.resources.limits or {})
 
     # gpu-c publishes nothing: the scheduler cannot allocate, and the verdict says FM38.
-    pending = _until("the probe pod of gpu-c found unschedulable",
+    pending = dra_cluster.until("the probe pod of gpu-c found unschedulable",
                      lambda: _scheduled_false(_pod(api, jobs["gpu-c"])))
     assert "cannot allocate all claims" in pending
     check_c = next(c for c in checks if c.node == "gpu-c")
@@ -194,8 +184,9 @@ def test_fm38_a_selector_on_index_stays_unallocated_as_predicted_and_the_doctor_
     def pod() -> Any:
         return core.read_namespaced_pod("trainer", "default")
 
-    message = _until("the trainer pod found unschedulable", lambda: _scheduled_false(pod()))
-    claim = _until("the trainer's claim made", lambda: (
+    message = dra_cluster.until("the trainer pod found unschedulable",
+                                lambda: _scheduled_false(pod()))
+    claim = dra_cluster.until("the trainer's claim made", lambda: (
         (statuses := pod().status.resource_claim_statuses) and statuses[0].resource_claim_name
         and resource.read_namespaced_resource_claim(statuses[0].resource_claim_name,
                                                     "default")))

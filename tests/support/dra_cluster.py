@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import zlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -125,3 +127,15 @@ class FakeNodes:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def until(what: str, done: Callable[[], Any], timeout: float = 120) -> Any:
+    """`done()`'s first truthy value, polled each second; fails naming `what` after
+    `timeout` seconds (a control plane's controllers act within seconds, not at once)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = done()
+        if found:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"not within {timeout:.0f}s: {what}")
