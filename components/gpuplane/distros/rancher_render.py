@@ -109,6 +109,14 @@ def render(template: str, base: str) -> str:
     return _BASE_LINE.sub(lambda _: base.rstrip("\n"), template, count=1)
 
 
+def split_base(template: str) -> tuple[str, str, str]:
+    """A template that extends the base as its text before the base action, the action,
+    and its text after."""
+    match = _BASE_LINE.search(template)
+    assert match is not None
+    return template[:match.start()], match.group(0), template[match.end():]
+
+
 def base_of(rendered: str, template: str) -> str:
     """The built-in template's part of `rendered`, the config K3s rendered from `template`
     or from an earlier version of it: K3s renders the template's own text as written, so
