@@ -144,9 +144,9 @@ def _plan_containerd(
         # RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode): their own rendering adds the
         # runtimes once the toolkit has installed its binaries; gpuplane writes nothing but,
         # in NRI plugin mode, the template that switches NRI on where it is off.
-        nri = nri_template(profile, version, recorded) \
+        nri_files = nri_template(profile, version, recorded) \
             if options.nri and options.writes_files else {}
-        return assess(profile, version, options, nri, recorded)
+        return assess(profile, version, options, nri_files, recorded)
     if top in baseline and extends_rancher_base(profile, options,
                                                  baseline.get(profile.edit_path(version))):
         files = rancher_files(profile, version, options, baseline)
@@ -183,10 +183,10 @@ def _plan_containerd(
                     rendered_layout(baseline, profile, version), top, version, patch,
                     whole=False)
             # NRI plugin mode: a drop-in without a CRI table, which k0s imports as it is.
-            nri = nri_dropin(rendered_layout({**baseline, **files}, profile, version), top,
-                             version) if options.nri and options.writes_files else None
-            if nri:
-                files[nri_dropin_path(profile)] = nri
+            k0s_nri = nri_dropin(rendered_layout({**baseline, **files}, profile, version),
+                                 top, version) if options.nri and options.writes_files else None
+            if k0s_nri:
+                files[nri_dropin_path(profile)] = k0s_nri
             return assess(profile, version, options, files, baseline)
         runs = options.toolkit_configures_runtime
         operator_dropin = runs and options.toolkit_dropin
