@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
+from support.stack_cases import write_stack
 
 from gpuplane.agent.script import agent_plan
+from gpuplane.cli.plan.run import plan_stack
 from gpuplane.containerd.nri import NRI_PLUGIN, nri_state
 from gpuplane.containerd.versions import ContainerdVersion
 from gpuplane.distros import rancher_render
@@ -149,3 +153,23 @@ def test_fm27_k0s_dropin_imported_by_the_generated_config() -> None:
     assert _nri_on(plan) and plan.restarts
     agent = agent_plan(plan)
     assert agent.restart_units == ("k0sworker", "k0scontroller") and agent.rendered
+
+
+def test_fm27_offline_plan_of_a_k0s_stack_with_nri(tmp_path: Path) -> None:
+    """`gpuplane plan` on k0s v1.35 (containerd 1.7.30, NRI off) with gpuOperator.nri: the
+    node's files show the NRI drop-in and a restart, and the plan is clean; without node
+    access it is FM27."""
+    def run(access: str) -> dict[str, Any]:
+        write_stack(tmp_path, "nri", {
+            "gpuplane:cluster": {"distro": "k0s", "kubernetesVersion": "1.35.1",
+                                 "containerdVersion": "1.7.30", "nodeAccess": access},
+            "gpuplane:nodes": [{"name": "gpu-1", "gpus": 1, "os": "ubuntu22.04",
+                                "pool": "gpu"}],
+            "gpuplane:gpuOperator": {"chartVersion": "v26.3.0", "nri": True}})
+        return plan_stack("nri", tmp_path)
+
+    report = run("pod")
+    assert report["verdict"] == "ok", report["findings"]
+    [node] = report["nodes"]
+    assert "/etc/k0s/containerd.d/40-gpuplane-nri.toml" in node["files"] and node["restart"]
+    assert "FM27" in {f["id"] for f in run("none")["findings"]}

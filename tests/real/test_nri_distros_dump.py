@@ -47,11 +47,8 @@ def _node(prof: DistroProfile, version: ContainerdVersion) -> dict[str, str]:
     if version.major < 2:
         return files
     target = prof.edit_path(version)
-    if prof.detects_nvidia_runtime:
-        own = rancher_render.BASE + "\n" + _OFF
-    else:
-        own = files[target] + _OFF
-    return {**files, target: own}
+    own = (rancher_render.BASE + "\n") if prof.detects_nvidia_runtime else files[target]
+    return {**files, target: own + _OFF}
 
 
 def _dumped_nri(line: str, layout: dict[str, str], top: str, root: Path) -> dict[str, Any]:
