@@ -173,3 +173,31 @@ def test_fm27_offline_plan_of_a_k0s_stack_with_nri(tmp_path: Path) -> None:
     [node] = report["nodes"]
     assert "/etc/k0s/containerd.d/40-gpuplane-nri.toml" in node["files"] and node["restart"]
     assert "FM27" in {f["id"] for f in run("none")["findings"]}
+
+
+@pytest.mark.parametrize("imports_dropins", [False, True])
+def test_fm27_rancher_base_that_renders_the_nri_table(imports_dropins: bool) -> None:
+    """A K3s release whose built-in template itself renders the NRI table off (seen in the
+    node's captured config): the table cannot follow the base a second time. Where the
+    rendered config imports K3s's drop-in dir (k3s-io/k3s PR #13680) the NRI drop-in goes
+    there; else the whole rendered config becomes the template, FM04 saying so for NRI."""
+    prof = profile(Distro.K3S)
+    assert prof.template_path
+    base = prof.baseline(V17)
+    top = prof.config_path
+    dropins = rancher_render.dropin_dir(prof.template_path, 2)
+    head = f'imports = ["{dropins}/*.toml"]\n' if imports_dropins else ""
+    rendered = (head + base[top] + f'\n[plugins."{NRI_PLUGIN}"]\n  disable = true\n'
+                '  plugin_config_path = "/etc/nri/k3s.d"\n')
+    plan = plan_node(prof, V17, OPTIONS, current={**base, top: rendered})
+    assert not _errors(plan), plan.findings
+    assert _nri_on(plan)
+    assert plan.effective.plugins[NRI_PLUGIN]["plugin_config_path"] == "/etc/nri/k3s.d"
+    fm04 = [f for f in plan.findings if f.id == "FM04"]
+    if imports_dropins:
+        assert list(plan.files) == [f"{dropins}/40-gpuplane-nri.toml"] and not fm04
+    else:
+        assert list(plan.files) == [prof.template_path]
+        assert not rancher_render.extends_base(plan.files[prof.template_path])
+        [finding] = fm04
+        assert "NRI" in finding.message and "gpuplane:gpuOperator.nri" in finding.where

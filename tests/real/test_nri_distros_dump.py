@@ -86,3 +86,33 @@ def test_fm27_nri_on_in_what_the_distribution_renders(name: Distro, line: str,
     assert nri_state(plan.effective.plugins, version, plan.effective.disabled_plugins).enabled
     with oracle.Daemon(line, host_path(tmp_short / "after", top), tmp_short / "d") as daemon:
         daemon.require_started()
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("imports_dropins", [False, True])
+def test_fm27_rancher_base_rendering_the_nri_table_against_config_dump(
+        imports_dropins: bool, tmp_short: Path) -> None:
+    """A K3s whose built-in template renders the NRI table off (this test's own captured
+    config; the release's template was not read): gpuplane's drop-in in K3s's drop-in dir
+    (1.7 replaces the imported NRI table whole, so it carries the rendered one's settings),
+    or the whole rendered config as the template; real 1.7 dumps NRI on either way."""
+    line = "1.7"
+    oracle.require_line(line)
+    prof = profile(Distro.K3S)
+    assert prof.template_path
+    version = ContainerdVersion.parse(line)
+    base = prof.baseline(version)
+    top = prof.config_path
+    dropins = rancher_render.dropin_dir(prof.template_path, 2)
+    head = f'imports = ["{dropins}/*.toml"]\n' if imports_dropins else ""
+    rendered = head + base[top] + _OFF.replace("own.d", "k3s.d")
+    current = {**base, top: rendered}
+    assert _dumped_nri(line, current, top, tmp_short / "before")["disable"] is True
+    plan = plan_node(prof, version, OPTIONS, current=current)
+    assert not [f for f in plan.findings if f.severity is Severity.ERROR], plan.findings
+    assert list(plan.files) == ([f"{dropins}/40-gpuplane-nri.toml"] if imports_dropins
+                                else [prof.template_path])
+    after = _dumped_nri(line, plan.layout, top, tmp_short / "after")
+    assert after["disable"] is False and after["plugin_config_path"] == "/etc/nri/k3s.d"
+    with oracle.Daemon(line, host_path(tmp_short / "after", top), tmp_short / "d") as daemon:
+        daemon.require_started()

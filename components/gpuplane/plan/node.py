@@ -313,7 +313,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     )
     operator = options.toolkit_configures_runtime
     frozen = [] if operator else check_frozen_template(profile, files, baseline,
-                                                       where=profile.title, version=version)
+                                                       where=profile.title, version=version,
+                                                       nri=options.nri)
     findings = judge_states(_states(options, files, facts, written, before, top, profile),
                             final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
                             extra=[*(replace(f, state=AFTER_TOOLKIT) for f in losses),

@@ -84,9 +84,9 @@ def nri_template(profile: DistroProfile, version: ContainerdVersion,
       (`{{ template "base" . }}`): the NRI table after the base. Their built-in template
       renders no NRI table (gpuplane.distros.rancher_render), so the table is defined
       once; where the template's own text after the base holds it, `disable` is set
-      there instead. Where neither gives valid TOML (template actions in that text), the
-      whole rendered config is the template, as for runtimes; where that is no TOML
-      either, nothing (FM27 names the file).
+      there instead. Where neither gives valid TOML (the rendered base holds the table
+      too), a drop-in where the rendered config imports their drop-in dir (k3s-io/k3s PR
+      #13680), else the whole rendered config is the template, as for runtimes (FM04).
     - A whole template (MicroK8s's `containerd-template.toml`, or a node's own on
       RKE2/K3s): `disable = false` set in its NRI table, added where it has none.
 
@@ -109,6 +109,10 @@ def nri_template(profile: DistroProfile, version: ContainerdVersion,
                     rancher_render.render(candidate, base)) is None \
                     and _renders_on(profile, version, {**layout, target: candidate}):
                 return {target: candidate}
+        dropins = rancher_render.imported_dropin_dir(rendered[top], target)
+        dropin = nri_dropin(rendered, top, version) if dropins else None
+        if dropins and dropin:
+            return {posixpath.join(dropins, NRI_DROPIN): dropin}
         whole = _set_nri_on(rendered[top])
     else:
         whole = _set_nri_on(own if own is not None else rendered[top])
