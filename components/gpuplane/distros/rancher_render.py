@@ -14,6 +14,12 @@ Read at source (k3s-io/k3s; RKE2 runs K3s's agent code, see data/baselines/READM
   built-in template, detected runtimes included, in its place. Text appended after it
   must not define a table the base already defines: containerd then refuses the file
   ("toml: table runc already exists", k3s-io/docs#566).
+- **NRI**: the version-2 built-in template (`pkg/agent/templates/templates_linux.go` read
+  at commit 06be48b6) renders no `io.containerd.nri.v1.nri` table, so containerd's own
+  default holds (1.7: off) and a template may add the table after the base once
+  (gpuplane.plan.nri). The version-3 template was not read (data/baselines/README.md): a
+  plan from a node's captured files sees whether its rendered base holds the table, and
+  gpuplane then edits instead of appending.
 - **Drop-in dir**, k3s-io/k3s PR #13680 (merged 2026-02-25): the built-in templates import
   `<template dir>/config.toml.d/*.toml` (version 2) or `config-v3.toml.d/*.toml`
   (version 3). Its first release tag was not confirmed, so gpuplane uses the dir only where
@@ -107,6 +113,14 @@ def render(template: str, base: str) -> str:
     """The config K3s renders from a template that extends the base: `base` (what the
     built-in template renders on this node) in place of the base action."""
     return _BASE_LINE.sub(lambda _: base.rstrip("\n"), template, count=1)
+
+
+def split_base(template: str) -> tuple[str, str, str]:
+    """A template that extends the base as its text before the base action, the action,
+    and its text after."""
+    match = _BASE_LINE.search(template)
+    assert match is not None
+    return template[:match.start()], match.group(0), template[match.end():]
 
 
 def base_of(rendered: str, template: str) -> str:

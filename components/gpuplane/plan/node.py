@@ -49,7 +49,7 @@ from gpuplane.plan.layout import (
     rendered_layout,
     renders_dropins,
 )
-from gpuplane.plan.nri import nri_dropin, nri_dropin_path
+from gpuplane.plan.nri import nri_dropin, nri_dropin_path, nri_template
 from gpuplane.plan.patch import cri_patch
 from gpuplane.plan.rancher import detected_binaries, extends_rancher_base, rancher_files
 from gpuplane.rules import ContainerdFacts
@@ -142,8 +142,11 @@ def _plan_containerd(
     baseline = _with_top(profile, version, recorded)
     if options.detected and profile.detects_nvidia_runtime:
         # RKE2's/K3s's detected mode (gpuplane.distros.rancher_mode): their own rendering adds the
-        # runtimes once the toolkit has installed its binaries; gpuplane writes nothing.
-        return assess(profile, version, options, {}, recorded)
+        # runtimes once the toolkit has installed its binaries; gpuplane writes nothing but,
+        # in NRI plugin mode, the template that switches NRI on where it is off.
+        nri_files = nri_template(profile, version, recorded) \
+            if options.nri and options.writes_files else {}
+        return assess(profile, version, options, nri_files, recorded)
     if top in baseline and extends_rancher_base(profile, options,
                                                  baseline.get(profile.edit_path(version))):
         files = rancher_files(profile, version, options, baseline)
@@ -167,6 +170,9 @@ def _plan_containerd(
             text = add_import(text, posixpath.join(toolkit_dir, "*.toml"))
         if (patch or toolkit_runs) and text != baseline.get(target):
             files[target] = text
+        if options.nri:
+            # NRI plugin mode: NRI on in what the distribution renders (1.7: off).
+            files.update(nri_template(profile, version, {**baseline, **files}))
     else:
         patch = cri_patch(profile, version, options, baseline)
         if renders_dropins(profile, baseline):
@@ -176,6 +182,11 @@ def _plan_containerd(
                 files[dropin_path(profile)] = dropin(
                     rendered_layout(baseline, profile, version), top, version, patch,
                     whole=False)
+            # NRI plugin mode: a drop-in without a CRI table, which k0s imports as it is.
+            k0s_nri = nri_dropin(rendered_layout({**baseline, **files}, profile, version),
+                                 top, version) if options.nri and options.writes_files else None
+            if k0s_nri:
+                files[nri_dropin_path(profile)] = k0s_nri
             return assess(profile, version, options, files, baseline)
         runs = options.toolkit_configures_runtime
         operator_dropin = runs and options.toolkit_dropin
@@ -302,7 +313,8 @@ def assess(profile: DistroProfile, version: ContainerdVersion, options: PlanOpti
     )
     operator = options.toolkit_configures_runtime
     frozen = [] if operator else check_frozen_template(profile, files, baseline,
-                                                       where=profile.title, version=version)
+                                                       where=profile.title, version=version,
+                                                       nri=options.nri)
     findings = judge_states(_states(options, files, facts, written, before, top, profile),
                             final=AFTER_TOOLKIT if operator else AFTER_GPUPLANE,
                             extra=[*(replace(f, state=AFTER_TOOLKIT) for f in losses),

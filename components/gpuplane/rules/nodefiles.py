@@ -85,7 +85,7 @@ def _fix(profile: DistroProfile, version: ContainerdVersion, target: str,
 
 def check_frozen_template(profile: DistroProfile, files: dict[str, str],
                           baseline: dict[str, str], *, where: str,
-                          version: ContainerdVersion) -> list[Finding]:
+                          version: ContainerdVersion, nri: bool = False) -> list[Finding]:
     """FM04 (warning): gpuplane had to write RKE2's/K3s's whole rendered config as the
     template, because what it adds redefines a table their base template renders. The
     distribution then renders that copy for good: no runtime it detects later, and its own
@@ -97,6 +97,21 @@ def check_frozen_template(profile: DistroProfile, files: dict[str, str],
             or rancher_render.extends_base(files[target])):
         return []
     dropins = rancher_render.dropin_dir(target, 3 if version.major >= 2 else 2)
+    if nri:   # NRI plugin mode: the table is NRI's (gpuplane.plan.nri), no runtime is added
+        return [finding(
+            "FM04",
+            f"{target} is written as a copy of the config {profile.title} renders now: "
+            "the NRI table gpuplane sets `disable = false` in is one "
+            f"{profile.title}'s base template renders, which containerd refuses twice after "
+            '`{{ template "base" . }}`. From now on the copy is rendered instead of the '
+            f"built-in template: {profile.title} keeps today's pause image, registries and "
+            "CNI paths after an upgrade.",
+            at(where, target, "gpuplane:gpuOperator.nri"),
+            f"Run a {profile.title} release whose rendered config imports {dropins}/*.toml "
+            "(k3s-io/k3s PR #13680), where gpuplane writes a drop-in instead, or one "
+            "whose containerd has NRI on (2.1, 2.2).",
+            severity=Severity.WARNING,
+        )]
     return [finding(
         "FM04",
         f"{target} is written as a copy of the config {profile.title} renders now: what "
