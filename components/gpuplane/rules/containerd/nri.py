@@ -32,8 +32,11 @@ def fm27(a: Analysis) -> list[Finding]:
     else:
         fix = (f'Set `disable = false` under [plugins."{NRI_PLUGIN}"] in a file containerd '
                "reads (on 1.x in the last file holding that table: it replaces earlier "
-               "ones whole) and restart containerd, or leave the NRI plugin off "
-               "(cdi.nriPluginEnabled=false).")
+               "ones whole; on RKE2/K3s in config.toml.tmpl after {{ template \"base\" . }}"
+               ", on MicroK8s in containerd-template.toml, on k0s in a "
+               "/etc/k0s/containerd.d drop-in) and restart containerd, or leave the NRI "
+               "plugin off (cdi.nriPluginEnabled=false). gpuplane writes that file itself "
+               "where it edits the node's files.")
     return [Finding(
         "FM27", Severity.ERROR,
         f"the GPU Operator's NRI plugin is asked for, but NRI is off on this node "
