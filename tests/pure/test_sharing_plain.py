@@ -264,3 +264,47 @@ def test_pack_every_workload_kind(tmp_path: Path, kind: str) -> None:
         "k8s.apps.v1.Deployment", f"k8s.apps.v1.{kind}").replace(
         '"selector"', '"serviceName": "s", "selector"' if kind == "StatefulSet" else '"selector"')
     assert found(program(tmp_path, body)) == [("FM24", "error")]
+
+
+# ---------------------------------------------------------------- the doctor
+
+def _cluster(node_labels: list[dict[str, str]], limits: dict[str, int],
+             selector: dict[str, str] | None = None) -> Any:
+    """A snapshot of a cluster no gpuplane stack made: a ClusterPolicy naming a device
+    plugin ConfigMap, GPU nodes with their labels, one GPU Deployment."""
+    from gpuplane.doctor.snapshot import Snapshot
+
+    snap = Snapshot()
+    snap.nodes = [{"kind": "Node", "metadata": {"name": f"gpu-{i}", "labels": {
+        "nvidia.com/gpu.present": "true", **lbl}},
+        "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}}
+        for i, lbl in enumerate(node_labels)]
+    snap.configmaps = [{"kind": "ConfigMap", "metadata": {
+        "name": "plugin-config", "namespace": "gpu-operator"},
+        "data": {"default": WHOLE, "ts": ts(4, fail=True)}}]
+    snap.clusterpolicies = [{"kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+                             "spec": {"devicePlugin": {"config": {
+                                 "name": "plugin-config", "default": "default"}}}}]
+    snap.deployments = [{"kind": "Deployment", "metadata": {"name": "infer",
+                                                            "namespace": "ml"},
+                         "spec": {"template": {"spec": {"nodeSelector": selector or {},
+                                  "containers": [{"name": "c", "image": "cuda",
+                                                  "resources": {"limits": limits}}]}}}}]
+    return snap
+
+
+def _doctor(snap: Any) -> list[tuple[str, str]]:
+    from gpuplane.doctor.analyse import analyse
+
+    return sorted((d.finding.id, str(d.finding.severity)) for d in analyse(snap).diagnoses
+                  if d.finding.id in ("FM24", "FM25"))
+
+
+def test_doctor_live_nodes_decide_error_or_warning() -> None:
+    """On a live cluster the GPU nodes and their labels are known: every GPU node on the
+    refusing key is an error, some a warning, none nothing."""
+    two = {"nvidia.com/gpu": 2}
+    assert _doctor(_cluster([{KEY: "ts"}, {KEY: "ts"}], two)) == [("FM24", "error")]
+    assert _doctor(_cluster([{KEY: "ts"}, {}], two)) == [("FM24", "warning")]
+    assert _doctor(_cluster([{}, {}], two)) == []
+    assert _doctor(_cluster([{KEY: "ts"}, {}], {"nvidia.com/gpu": 1})) == []

@@ -124,10 +124,9 @@ def plain_sharing_of(views: list[View], operators: Iterable[tuple[Mapping[str, A
     """What the nodes of a program's own GPU Operator may advertise (the first install
     whose device plugin runs; a Chart and the ClusterPolicy it renders say the same), for
     FM24/FM25 over the program's workloads. `operators`: (values, where, chart version)."""
-    from gpuplane.core.mig import named_configs
     from gpuplane.core.sharing import MIG_CONFIG_LABEL
     from gpuplane.rules.sharing import profile_docs
-    from gpuplane.rules.sharing_plain import plain_sharing
+    from gpuplane.rules.sharing_plain import chart_layouts, plain_sharing
 
     for values, where, chart in operators:
         if not flag(values, "devicePlugin.enabled", True):
@@ -135,15 +134,8 @@ def plain_sharing_of(views: list[View], operators: Iterable[tuple[Mapping[str, A
         data = _plugin_data(values, views)
         labels = [m for node in node_labels_of(views).values()
                   if (m := node.get(MIG_CONFIG_LABEL))]
-        # The operator's own default ConfigMap (the name chart v24.3.0 sets,
-        # deployments/gpu-operator/values.yaml and controllers/object_controls.go
-        # MigPartedDefaultConfigMapName@v24.3.0) holds the chart's named layouts.
-        custom = str(lookup(values, "migManager.config.name") or "") not in (
-            "", "default-mig-parted-config")
-        layouts = None if custom else {name: all(row[1] for row in rows)
-                                       for name, rows in named_configs(chart).items()}
         return plain_sharing(values, None if data is None else profile_docs(data), labels,
-                             where=where, named_layouts=layouts)
+                             where=where, named_layouts=chart_layouts(values, chart))
     return None
 
 

@@ -87,6 +87,9 @@ class PlainSharing:
     # layout name -> whether it enables MIG on every GPU; None: not known (MIG Manager
     # off, or a custom mig-parted config the program does not show)
     layouts: tuple[tuple[str, bool], ...] | None = None
+    # The GPU nodes' own (nvidia.com/device-plugin.config, nvidia.com/mig.config) label
+    # values, where they are known (the doctor on a live cluster); None: the groups above.
+    nodes: tuple[tuple[str | None, str | None], ...] | None = None
 
     def state(self, label: str) -> MigState:
         """What the GPUs of a node labelled `nvidia.com/mig.config=<label>` are."""
@@ -118,12 +121,15 @@ def profile_of(key: str, doc: Mapping[str, Any], label: str | None,
 
 def plain_sharing(values: Mapping[str, Any], data: Mapping[str, Mapping[str, Any]] | None,
                   mig_labels: Iterable[str], *, where: str,
-                  named_layouts: Mapping[str, bool] | None) -> PlainSharing:
+                  named_layouts: Mapping[str, bool] | None,
+                  nodes: Iterable[tuple[str | None, str | None]] | None = None
+                  ) -> PlainSharing:
     """The groups of one operator install: `values` (the chart's, or a ClusterPolicy's
     spec), `data` the plugin ConfigMap's parsed keys (None: not in the program; {}: no
     ConfigMap named), `mig_labels` the `nvidia.com/mig.config` values the program sets,
     `named_layouts` layout name -> whether it enables MIG on every GPU (the chart's
-    default mig-parted config; None: a custom config the program does not show)."""
+    default mig-parted config; None: a custom config the program does not show), `nodes`
+    the live GPU nodes' two label values (then only those nodes are judged)."""
     from gpuplane.rules._shared import flag, lookup
 
     strategy = str(lookup(values, "mig.strategy") or "single")
@@ -149,7 +155,23 @@ def plain_sharing(values: Mapping[str, Any], data: Mapping[str, Mapping[str, Any
     # them all-disabled (their MIG mode then is as found).
     unlabelled: MigState = "whole" if manager and mig_default == DISABLED else "unknown"
     groups += [MigGroup(None, unlabelled), MigGroup(OTHER, "unknown")]
-    return PlainSharing(where, profiles, tuple(groups), layouts)
+    return PlainSharing(where, profiles, tuple(groups), layouts,
+                        None if nodes is None else tuple(sorted(set(nodes), key=str)))
+
+
+def chart_layouts(values: Mapping[str, Any], chart: str | None) -> dict[str, bool] | None:
+    """The named layouts of the mig-parted config MIG Manager reads, each with whether it
+    enables MIG on every GPU: the chart's default config at its tag; None for a custom
+    ConfigMap (`migManager.config.name`). The operator's own default ConfigMap (the name
+    chart v24.3.0 sets: deployments/gpu-operator/values.yaml and
+    controllers/object_controls.go MigPartedDefaultConfigMapName@v24.3.0) is the chart's."""
+    from gpuplane.core.mig import named_configs
+    from gpuplane.rules._shared import lookup
+
+    if str(lookup(values, "migManager.config.name") or "") not in (
+            "", "default-mig-parted-config"):
+        return None
+    return {name: all(row[1] for row in rows) for name, rows in named_configs(chart).items()}
 
 
 # ---------------------------------------------------------------- reachability
@@ -200,6 +222,25 @@ def _named(spec: Mapping[str, Any]) -> set[str]:
 
 # ---------------------------------------------------------------- the rules
 
+def _groups(plain: PlainSharing, spec: Mapping[str, Any]) -> list[tuple[Profile, MigGroup]]:
+    """(profile, MIG group) pairs a node may be: the live nodes' own, else every profile
+    with every MIG group (the program's labels, the pod's own, the unlabelled nodes and
+    labels set outside the program)."""
+    profiles = plain.profiles or ()
+    if plain.nodes is not None:
+        by_label = {p.label: p for p in profiles}
+        unlabelled: MigState = next((g.state for g in plain.mig if g.label is None),
+                                    "unknown")
+        # A node whose label names no key runs no plugin (FM23): it takes no pod.
+        return [(by_label[k], MigGroup(m, plain.state(m) if m is not None else unlabelled))
+                for k, m in plain.nodes if k in by_label]
+    named = _named(spec)
+    extra = [MigGroup(m, plain.state(m)) for m in sorted(named)
+             if m not in {g.label for g in plain.mig}]
+    mig = [g for g in (*plain.mig, *extra) if g.label != OTHER or not named]
+    return [(p, g) for p in profiles for g in mig]
+
+
 def _offers(p: Profile, g: MigGroup, resource: str) -> bool | None:
     """Whether nodes of profile `p` and MIG group `g` advertise `resource` (None: not
     known)."""
@@ -227,11 +268,7 @@ def check_plain_workload_sharing(spec: Mapping[str, Any], containers: Amounts,
     """FM24 and FM25 for one pod spec against a plain install's groups."""
     if plain.profiles is None:      # the ConfigMap is not in the program: not known
         return []
-    named = _named(spec)
-    extra = [MigGroup(m, plain.state(m)) for m in sorted(named)
-             if m not in {g.label for g in plain.mig}]
-    mig = [g for g in (*plain.mig, *extra) if g.label != OTHER or not named]
-    groups = [(p, g) for p in plain.profiles for g in mig if _reaches(spec, p.label, g.label)]
+    groups = [(p, g) for p, g in _groups(plain, spec) if _reaches(spec, p.label, g.label)]
     out: list[Finding] = []
     for path, amounts in containers:
         for name, amount in sorted(amounts.items()):
@@ -294,5 +331,5 @@ def _key_words(p: Profile) -> str:
     return f"{p.key!r} ({PLUGIN_CONFIG_LABEL}={p.label})"
 
 
-__all__ = ["DISABLED", "OTHER", "MigGroup", "PlainSharing", "Profile",
+__all__ = ["DISABLED", "OTHER", "MigGroup", "PlainSharing", "Profile", "chart_layouts",
            "check_plain_workload_sharing", "plain_sharing", "profile_of"]
