@@ -212,7 +212,7 @@ k8s.helm.v3.Release("gpu-operator", name="gpu-operator", chart="gpu-operator",
 """
 
 
-def test_pack_release_with_its_own_configmap_refuses_two_gpus(tmp_path: Path) -> None:
+def test_fm24_pack_release_with_its_own_configmap_refuses_two_gpus(tmp_path: Path) -> None:
     plugin = {"create": True, "name": "plugin-config", "default": "ts",
               "data": {"ts": ts(4, fail=True)}}
     report = program(tmp_path, release(plugin) + deployment({"nvidia.com/gpu": 2}))
@@ -223,7 +223,7 @@ def test_pack_release_with_its_own_configmap_refuses_two_gpus(tmp_path: Path) ->
                          + deployment({"nvidia.com/gpu": 1}))) == []
 
 
-def test_pack_configmap_by_name_and_node_patch(tmp_path: Path) -> None:
+def test_fm24_pack_configmap_by_name_and_node_patch(tmp_path: Path) -> None:
     """The ConfigMap a program declares beside the release; a NodePatch labels a node with
     the refusing key: a warning for an unpinned Deployment."""
     data = {"default": WHOLE, "ts": ts(4, fail=True)}
@@ -241,7 +241,7 @@ k8s.core.v1.NodePatch("gpu-1", metadata={{"name": "gpu-1", "labels": {{"{KEY}": 
     assert found(program(tmp_path / "unk", unknown + deployment({"nvidia.com/gpu": 2}))) == []
 
 
-def test_pack_cluster_policy_mixed_mig(tmp_path: Path) -> None:
+def test_fm25_pack_cluster_policy_mixed_mig(tmp_path: Path) -> None:
     """A ClusterPolicy on its own (no chart): mixed strategy, a Job pinned to a MIG layout."""
     body = f"""
 k8s.apiextensions.CustomResource("cp", api_version="nvidia.com/v1", kind="ClusterPolicy",
@@ -258,7 +258,7 @@ k8s.batch.v1.Job("train", metadata={{"name": "train"}}, spec={{"template": {{"sp
 
 
 @pytest.mark.parametrize("kind", ["StatefulSet", "DaemonSet"])
-def test_pack_every_workload_kind(tmp_path: Path, kind: str) -> None:
+def test_fm24_pack_every_workload_kind(tmp_path: Path, kind: str) -> None:
     plugin = {"create": True, "name": "plugin-config", "default": "m", "data": {"m": mps(2)}}
     body = release(plugin) + deployment({"nvidia.com/gpu": 2}).replace(
         "k8s.apps.v1.Deployment", f"k8s.apps.v1.{kind}").replace(
@@ -300,7 +300,7 @@ def _doctor(snap: Any) -> list[tuple[str, str]]:
                   if d.finding.id in ("FM24", "FM25"))
 
 
-def test_doctor_live_nodes_decide_error_or_warning() -> None:
+def test_fm24_doctor_live_nodes_decide_error_or_warning() -> None:
     """On a live cluster the GPU nodes and their labels are known: every GPU node on the
     refusing key is an error, some a warning, none nothing."""
     two = {"nvidia.com/gpu": 2}

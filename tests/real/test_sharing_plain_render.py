@@ -35,7 +35,7 @@ def _views(chart: str, values: dict[str, Any]) -> list[View]:
 
 
 @pytest.mark.parametrize("chart", VERSIONS)
-def test_plain_release_values_match_what_the_chart_renders(chart: str) -> None:
+def test_fm24_fm25_plain_release_values_match_what_the_chart_renders(chart: str) -> None:
     values = {"devicePlugin": {"config": {"create": True, "name": "plugin-config",
                                           "default": "ts", "data": PROFILES}}}
     views = _views(chart, values)
@@ -53,7 +53,7 @@ def test_plain_release_values_match_what_the_chart_renders(chart: str) -> None:
 
 
 @pytest.mark.parametrize("chart", [VERSIONS[0], VERSIONS[-1]])
-def test_plain_release_mixed_strategy_and_mig_manager(chart: str) -> None:
+def test_fm25_plain_release_mixed_strategy_and_mig_manager(chart: str) -> None:
     values = {"mig": {"strategy": "mixed"}, "migManager": {"enabled": True}}
     views = _views(chart, values)
     [policy] = [v for v in views if v.type.endswith("ClusterPolicy")]

@@ -13,9 +13,9 @@ profiles) when only some do, and nothing when the program does not say (a Config
 named but not declared, a MIG layout of a custom mig-parted config).
 
 Facts (NVIDIA/k8s-device-plugin at v0.18.0, NVIDIA/gpu-operator at v25.10.1):
-- the plugin fails an allocation of more than one shared (replica) device with
-  `failRequestsGreaterThanOne`, which MPS always sets (internal/plugin/server.go,
-  Allocate; api/config/v1/config.go); the scheduler does not know this, so a pod that
+- the plugin fails an allocation of more than one shared (replica) device: under MPS
+  always, under time-slicing with `failRequestsGreaterThanOne` (internal/rm/rm.go,
+  ValidateRequest); the scheduler does not know this, so a pod that
   fits a refusing node by count is placed there and fails (UnexpectedAdmissionError);
 - `renameByDefault` advertises a shared resource as `<name>.shared`; a resource's own
   `rename` and `devices` are ignored (api/config/v1/replicas.go, disableResoureRenaming);
