@@ -150,6 +150,23 @@ def sharing(chart: Path, strategy: str, label: str) -> str:
               f'{{"nvidia.com/device-plugin.config": "{label}"}}}})\n')
 
 
+def shared_two(chart: Path, gpus: int) -> str:
+    """A helm.v4.Chart whose own device plugin ConfigMap (devicePlugin.config.create) has
+    one cluster-wide time-slicing key with failRequestsGreaterThanOne, and a Deployment
+    asking for `gpus` GPUs (FM24 on a plain install: the engine renders the chart, so the
+    pack sees the Chart's values beside the ClusterPolicy and ConfigMap it renders)."""
+    data = {"ts": "version: v1\nsharing:\n  timeSlicing:\n    failRequestsGreaterThanOne: "
+                  "true\n    resources: [{name: nvidia.com/gpu, replicas: 4}]\n"}
+    values = repr({"driver": {"enabled": False}, "devicePlugin": {"config": {
+        "create": True, "name": "plugin-config", "default": "ts", "data": data}}})
+    return chart_v4(chart, values) + (
+        'k8s.apps.v1.Deployment("infer", metadata={"name": "infer"}, spec={\n'
+        '    "selector": {"matchLabels": {"app": "i"}}, "template": {\n'
+        '        "metadata": {"labels": {"app": "i"}}, "spec": {"runtimeClassName": "nvidia",\n'
+        '        "containers": [{"name": "c", "image": "cuda", "resources": {"limits": '
+        f'{{"nvidia.com/gpu": {gpus}}}}}}}]}}}}}})\n')
+
+
 # case: (the program from the packaged chart, extra facts, the broken program's rule ids)
 CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
     "release-v3/broken": (lambda c: release(c, '{"driver": {"enabled": True}, '
@@ -176,6 +193,8 @@ CASES: dict[str, tuple[Any, tuple[str, ...], set[str]]] = {
     "sharing-fm19-fm23/broken": (lambda c: sharing(c, "single", "inference"), (),
                                  {"FM19", "FM23"}),
     "sharing-fm19-fm23/correct": (lambda c: sharing(c, "mixed", "default"), (), set()),
+    "sharing-fm24/broken": (lambda c: shared_two(c, 2), (), {"FM24"}),
+    "sharing-fm24/correct": (lambda c: shared_two(c, 1), (), set()),
     # NVIDIA's DRA driver beside the operator (FM32: its device plugin still on; FM31:
     # the operator's driver root for a driver the nodes carry); FM30/FM33 on the facts.
     "dra-fm32/broken": (lambda c: release(c, GOOD) + dra_release(DRA_OK), DRA_FACTS, {"FM32"}),

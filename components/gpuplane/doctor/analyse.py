@@ -24,6 +24,7 @@ from gpuplane.doctor.snapshot import Snapshot
 from gpuplane.doctor.symptoms import pod_symptoms
 from gpuplane.rules.hami import check_hami_nodes, check_hami_values
 from gpuplane.rules.operator import check_operator_values
+from gpuplane.rules.sharing_plain import PlainSharing
 from gpuplane.rules.timeslicing import check_time_slicing
 from gpuplane.rules.workloads import check_workload
 from gpuplane.toolkit.operator import chart_writes_dropin
@@ -182,7 +183,8 @@ def _rules(view: ClusterView, intent: ClusterIntent, notes: list[str]) -> list[D
     if (unseen := view.missing("pods")) is not None:
         notes.append(f"not checked: {unseen}: GPU workloads (FM11, FM14) and the GPU "
                      "components' pods")
-    diagnoses += _workloads(view, intent)
+    plain = _live_sharing(view, intent, operator) if operator is not None else None
+    diagnoses += _workloads(view, intent, plain)
     if (unseen := view.missing("runtimeclasses")) is not None:
         notes.append(f"not checked: {unseen}: whether RuntimeClass {intent.runtime_class} "
                      "exists (FM11)")
@@ -263,7 +265,36 @@ def _sharing(view: ClusterView, intent: ClusterIntent, values: dict[str, Any],
     return causes(found, "operator")
 
 
-def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
+def _live_sharing(view: ClusterView, intent: ClusterIntent,
+                  operator: tuple[dict[str, Any], str, str | None]) -> PlainSharing | None:
+    """FM24/FM25 on a cluster whose operator no gpuplane stack configured (no pools in the
+    intent): the live operator's values, the device plugin ConfigMap they name and the GPU
+    nodes' own `nvidia.com/device-plugin.config` / `nvidia.com/mig.config` labels. A
+    ConfigMap named but not read: not known, not judged."""
+    from gpuplane.core.sharing import MIG_CONFIG_LABEL, PLUGIN_CONFIG_LABEL
+    from gpuplane.rules._shared import lookup
+    from gpuplane.rules.sharing import profile_docs
+    from gpuplane.rules.sharing_plain import chart_layouts, plain_sharing
+
+    values, where, chart = operator
+    if intent.sharing or intent.device_plugin != "gpu-operator":
+        return None
+    cm_name = str(lookup(values, "devicePlugin.config.name") or "")
+    data: dict[str, Any] | None = {}
+    if cm_name:
+        cm = view.configmap(view.operator_namespace() or intent.operator_namespace, cm_name)
+        data = (cm.get("data") or {}) if cm is not None else None
+    nodes = [(labels(n).get(PLUGIN_CONFIG_LABEL), labels(n).get(MIG_CONFIG_LABEL))
+             for n in view.gpu_nodes(n.name for n in intent.nodes)]
+    if not nodes:
+        return None
+    return plain_sharing(values, None if data is None else profile_docs(data),
+                         [m for _, m in nodes if m], where=where,
+                         named_layouts=chart_layouts(values, chart), nodes=nodes)
+
+
+def _workloads(view: ClusterView, intent: ClusterIntent,
+               plain: PlainSharing | None = None) -> list[Diagnosis]:
     """FM11/FM14 for each GPU workload, checked once, at the highest controller collected:
     a Deployment, a DaemonSet, a ReplicaSet no collected Deployment owns, else its pods
     (one per controller, the first). A workload whose pods were refused (no RuntimeClass,
@@ -284,7 +315,7 @@ def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
             continue
         checked.add((kind, namespace(obj), name(obj)))
         where = f"{kind} {namespace(obj)}/{name(obj)}"
-        out += causes(check_workload(typed, intent, where),
+        out += causes(check_workload(typed, intent, where, plain),
                       f"workload:{namespace(obj)}/{kind}/{name(obj)}")
     owned_by = {(namespace(r), name(r)): [(o.get("kind"), o.get("name")) for o in _owners(r)]
                 for r in view.snap.replicasets}
@@ -303,7 +334,7 @@ def _workloads(view: ClusterView, intent: ClusterIntent) -> list[Diagnosis]:
             where += f" (of {owner['kind']} {owner['name']})"
         # A running pod's spec.nodeName is the scheduler's binding, not the user's pin.
         spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
-        findings = check_workload({**pod, "kind": "Pod", "spec": spec}, intent, where)
+        findings = check_workload({**pod, "kind": "Pod", "spec": spec}, intent, where, plain)
         out += causes(findings, f"pod:{namespace(pod)}/{name(pod)}")
     return out
 

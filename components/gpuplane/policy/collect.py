@@ -13,6 +13,7 @@ from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
 from gpuplane.policy.nodes import node_findings, plan_programs
 from gpuplane.policy.views import Located, StackFindings, View
+from gpuplane.rules.sharing_plain import PlainSharing
 from gpuplane.rules.toolkit_version import toolkit_version
 from gpuplane.toolkit.options import NEWEST_TOOLKIT
 
@@ -80,14 +81,15 @@ def intent_from_config(config: Mapping[str, Any] | None) -> ClusterIntent:
     )
 
 
-def workload_findings(view: View, intent: ClusterIntent) -> list[Finding]:
+def workload_findings(view: View, intent: ClusterIntent,
+                      plain: PlainSharing | None = None) -> list[Finding]:
     from gpuplane.rules.workloads import check_workload
 
     api_version, kind = WORKLOADS[view.type]
     obj = {**view.props, "apiVersion": api_version, "kind": kind}
     meta = obj.get("metadata") or {}
     where = f"{kind} {meta.get('namespace', 'default')}/{meta.get('name', view.name)}"
-    return check_workload(obj, intent, where)
+    return check_workload(obj, intent, where, plain)
 
 
 # DRA claims, in each API version the engine may present (resource.k8s.io v1 from 1.34).
@@ -188,14 +190,19 @@ def _cluster_findings(views: list[View], intent: ClusterIntent | None,
     """Every rule over one cluster's resources, judged by `intent` (None: not gpuplane's)."""
     out = StackFindings()
     judge = intent or fallback
-    if intent is None and not fallback.nri:
-        from gpuplane.policy.foreign import runs_nri
+    plain = None
+    if intent is None:
+        from gpuplane.policy.foreign import plain_operator_sharing, runs_nri
 
-        # A plain release in NRI plugin mode decides what its workloads may name (FM26).
-        judge = replace(fallback, nri=True) if runs_nri(views) else fallback
+        # A plain release in NRI plugin mode decides what its workloads may name (FM26),
+        # its device plugin's profiles what they may ask for (FM24/FM25).
+        if not fallback.nri and runs_nri(views):
+            judge = replace(fallback, nri=True)
+        if judge.device_plugin == "gpu-operator":
+            plain = plain_operator_sharing(views)
     for v in views:
         if v.type in WORKLOADS:
-            out.add(workload_findings(v, judge), v.urn)
+            out.add(workload_findings(v, judge, plain), v.urn)
         elif v.type in CLAIMS:
             out.add(claim_findings(v, judge), v.urn)
     if intent is None:   # not a gpuplane stack: its GPU installs, judged from the config

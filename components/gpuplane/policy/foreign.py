@@ -19,6 +19,7 @@ from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.intent import ClusterIntent, DevicePlugin, ToolkitWhere
 from gpuplane.policy.views import StackFindings, View
+from gpuplane.rules.sharing_plain import PlainSharing
 from gpuplane.rules.stack_levers import foreign_fix
 
 RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
@@ -134,6 +135,17 @@ def _nri(item: Install) -> bool:
 def runs_nri(views: list[View]) -> bool:
     """Whether the stack's GPU Operator runs its NRI plugin (see `_nri`)."""
     return any(_nri(i) for i in installs(views))
+
+
+def plain_operator_sharing(views: list[View]) -> PlainSharing | None:
+    """What the nodes of the program's own GPU Operator may advertise, for FM24/FM25
+    (gpuplane.policy.sharing.plain_sharing_of); a Chart's values before the ClusterPolicy
+    it renders."""
+    from gpuplane.policy.sharing import plain_sharing_of
+
+    found = sorted((i for i in installs(views) if i.chart == "gpu-operator"),
+                   key=lambda i: not i.from_chart)
+    return plain_sharing_of(views, [(i.values, i.where, i.version) for i in found])
 
 
 def implied_facts(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -407,4 +419,4 @@ def _sharing_configs(views: list[View], found: list[Install]) -> list[tuple[Find
 
 
 __all__ = ["CHART_V4", "FACTS", "RELEASE_V3", "Install", "foreign_findings", "foreign_intent",
-           "implied_facts", "installs"]
+           "implied_facts", "installs", "plain_operator_sharing"]

@@ -23,6 +23,7 @@ from gpuplane.rules.sharing import (
     check_pools,
     check_profile_keys,
 )
+from gpuplane.rules.sharing_plain import PlainSharing
 
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 NODE_LABELS = "pulumi-python:dynamic/gpuplane:NodeLabels"
@@ -99,4 +100,43 @@ def sharing_findings(views: list[View], operators: Iterable[tuple[Mapping[str, A
     return out
 
 
-__all__ = ["sharing_findings"]
+def _plugin_data(values: Mapping[str, Any], views: Iterable[View]
+                 ) -> Mapping[str, Any] | None:
+    """The device plugin ConfigMap's data an install reads: the chart's own
+    (`devicePlugin.config.create` with `data`), the program's ConfigMap by
+    `devicePlugin.config.name`, {} where it names none, None where it names one the
+    program does not declare."""
+    cfg = mapping(lookup(values, "devicePlugin.config"))
+    if flag(values, "devicePlugin.config.create", False) and mapping(cfg.get("data")):
+        return mapping(cfg.get("data"))
+    name = str(cfg.get("name") or "")
+    if not name:
+        return {}
+    for v in views:
+        if v.type == CONFIGMAP and mapping(v.props.get("metadata")).get("name") == name:
+            return mapping(v.props.get("data"))
+    return None
+
+
+def plain_sharing_of(views: list[View], operators: Iterable[tuple[Mapping[str, Any], str,
+                                                                   str | None]]
+                     ) -> PlainSharing | None:
+    """What the nodes of a program's own GPU Operator may advertise (the first install
+    whose device plugin runs; a Chart and the ClusterPolicy it renders say the same), for
+    FM24/FM25 over the program's workloads. `operators`: (values, where, chart version)."""
+    from gpuplane.core.sharing import MIG_CONFIG_LABEL
+    from gpuplane.rules.sharing import profile_docs
+    from gpuplane.rules.sharing_plain import chart_layouts, plain_sharing
+
+    for values, where, chart in operators:
+        if not flag(values, "devicePlugin.enabled", True):
+            continue
+        data = _plugin_data(values, views)
+        labels = [m for node in node_labels_of(views).values()
+                  if (m := node.get(MIG_CONFIG_LABEL))]
+        return plain_sharing(values, None if data is None else profile_docs(data), labels,
+                             where=where, named_layouts=chart_layouts(values, chart))
+    return None
+
+
+__all__ = ["node_labels_of", "plain_sharing_of", "sharing_findings"]

@@ -40,6 +40,8 @@ SHARING_RULES: list[dict[str, Any]] = [
 
 # The sharing rules' tests (FM19-FM25, FM29) live in one file.
 _SHARING = "tests/pure/test_rules_sharing.py::"
+# FM24/FM25 over programs that install the GPU Operator themselves, and the doctor's.
+_PLAIN = "tests/pure/test_sharing_plain.py::"
 
 
 def _entry(checks: tuple[str, ...], tests: tuple[str, ...]) -> tuple[tuple[str, ...],
@@ -89,14 +91,35 @@ SHARING_REGISTRY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             f"{_SHARING}test_fm22_fm23_raw_configmap_of_a_plain_install",
         )),
     "FM24": _entry(
-        checks=("gpuplane.rules.sharing.check_workload_sharing",),
+        checks=(
+            "gpuplane.rules.sharing.check_workload_sharing",
+            "gpuplane.rules.sharing_plain._fm24",
+        ),
         tests=(
             f"{_SHARING}test_fm24_two_gpus_on_an_mps_pool",
             f"{_SHARING}test_fm24_time_slicing_only_with_fail_requests_greater_than_one",
+            f"{_PLAIN}test_fm24_one_cluster_wide_profile_that_refuses_is_an_error",
+            f"{_PLAIN}test_fm24_some_profiles_refuse_is_a_warning_naming_them",
+            f"{_PLAIN}test_fm24_default_profile_refusing_only_unlabelled_nodes",
+            f"{_PLAIN}test_fm24_not_known_says_nothing",
+            f"{_PLAIN}test_fm24_rename_by_default_is_the_shared_name",
+            f"{_PLAIN}test_fm24_pack_release_with_its_own_configmap_refuses_two_gpus",
+            f"{_PLAIN}test_fm24_pack_configmap_by_name_and_node_patch",
+            f"{_PLAIN}test_fm24_doctor_live_nodes_decide_error_or_warning",
+            "tests/real/test_sharing_plain_render.py::"
+            "test_fm24_fm25_plain_release_values_match_what_the_chart_renders",
         )),
     "FM25": _entry(
-        checks=("gpuplane.rules.sharing.check_workload_sharing",),
-        tests=(f"{_SHARING}test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",)),
+        checks=(
+            "gpuplane.rules.sharing.check_workload_sharing",
+            "gpuplane.rules.sharing_plain._fm25",
+        ),
+        tests=(
+            f"{_SHARING}test_fm25_whole_gpu_asked_on_a_mixed_mig_pool",
+            f"{_PLAIN}test_fm25_pod_pinned_to_a_mig_layout_under_mixed",
+            f"{_PLAIN}test_fm25_nodes_the_program_partitions_are_not_every_node",
+            f"{_PLAIN}test_fm25_pack_cluster_policy_mixed_mig",
+        )),
     "FM26": _entry(
         checks=("gpuplane.rules.workloads._fm26",),
         tests=(

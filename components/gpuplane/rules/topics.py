@@ -292,6 +292,48 @@ TOPICS: dict[str, Topic] = {t.id: t for t in [
         "NVIDIA/gpu-operator controllers/object_controls.go@v26.3.0 (`setRuntimeClassName` "
         "skips the operand pods under NRI); NVIDIA/nvidia-container-toolkit "
         "cmd/nvidia-ctk-installer/container/runtime/runtime.go@v1.19.0"),
+    Topic(
+        "FM24-plain", "several shared GPUs asked of a GPU Operator the program installs itself",
+        "A program that installs the operator itself (a Helm Release, a helm.v4.Chart, a "
+        "ClusterPolicy) names its device plugin's profiles: the ConfigMap keys, the default "
+        "key for nodes without a nvidia.com/device-plugin.config label, and with each "
+        "key's sharing. A node runs the key its label names, else the default, else the "
+        "plugin's defaults (no sharing). The scheduler counts replicas like GPUs, so a pod "
+        "asking for 2 lands on a node whose key shares with MPS or with "
+        "failRequestsGreaterThanOne and fails there. Every key the pod can reach (by its "
+        "nodeSelector or required node affinity on that label) refusing: an error; only "
+        "some: a warning naming them; a ConfigMap named but not in the program: not judged. "
+        "The doctor judges a live cluster the same way, by each GPU node's own labels.",
+        "devicePlugin.config: {create: true, name: plugin-config, default: ts, data: {ts: "
+        "<timeSlicing replicas 4, failRequestsGreaterThanOne: true>}} and a Deployment "
+        "asking for nvidia.com/gpu: 2.",
+        "Ask for 1 shared GPU per container, or pin the pod to a key of whole GPUs "
+        "(nodeSelector nvidia.com/device-plugin.config=<key>, or NotIn the refusing keys).",
+        "NVIDIA/k8s-device-plugin internal/rm/rm.go@v0.18.0 (ValidateRequest: more than "
+        "one replica refused under MPS always, under time-slicing with "
+        "failRequestsGreaterThanOne), api/config/v1/replicas.go@v0.18.0 (renameByDefault: "
+        "<name>.shared; per-resource rename and devices ignored), cmd/config-manager/"
+        "main.go@v0.18.0 (label, else DEFAULT_CONFIG, else the fallbacks); NVIDIA/"
+        "gpu-operator controllers/object_controls.go@v25.10.1 (FALLBACK_STRATEGIES=empty)"),
+    Topic(
+        "FM25-plain", "nvidia.com/gpu asked of mixed-MIG nodes a program's operator runs",
+        "Under the mixed strategy a MIG-enabled GPU advertises only nvidia.com/mig-<profile>. "
+        "For a program's own operator the MIG layout of a node is known only from its "
+        "nvidia.com/mig.config label: MIG Manager applies the layout it names, and the "
+        "operator labels an unlabelled MIG-capable node only with the all-disabled default "
+        "(another migManager.config.default partitions nothing). Nodes without the label "
+        "(GPUs without MIG) still advertise nvidia.com/gpu and the scheduler sends the pod "
+        "there, so it is an error only when the pod selects MIG layouts (nvidia.com/"
+        "mig.config, by nodeSelector or node affinity) under a mixed strategy on every key "
+        "it can reach; layouts of a custom mig-parted ConfigMap are not judged.",
+        "mig.strategy: mixed and a Job with nodeSelector nvidia.com/mig.config: all-balanced "
+        "asking for nvidia.com/gpu: 1.",
+        "Ask for the instance (nvidia.com/mig-1g.10gb: 1), select nodes with whole GPUs, or "
+        "run mig.strategy: single.",
+        "NVIDIA/k8s-device-plugin internal/rm/rm.go@v0.18.0 (mixed: "
+        "nvidia.com/mig-<profile>); NVIDIA/gpu-operator controllers/state_manager.go"
+        "@v25.10.1 (the all-disabled label on unlabelled MIG-capable nodes), "
+        "deployments/gpu-operator/values.yaml@v25.10.1 (migManager.config.default)"),
 ]}
 
 

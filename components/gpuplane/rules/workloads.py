@@ -20,6 +20,7 @@ from gpuplane.rules._shared import at, finding, items, mapping, quantity
 from gpuplane.rules.device_plugins import gpu_runtime_classes, node_runtime_handlers
 from gpuplane.rules.dra_workloads import check_pod_claims
 from gpuplane.rules.sharing import check_workload_sharing
+from gpuplane.rules.sharing_plain import PlainSharing, check_plain_workload_sharing
 
 GPU = "nvidia.com/gpu"
 GPUMEM = "nvidia.com/gpumem"
@@ -135,9 +136,12 @@ def gpu_requests(pod_spec: dict[str, Any]) -> dict[str, float]:
     return _effective(ctrs, strict=True)
 
 
-def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> list[Finding]:
+def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str,
+                   plain: PlainSharing | None = None) -> list[Finding]:
     """FM11 and FM14 for one Pod or workload object; `where` names it (kind ns/name).
-    Malformed quantities are left to the API server, which rejects them itself."""
+    `plain`: what the nodes of a GPU Operator the program installs itself may advertise
+    (FM24/FM25 then judge against it, not against the intent's pools). Malformed
+    quantities are left to the API server, which rejects them itself."""
     spec, spec_path = _spec_and_path(obj)
     if spec is None:
         return []
@@ -145,8 +149,9 @@ def check_workload(obj: dict[str, Any], intent: ClusterIntent, where: str) -> li
     amounts = {c.path: _amounts(c, strict=False) for c in ctrs}
     asked = {n for a in amounts.values() for n, v in a.items() if v > 0}
     out = _runtime_class(spec, spec_path, asked, intent, where)
-    out += check_workload_sharing(spec, [(c.path, amounts[c.path]) for c in ctrs], intent,
-                                  where)
+    per_container = [(c.path, amounts[c.path]) for c in ctrs]
+    out += check_workload_sharing(spec, per_container, intent, where) if plain is None \
+        else check_plain_workload_sharing(spec, per_container, plain, where)
     out += check_pod_claims(spec, spec_path, asked, intent, where)   # FM32 (DRA)
     hami_used = sorted(n for n in asked if n in HAMI_ONLY)
     if intent.device_plugin == "hami":
