@@ -23,6 +23,7 @@ from gpuplane.rules.dra_facts import (
     DRA_NODE_LABEL,
     kubelet_root,
 )
+from gpuplane.rules.node_affinity import operator_matches
 from gpuplane.rules.platform import platform_of
 
 OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"   # the operator's driver container, on the host
@@ -202,34 +203,15 @@ def _term_matches(term: Mapping[str, Any], node: str, labels: Mapping[str, str],
         if key not in labels and not live and key not in known:
             continue
         value = labels.get(key)
-        if not _operator_matches(op, value, wanted):
+        if not operator_matches(op, value, wanted):
             return False
     for expr in fields:
         if expr.get("key") != "metadata.name":
             continue
         wanted = [str(v) for v in expr.get("values") or []]
-        if not _operator_matches(expr.get("operator"), node, wanted):
+        if not operator_matches(expr.get("operator"), node, wanted):
             return False
     return True
-
-
-def _operator_matches(op: Any, value: str | None, wanted: list[str]) -> bool:
-    """A node selector operator over a label's value (None: the node lacks the label);
-    an operator this does not know may match."""
-    if op == "In":
-        return value is not None and value in wanted
-    if op == "NotIn":
-        return value is None or value not in wanted
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and wanted:
-        try:
-            return int(value) > int(wanted[0]) if op == "Gt" else int(value) < int(wanted[0])
-        except ValueError:
-            return False
-    return op not in ("Gt", "Lt")
 
 
 def _device_plugin(intent: ClusterIntent, gpus: bool, operator: Mapping[str, Any] | None,

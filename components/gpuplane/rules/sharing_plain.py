@@ -43,6 +43,7 @@ from typing import Any, Literal
 from gpuplane.core.findings import Finding, Severity
 from gpuplane.core.sharing import GPU_RESOURCE, MIG_CONFIG_LABEL, MIG_PREFIX, PLUGIN_CONFIG_LABEL
 from gpuplane.rules._shared import at, finding, items, mapping
+from gpuplane.rules.node_affinity import operator_matches
 
 MigState = Literal["whole", "mig", "unknown"]
 OTHER = "\0other"      # a label value the program does not name (set outside it)
@@ -178,16 +179,8 @@ def chart_layouts(values: Mapping[str, Any], chart: str | None) -> dict[str, boo
 
 def _match(expr: Mapping[str, Any], value: str | None) -> bool:
     """One matchExpression on a label the groups know; OTHER may be any other value."""
-    op, wanted = expr.get("operator"), [str(v) for v in items(expr.get("values"))]
-    if op == "In":
-        return value is not None and (value in wanted or value == OTHER)
-    if op == "NotIn":
-        return value is None or value == OTHER or value not in wanted
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    return True
+    return operator_matches(expr.get("operator"), value,
+                            [str(v) for v in items(expr.get("values"))], unknown=OTHER)
 
 
 def _reaches(spec: Mapping[str, Any], plugin: str | None, mig: str | None) -> bool:
