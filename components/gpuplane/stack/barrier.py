@@ -13,9 +13,11 @@ dependency; `dependsOn` a component stands for its children, each sent by URN
 URNs back into every node's record. A custom resource is a node of the engine's graph of
 its own. In `up` it is registered once every node of batch k is (the SDK waits for the
 URNs of what a resource depends on, and the engine answers a registration once its step
-is done), and batch k+1 once it is; gpuplane registers it only after batch k's gate
-(gpuplane.stack.node_pod), so a failed node stops the rollout before it. In `destroy` the
-engine deletes batch k+1 first, then the barrier, then batch k (the dependents of a
+is done), and batch k+1 once it is; gpuplane registers it only once batch k is released
+(gpuplane.stack.batches: over `nodeAccess: pod` after batch k's gate, gpuplane.stack.node_pod;
+over SSH once every command of batch k registered, and a failed command fails its
+registration, gpuplane.stack.node_rollout), so a failed node stops the rollout before it.
+In `destroy` the engine deletes batch k+1 first, then the barrier, then batch k (the dependents of a
 resource before the resource). Its provider does nothing: create returns an id, there is
 nothing to diff, update or delete. The policies follow a node's dependency through its
 barrier to the batch before it (gpuplane.policy.nodes).
