@@ -281,3 +281,32 @@ def test_an_ssh_batch_that_fails_stops_the_rollout_before_its_barrier() -> None:
     assert {"r-after-batch-0", "containerd-gpu-00001", "containerd-gpu-00003"} <= made, made
     assert "r-after-batch-1" not in made, made
     assert not {f"containerd-{n}" for n in batches[2]} & made, made
+
+
+def test_the_barriers_provider_is_pickled_once_and_sent_as_the_sdk_sends_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every barrier sends the same `__provider` (its provider holds nothing): pickled once
+    per program, not once per barrier (a thousand dill pickles in a 10,000-node plan), and
+    the text `pulumi.dynamic.Resource` itself would send."""
+    import dill
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from gpuplane.stack import barrier
+
+    barrier._serialized_provider.cache_clear()
+    expected = serialize_provider(barrier.RolloutBarrierProvider())
+    pickles: list[None] = []
+    dumps = dill.dumps
+    monkeypatch.setattr(dill, "dumps", lambda *a, **k: pickles.append(None) or dumps(*a, **k))
+    mocks = Recorder()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    names = [f"gpu-{i:05d}" for i in range(31)]
+    batches = [names[:1]] + [names[i:i + 10] for i in range(1, 31, 10)]
+    pulumi.runtime.test(lambda: _rollout(names, batches, "ssh").finished)()
+    made = {n: r for n, r in monitor.registered.items() if "-after-batch-" in n}
+    assert len(made) == 3 and all(r["type"] == "pulumi-python:dynamic/gpuplane:RolloutBarrier"
+                                  for r in made.values())
+    assert {mocks.inputs[n]["__provider"] for n in made} == {expected}
+    assert len(pickles) <= 1, len(pickles)
