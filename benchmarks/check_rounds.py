@@ -10,13 +10,18 @@ providers: `GpuJobCheck` (creates a probe Job per node, waits, judges) and
 `GpuAllocatableCheck` (reads the nodes' allocatable until it settles or times out). Each in
 a namespace of its own per size, so a size's LISTs do not see the last size's Jobs.
 
+With `--cpu-nodes M` the cluster also holds M nodes without GPUs (a fleet's CPU nodes);
+the GPU nodes carry the GPU Operator's `nvidia.com/gpu.present=true` label. "nodes listed"
+is how many Node objects the allocatable check's LISTs returned in all.
+
 Every call of the checks' `Cluster` is counted, and every HTTP request the kubernetes client
 sends (its REST client's `request`); a round is what happens between two of the waiter's
 sleeps. Printed per check and size: HTTP requests in all, polling rounds, requests per
 round (the most in one round), the slowest round, the Job creates' time, the wait, and the
 time per node of the whole check.
 
-    .venv/bin/python benchmarks/check_rounds.py [--timeout 30] [--poll 5] [SIZES...]
+    .venv/bin/python benchmarks/check_rounds.py [--timeout 30] [--poll 5] [--cpu-nodes M]
+        [SIZES...]
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ class Tally:
     round_start: float = field(default_factory=time.monotonic)
     round_s: list[float] = field(default_factory=list)
     http: int = 0
+    listed: int = 0
     first_create: float | None = None
     last_create: float | None = None
 
@@ -94,7 +100,10 @@ class Counted:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.tally.call(name)
-            return method(*args, **kwargs)
+            out = method(*args, **kwargs)
+            if name == "nodes":
+                self.tally.listed += len(out)
+            return out
 
         return call
 
@@ -118,7 +127,8 @@ def _row(label: str, n: int, tally: Tally, outs: dict, wall: float) -> str:
         ("passed" if outs["passed"] else "failed")
     return (f"| {label} | {n:,} | {len(tally.rounds)} | {max(polls)} | {sum(polls)} | "
             f"{finals} | {tally.http:,} | {max(tally.round_s or [0]):.2f} s | "
-            f"{creates:.1f} s | {wall:.1f} s | {wall / n * 1000:.0f} ms | {verdict} | "
+            f"{creates:.1f} s | {tally.listed:,} | {wall:.1f} s | {wall / n * 1000:.0f} ms | "
+            f"{verdict} | "
             f"{os.getloadavg()[0]:.2f} |")
 
 
@@ -127,6 +137,7 @@ def main() -> int:
     ap.add_argument("sizes", nargs="*", type=int, default=[10, 100, 1000])
     ap.add_argument("--timeout", type=int, default=30, help="gpuplane:checks.timeoutSeconds")
     ap.add_argument("--poll", type=float, default=5.0, help="seconds between rounds")
+    ap.add_argument("--cpu-nodes", type=int, default=0, help="nodes without GPUs beside")
     a = ap.parse_args()
     if why := control_plane.missing():
         print(f"check_rounds: {why}", file=sys.stderr)
@@ -141,15 +152,18 @@ def main() -> int:
             {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
              "metadata": {"name": "nvidia"}, "handler": "nvidia"})
         print("| check | GPU nodes | rounds | reads per round (most) | poll reads | "
-              "final reads | HTTP requests | slowest round | Job creates | check wall | "
-              "per node | verdict | load (1 min) |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+              "final reads | HTTP requests | slowest round | Job creates | nodes listed | "
+              "check wall | per node | verdict | load (1 min) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+              "| --- |")
+        for i in range(a.cpu_nodes):
+            core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=f"cpu-{i:05d}")))
         made = 0
         settings = ChecksSettings(timeout_seconds=a.timeout)
         for n in sorted(a.sizes):
             for i in range(made, n):
                 core.create_node(client.V1Node(metadata=client.V1ObjectMeta(
-                    name=f"gpu-{i:05d}")))
+                    name=f"gpu-{i:05d}", labels={"nvidia.com/gpu.present": "true"})))
             made = max(made, n)
             intent = ClusterIntent(nodes=tuple(NodeIntent(f"gpu-{i:05d}", 4)
                                                for i in range(n)))

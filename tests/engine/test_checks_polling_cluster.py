@@ -14,6 +14,7 @@ pod."""
 from __future__ import annotations
 
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 from support import control_plane, oracle
 
+from gpuplane.checks.create import WORKERS
 from gpuplane.checks.live import KubeCluster
 from gpuplane.checks.manifests import plan_checks
 from gpuplane.checks.provider import ProbeJobCheckProvider
@@ -59,11 +61,14 @@ class Requests:
 
     def __init__(self, cluster: KubeCluster):
         self.rounds: list[list[str]] = [[]]
+        self.posters: set[str] = set()    # the threads that sent a create
         rest = cluster.api_client.rest_client
         request = rest.request
 
         def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
             self.rounds[-1].append(f"{method} {url.split('/api', 1)[-1]}")
+            if method == "POST":
+                self.posters.add(threading.current_thread().name)
             return request(method, url, *args, **kwargs)
 
         rest.request = counted
@@ -91,6 +96,10 @@ def test_a_polling_round_is_two_lists_whatever_the_fleet(
 
     first, *middle, last = seen.rounds
     assert [r.split(" ")[0] for r in first].count("POST") == NODES   # the Jobs made
+    # ... a few at a time, through one client shared by the pool's threads
+    # (gpuplane.checks.create), before the first poll.
+    assert 1 < len(seen.posters) <= WORKERS, seen.posters
+    assert all(r.startswith("POST ") for r in first[:NODES]), first
     assert len(middle) >= 3
     for reads in [first[NODES:], *middle]:
         assert len(reads) == 2, reads                      # one LIST of Jobs, one of pods

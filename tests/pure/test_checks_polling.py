@@ -180,19 +180,60 @@ def test_each_jobs_wait_is_measured_from_when_it_was_made() -> None:
     assert report.count("Insufficient nvidia.com/gpu") >= 60
 
 
+GPU_PRESENT = {"nvidia.com/gpu.present": "true"}
+
+
+def gpu_node(name: str, gpus: int | None, labelled: bool = True) -> dict[str, Any]:
+    """A Node as the GPU Operator leaves it: labelled `nvidia.com/gpu.present=true`."""
+    obj = cd.node(name, gpus)
+    if labelled:
+        obj["metadata"]["labels"].update(GPU_PRESENT)
+    return obj
+
+
+def allocatable(intent: ClusterIntent, fake: cd.FakeKube) -> tuple[Any, list[list[str]]]:
+    return rounds(AllocatableCheckProvider(), fake, cd.FakeClock(),
+                  lambda p: p.create({"__provider": "opaque", "checkName": "checks-allocatable",
+                                      "intent": intent.to_json(), "timeoutSeconds": 60.0}))
+
+
+SELECTED = "nodes nvidia.com/gpu.present=true"
+
+
 def test_the_allocatable_check_reads_a_fleet_with_one_list_a_round() -> None:
-    """Ten nodes not advertising their GPUs yet: a LIST of the nodes a round, not a GET
-    of each (the single-node tests keep their GETs: a few nodes are read one by one)."""
+    """Ten GPU nodes not advertising their GPUs yet, in a cluster of 50 more nodes without
+    GPUs: one LIST a round of the GPU nodes alone (by the label the GPU Operator puts on
+    them), not a GET of each nor every node of the cluster (the single-node tests keep
+    their GETs: a few nodes are read one by one)."""
     intent = ClusterIntent(nodes=tuple(NodeIntent(f"gpu-{i:03d}", 2) for i in range(10)))
-    fake = cd.FakeKube(nodes={n.name: [cd.node(n.name, None), cd.node(n.name, 2)]
-                              for n in intent.nodes})
-    outcome, cut = rounds(AllocatableCheckProvider(), fake, cd.FakeClock(),
-                          lambda p: p.create({"__provider": "opaque",
-                                              "checkName": "checks-allocatable",
-                                              "intent": intent.to_json(),
-                                              "timeoutSeconds": 60.0}))
+    fake = cd.FakeKube(nodes={
+        **{n.name: [gpu_node(n.name, None), gpu_node(n.name, 2)] for n in intent.nodes},
+        **{f"cpu-{i:03d}": [cd.node(f"cpu-{i:03d}", None)] for i in range(50)}})
+    outcome, cut = allocatable(intent, fake)
     assert outcome.outs["result"]["allocatable"] == {n.name: 2 for n in intent.nodes}
-    assert [polls(r) for r in cut] == [["nodes"]] * 4     # 1 early + 3 settled
+    assert [polls(r) for r in cut] == [[SELECTED]] * 4     # 1 early + 3 settled
+
+
+def test_a_gpu_node_that_lost_its_label_is_still_read_and_judged() -> None:
+    """One of ten GPU nodes lost the label (the operator's device plugin left it: no GPUs
+    advertised): the LIST by label misses it, a GET reads it, and its finding stands. With
+    most nodes unlabelled, one LIST of every node instead of a GET each."""
+    intent = ClusterIntent(nodes=tuple(NodeIntent(f"gpu-{i:03d}", 2) for i in range(10)))
+    lost = intent.nodes[3].name
+    fake = cd.FakeKube(nodes={n.name: [gpu_node(n.name, None if n.name == lost else 2,
+                                                labelled=n.name != lost)]
+                              for n in intent.nodes})
+    outcome, cut = allocatable(intent, fake)
+    report = outcome.outs["result"]["report"]
+    assert f"node {lost} advertises no nvidia.com/gpu" in report
+    assert all(n.name not in report for n in intent.nodes if n.name != lost)
+    assert all(polls(r) == [SELECTED, f"node {lost}"] for r in cut), cut
+
+    fake = cd.FakeKube(nodes={n.name: [gpu_node(n.name, 2, labelled=i < 2)]
+                              for i, n in enumerate(intent.nodes)})
+    outcome, cut = allocatable(intent, fake)
+    assert outcome.outs["result"]["allocatable"] == {n.name: 2 for n in intent.nodes}
+    assert all(polls(r) == [SELECTED, "nodes"] for r in cut), cut
 
 
 def test_events_are_in_the_same_order_from_a_list_as_from_the_client_objects() -> None:

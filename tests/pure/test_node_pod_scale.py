@@ -196,16 +196,20 @@ def test_a_nodes_state_after_up_is_small_and_does_not_grow_with_its_program() ->
 
 # -- the rollout's order in a node's record (issue 49: its `dependencies`) -----------------
 
-def _order(batch_size: int) -> tuple[dict[str, dict[str, Any]], list[list[str]]]:
-    """What a pod rollout of a canary and two batches of `batch_size` registered."""
+def _order(batch_size: int, access: str
+           ) -> tuple[dict[str, dict[str, Any]], list[list[str]]]:
+    """What a rollout of a canary and two batches of `batch_size` registered."""
     names = [f"gpu-{i:05d}" for i in range(1 + 2 * batch_size)]
     batches = [names[:1], names[1:1 + batch_size], names[1 + batch_size:]]
     mocks = Recorder()
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
                              monitor=monitor)
-    pulumi.runtime.test(lambda: _rollout(names, batches, "pod").finished)()
+    pulumi.runtime.test(lambda: _rollout(names, batches, access).finished)()
     return monitor.registered, batches
+
+
+NODE_TYPES = (":NodeAgentPod", "remote:Command")
 
 
 def _waits_for(registered: dict[str, dict[str, Any]], name: str) -> set[str]:
@@ -214,29 +218,95 @@ def _waits_for(registered: dict[str, dict[str, Any]], name: str) -> set[str]:
     out, todo = set(), list(registered[name]["deps"])
     while todo:
         found, res = by_urn[todo.pop()]
-        if res["type"].endswith(":NodeAgentPod"):
+        if res["type"].endswith(NODE_TYPES):
             out.add(found.removeprefix("containerd-"))
         elif res["type"].endswith(":RolloutBarrier"):
             todo += res["deps"]
     return out
 
 
-def test_a_nodes_dependencies_do_not_grow_with_the_batch_size() -> None:
+@pytest.mark.parametrize("access", ["pod", "ssh"])
+def test_a_nodes_dependencies_do_not_grow_with_the_batch_size(access: str) -> None:
     """A node of a later batch depends on one resource of the rollout's order (the
     barrier that waits for the batch before it), not on each node of that batch: its
     record keeps one URN there, at batches of 10 or 50 (before: 10 or 50 URNs, 1.6 KB of a
     6.5 KB record at 10). It still waits for every node of the batch before it, and only
-    for those."""
+    for those; over SSH it also waits for its own agent upload."""
     kept = {}
     for size in (10, 50):
-        registered, batches = _order(size)
+        registered, batches = _order(size, access)
         names = {r["urn"]: n for n, r in registered.items()}
-        last = registered[f"containerd-{batches[-1][-1]}"]
-        kept[size] = sorted(names[d] for d in last["deps"])
+        node = batches[-1][-1]
+        last = registered[f"containerd-{node}"]
+        kept[size] = sorted(names[d].replace(node, "<node>") for d in last["deps"])
         for i, batch in enumerate(batches):
             for node in batch:
                 waits = _waits_for(registered, f"containerd-{node}")
                 assert waits == (set(batches[i - 1]) if i else set()), (size, node, waits)
-    # The barrier before the last batch and the plan's ConfigMap, at either size.
+                if access == "ssh":
+                    deps = {names[d] for d in registered[f"containerd-{node}"]["deps"]}
+                    assert f"gpuplane-agent-copy-{node}" in deps, (node, deps)
+    # The barrier before the last batch and the plan's ConfigMap (over SSH: the node's
+    # agent upload), at either size.
     assert kept[10] == kept[50], kept
     assert len(kept[10]) == 2 and "r-after-batch-1" in kept[10], kept
+
+
+class Failing(Recorder):
+    """A node command whose create fails (the agent refused), as the engine reports it."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        if args.name == f"containerd-{self.node}":
+            raise RuntimeError(f"the agent failed on {self.node}")
+        return super().new_resource(args)
+
+
+def test_an_ssh_batch_that_fails_stops_the_rollout_before_its_barrier() -> None:
+    """Over SSH a failed command fails its registration: the barrier after its batch is
+    never made, so no later batch is (the barrier after the canary was made, since the
+    canary succeeded)."""
+    names = [f"gpu-{i:05d}" for i in range(7)]
+    batches = [names[:1], names[1:4], names[4:]]
+    mocks = Failing(names[2])
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    with pytest.raises(Exception, match="the agent failed on gpu-00002"):
+        pulumi.runtime.test(lambda: _rollout(names, batches, "ssh").finished)()
+    made = set(monitor.registered)
+    assert {"r-after-batch-0", "containerd-gpu-00001", "containerd-gpu-00003"} <= made, made
+    assert "r-after-batch-1" not in made, made
+    assert not {f"containerd-{n}" for n in batches[2]} & made, made
+
+
+def test_the_barriers_provider_is_pickled_once_and_sent_as_the_sdk_sends_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every barrier sends the same `__provider` (its provider holds nothing): pickled once
+    per program, not once per barrier (a thousand dill pickles in a 10,000-node plan), and
+    the text `pulumi.dynamic.Resource` itself would send."""
+    import dill
+    from pulumi.dynamic.dynamic import serialize_provider
+
+    from gpuplane.stack import barrier
+
+    barrier._serialized_provider.cache_clear()
+    expected = serialize_provider(barrier.RolloutBarrierProvider())
+    pickles: list[None] = []
+    dumps = dill.dumps
+    monkeypatch.setattr(dill, "dumps", lambda *a, **k: pickles.append(None) or dumps(*a, **k))
+    mocks = Recorder()
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="gpuplane", stack="test", preview=False,
+                             monitor=monitor)
+    names = [f"gpu-{i:05d}" for i in range(31)]
+    batches = [names[:1]] + [names[i:i + 10] for i in range(1, 31, 10)]
+    pulumi.runtime.test(lambda: _rollout(names, batches, "ssh").finished)()
+    made = {n: r for n, r in monitor.registered.items() if "-after-batch-" in n}
+    assert len(made) == 3 and all(r["type"] == "pulumi-python:dynamic/gpuplane:RolloutBarrier"
+                                  for r in made.values())
+    assert {mocks.inputs[n]["__provider"] for n in made} == {expected}
+    assert len(pickles) <= 1, len(pickles)

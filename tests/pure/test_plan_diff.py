@@ -72,7 +72,10 @@ def test_max_unavailable_change_shows_the_new_batches(tmp_path: Path) -> None:
     rollout = diff["rollout"]
     assert rollout["changed"] and len(rollout["base"]) == 3 and len(rollout["new"]) == 5
     changed = {c["resource"]: c["paths"] for c in diff["resources"]["changed"]}
-    assert changed["command:remote:Command::containerd-l40s-01"] == ["dependsOn"]
+    # It now waits behind another batch's barrier (gpuplane.stack.barrier): one URN.
+    assert changed["command:remote:Command::containerd-l40s-01"] == ["dependsOn[0]"]
+    assert "pulumi-python:dynamic/gpuplane:RolloutBarrier::gpu-containerd-after-batch-3" \
+        in {r["resource"] if isinstance(r, dict) else r for r in diff["resources"]["added"]}
 
 
 def test_rejected_change_is_not_shown_as_removals(tmp_path: Path) -> None:

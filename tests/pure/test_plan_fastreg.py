@@ -35,6 +35,9 @@ def test_the_short_path_records_what_the_sdk_records(stack: str,
     assert short and {fast[u]["name"] for u in fast
                       if fast[u]["type"] in fastreg.FAST_TYPES} == set(short), \
         "every node resource took the short path"
+    # The rollout's barriers too (one per batch after the canary: gpuplane.stack.barrier).
+    barriers = {fast[u]["name"] for u in fast if fast[u]["type"].endswith(":RolloutBarrier")}
+    assert barriers and barriers <= set(short), (barriers, short)
     monkeypatch.setattr(fastreg, "FAST_TYPES", frozenset())
     slow = _records(stack)
     assert sorted(fast) == sorted(slow), "the same resources (the order may differ)"

@@ -326,13 +326,13 @@ def _pod_prod(tmp_path: Path) -> list[Registered]:
     (tmp_path / "Pulumi.kubeadm-pod.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return registered("kubeadm-pod", tmp_path)
 
-
-def test_a_pod_rollouts_order_is_read_through_its_barriers(tmp_path: Path) -> None:
-    """Each batch of a pod rollout depends on one barrier that depends on the batch
-    before it (gpuplane.stack.barrier): FM06 reads the order through it, so the stack as
-    built passes, and a barrier that leaves out a node of the batch before is the same
-    violation as a node that does not depend on that node."""
-    resources = _pod_prod(tmp_path)
+@pytest.mark.parametrize("access", ["pod", "ssh"])
+def test_a_rollouts_order_is_read_through_its_barriers(tmp_path: Path, access: str) -> None:
+    """Each batch of a rollout (`nodeAccess: pod`, or SSH) depends on one barrier that
+    depends on the batch before it (gpuplane.stack.barrier): FM06 reads the order through
+    it, so the stack as built passes, and a barrier that leaves out a node of the batch
+    before is the same violation as a node that does not depend on that node."""
+    resources = _pod_prod(tmp_path) if access == "pod" else registered("kubeadm-prod")
     barriers = [r for r in resources if r.type.endswith(":RolloutBarrier")]
     assert len(barriers) == 2, [r.name for r in resources]
     assert not [f for f in run_policies(resources) if f.id == "FM06"]

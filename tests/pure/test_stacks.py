@@ -161,15 +161,19 @@ def test_kubeadm_prod_rolls_out_canary_then_batches_of_two() -> None:
         "containerd-a100-01", "containerd-a100-02", "containerd-a100-03",
         "containerd-l40s-01", "containerd-l40s-02"]
     # Each node command also waits for its node's agent upload (which waits for nothing):
-    # the batches order only the node commands.
+    # the batches order only the node commands, each batch after the canary through one
+    # barrier that waits for the whole batch before it (gpuplane.stack.barrier).
     assert deps(resources, "containerd-a100-01") == {"gpuplane-agent-copy-a100-01"}
-    assert deps(resources, "containerd-a100-02") == {"containerd-a100-01",
+    assert deps(resources, "gpu-containerd-after-batch-0") == {"containerd-a100-01"}
+    assert deps(resources, "containerd-a100-02") == {"gpu-containerd-after-batch-0",
                                                      "gpuplane-agent-copy-a100-02"}
-    assert deps(resources, "containerd-a100-03") == {"containerd-a100-01",
+    assert deps(resources, "containerd-a100-03") == {"gpu-containerd-after-batch-0",
                                                      "gpuplane-agent-copy-a100-03"}
     second = {"containerd-a100-02", "containerd-a100-03"}
-    assert deps(resources, "containerd-l40s-01") == second | {"gpuplane-agent-copy-l40s-01"}
-    assert deps(resources, "containerd-l40s-02") == second | {"gpuplane-agent-copy-l40s-02"}
+    assert deps(resources, "gpu-containerd-after-batch-1") == second
+    barrier = {"gpu-containerd-after-batch-1"}
+    assert deps(resources, "containerd-l40s-01") == barrier | {"gpuplane-agent-copy-l40s-01"}
+    assert deps(resources, "containerd-l40s-02") == barrier | {"gpuplane-agent-copy-l40s-02"}
     assert deps(resources, "gpuplane-agent-copy-l40s-02") == set()
     # The operator (and its toolkit) only starts once every node is done: it waits for
     # the last batch, which waited for every earlier one.

@@ -253,10 +253,19 @@ class FakeKube:
         return listed({"apiVersion": "v1", "kind": "EventList", "metadata": {},
                        "items": items}, "CoreV1EventList", _preload_content)
 
-    def list_node(self, _preload_content: bool = True) -> Any:
-        self.calls.append("nodes")
-        items = [data for name, frames in self.nodes.items()
-                 if (data := self._frame("node", name, frames)) is not None]
+    def list_node(self, _preload_content: bool = True, label_selector: str = "") -> Any:
+        """Every node; with `label_selector` (`key=value`, comma-joined) the nodes whose
+        labels hold each pair (only a node the LIST returns moves on to its next frame)."""
+        self.calls.append(f"nodes {label_selector}" if label_selector else "nodes")
+        wanted = dict(p.split("=", 1) for p in label_selector.split(",") if p)
+
+        def match(name: str, frames: list) -> bool:
+            data = frames[min(self._at.get(("node", name), 0), len(frames) - 1)]
+            return data is not None and wanted.items() <= (
+                (data.get("metadata") or {}).get("labels") or {}).items()
+
+        items = [self._frame("node", name, frames) for name, frames in self.nodes.items()
+                 if match(name, frames)]
         return listed({"apiVersion": "v1", "kind": "NodeList", "metadata": {}, "items": items},
                       "V1NodeList", _preload_content)
 

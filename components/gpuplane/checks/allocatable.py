@@ -28,6 +28,20 @@ from gpuplane.rules.advertised import (
 
 HAMI_DEFAULT_SPLIT = 10        # HAMi chart's devicePlugin.deviceSplitCount
 
+# The label every GPU node carries under each device plugin, for a LIST of the GPU nodes
+# rather than every node of the cluster: the GPU Operator labels each node with an NVIDIA
+# PCI device `nvidia.com/gpu.present=true` (controllers/state_manager.go
+# `commonGPULabelKey`, `labelGPUNodes`, NVIDIA/gpu-operator@04751ec7); gpuplane labels
+# HAMi's nodes `gpu=on` itself (its `NodeLabels`, which HAMi's device plugin selects). A
+# node without it is still read (gpuplane.checks.live._read_nodes): a lost label is what a
+# finding is about, not a node to skip.
+GPU_NODE_SELECTORS = {"gpu-operator": "nvidia.com/gpu.present=true", "hami": "gpu=on"}
+
+
+def gpu_node_selector(intent: ClusterIntent) -> str | None:
+    """The label selector that finds the intent's GPU nodes; None: list every node."""
+    return GPU_NODE_SELECTORS.get(intent.device_plugin)
+
 
 def _finding(rule: str, message: str, where: str, fix: str) -> Finding:
     return Finding(rule, Severity.ERROR, message, where, fix)

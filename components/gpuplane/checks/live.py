@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpuplane.checks.allocatable import gpu_node_selector
 from gpuplane.checks.dra import DRIVER, gpu_devices, resourceslice_findings, slices_settled
 from gpuplane.checks.manifests import APP, CONTAINER, LABEL_APP, LABEL_CHECK, CheckJob
 from gpuplane.checks.verdicts import (
@@ -71,7 +72,7 @@ class Cluster(Protocol):
     def jobs(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
     def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]: ...
     def namespace_events(self, namespace: str) -> list[dict[str, Any]]: ...
-    def nodes(self) -> list[dict[str, Any]]: ...
+    def nodes(self, selector: str | None = None) -> list[dict[str, Any]]: ...
     # Under DRA (checks.dra): the probes' claim templates and the driver's ResourceSlices.
     def create_claim_template(self, namespace: str, manifest: dict[str, Any]) -> None: ...
     def delete_claim_template(self, namespace: str, name: str) -> None: ...
@@ -158,8 +159,9 @@ class KubeCluster:
     def namespace_events(self, namespace: str) -> list[dict[str, Any]]:
         return self._items(self.core.list_namespaced_event, namespace)
 
-    def nodes(self) -> list[dict[str, Any]]:
-        return self._items(self.core.list_node)
+    def nodes(self, selector: str | None = None) -> list[dict[str, Any]]:
+        return self._items(self.core.list_node, **({"label_selector": selector}
+                                                   if selector else {}))
 
     def _resource(self) -> Any:
         from kubernetes import client
@@ -390,7 +392,7 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
     found: dict[str, bool] = {n.name: True for n in nodes}
     labels: dict[str, dict[str, str]] = {n.name: {} for n in nodes}
     while True:
-        objs = _read_nodes(cluster, [n.name for n in nodes])
+        objs = _read_nodes(cluster, [n.name for n in nodes], gpu_node_selector(intent))
         for n in nodes:
             obj = objs[n.name]
             found[n.name] = obj is not None
@@ -415,11 +417,20 @@ def run_allocatable_check(cluster: Cluster, nodes: Sequence[NodeIntent],
             "allocatable": {n.name: _last_counts(n, wanted[n.name], values) for n in nodes}}
 
 
-def _read_nodes(cluster: Cluster, names: Sequence[str]) -> dict[str, dict[str, Any] | None]:
-    """A round's nodes: a GET each for at most FEW, else one LIST of the cluster's nodes."""
+def _read_nodes(cluster: Cluster, names: Sequence[str], selector: str | None
+                ) -> dict[str, dict[str, Any] | None]:
+    """A round's nodes: a GET each for at most FEW; else one LIST of the GPU nodes by
+    `selector`, and a GET of each (at most FEW) that the LIST missed, a node that lost its
+    label included; else (no selector, or more missed) one LIST of every node."""
     if len(names) <= FEW:
         return {name: cluster.node(name) for name in names}
-    listed = {obj["metadata"]["name"]: obj for obj in cluster.nodes()}
+    listed: dict[str, dict[str, Any] | None] = (
+        {o["metadata"]["name"]: o for o in cluster.nodes(selector)} if selector else {})
+    missed = [name for name in names if name not in listed]
+    if len(missed) <= FEW and selector:
+        listed.update({name: cluster.node(name) for name in missed})
+    elif missed:
+        listed.update({o["metadata"]["name"]: o for o in cluster.nodes()})
     return {name: listed.get(name) for name in names}
 
 

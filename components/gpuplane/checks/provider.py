@@ -32,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from pulumi.dynamic import CreateResult, DiffResult, UpdateResult
 
+from gpuplane.checks.create import JobsFailed, create_jobs, delete_jobs
 from gpuplane.checks.dra import dra_job, probe_claim_template
 from gpuplane.checks.live import (
     CheckFailed,
@@ -118,11 +119,12 @@ class _CheckProvider(KubeResourceProvider):
         except CheckFailed as failed:
             result = {"passed": False, "report": str(failed),
                       "findings": [f.id for f in failed.findings]}
-        except (ApiException, ConfigException, urllib3.exceptions.HTTPError) as error:
+        except (ApiException, ConfigException, urllib3.exceptions.HTTPError,
+                JobsFailed) as error:
             # The cluster could not be used: a failed check too, with what went wrong.
             result = {"passed": False, "findings": [], "report": (
                 f"gpuplane check {props.get('checkName', 'check')} could not use the "
-                f"cluster: {type(error).__name__}: {error}\n  fix: check the stack's "
+                f"cluster: {_what(error)}\n  fix: check the stack's "
                 "kubeconfig (`kubernetes:kubeconfig`) and that it may create and delete "
                 "Jobs in the checks' namespace and get and list Jobs, pods, events and nodes "
                 "(under DRA also create and delete resourceclaimtemplates there and list "
@@ -159,39 +161,33 @@ class ProbeJobCheckProvider(_CheckProvider):
         seconds after the first). A run interrupted before the engine saved its state
         leaves Jobs under the next run's names: such a name that exists already moves this
         run on to the next number."""
-        from kubernetes.client.exceptions import ApiException
-
         cluster = self._cluster(props)
         namespace = str(props["namespace"])
         dra = ClusterIntent.from_json(str(props["intent"])).dra
-        for name in (olds or {}).get("jobNames") or []:
-            _delete(cluster, namespace, str(name), dra)
+        delete_jobs([str(n) for n in (olds or {}).get("jobNames") or []],
+                    lambda name: _delete(cluster, namespace, name, dra))
         run = int((olds or {}).get("run") or 0)
         for attempt in range(1, MAX_RUN_TRIES + 1):
             run += 1
-            made.update(jobNames=[], run=run)
-            try:
-                for check, manifest in check_manifests(props, run):
-                    name = manifest["metadata"]["name"]
-                    if _claims(manifest):   # its claim template first, named like it
-                        cluster.create_claim_template(namespace, probe_claim_template(
-                            namespace, name, check.node))
-                    cluster.create_job(namespace, manifest)
-                    made["jobNames"].append(name)
-                    if started is not None:
-                        started[name] = self._now()
+            manifests = {m["metadata"]["name"]: (check, m)
+                         for check, m in check_manifests(props, run)}
+            # A few at a time (gpuplane.checks.create): each is a round trip.
+            created = create_jobs(list(manifests), _creator(cluster, namespace, manifests),
+                                  self._now)
+            made.update(jobNames=created.made, run=run)
+            if started is not None:
+                started.update(created.started)
+            if not created.errors:
                 return
-            except ApiException as error:
-                if error.status != 409 or attempt == MAX_RUN_TRIES:
-                    raise
-                for name in made["jobNames"]:
-                    _delete(cluster, namespace, name, dra)
+            if not created.conflicts_only or attempt == MAX_RUN_TRIES:
+                raise JobsFailed(created.errors, len(manifests))
+            delete_jobs(created.made, lambda name: _delete(cluster, namespace, name, dra))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         cluster = self._cluster(props)
         dra = ClusterIntent.from_json(str(props["intent"])).dra
-        for name in props.get("jobNames") or []:
-            _delete(cluster, str(props["namespace"]), str(name), dra)
+        delete_jobs([str(n) for n in props.get("jobNames") or []],
+                    lambda name: _delete(cluster, str(props["namespace"]), name, dra))
 
     def run(self, props: dict[str, Any],
             started: Mapping[str, float] | None = None) -> dict[str, Any]:
@@ -202,6 +198,29 @@ class ProbeJobCheckProvider(_CheckProvider):
                               namespace=props["namespace"],
                               waiter=self._waiter(wait_budget(props["timeoutSeconds"])),
                               started=started)
+
+
+def _creator(cluster: Cluster, namespace: str,
+             manifests: Mapping[str, tuple[CheckJob, dict[str, Any]]]
+             ) -> Callable[[str, Callable[[], None]], None]:
+    """Creates one check's objects by its Job's name: under DRA its claim template first
+    (named like the Job), then the Job."""
+
+    def create(name: str, exists: Callable[[], None]) -> None:
+        check, manifest = manifests[name]
+        if _claims(manifest):
+            cluster.create_claim_template(namespace, probe_claim_template(
+                namespace, name, check.node))
+            exists()
+        cluster.create_job(namespace, manifest)
+        exists()
+
+    return create
+
+
+def _what(error: Exception) -> str:
+    """What went wrong: the error, or each Job's when several were refused."""
+    return str(error) if isinstance(error, JobsFailed) else f"{type(error).__name__}: {error}"
 
 
 def _claims(manifest: Mapping[str, Any]) -> bool:

@@ -13,9 +13,11 @@ dependency; `dependsOn` a component stands for its children, each sent by URN
 URNs back into every node's record. A custom resource is a node of the engine's graph of
 its own. In `up` it is registered once every node of batch k is (the SDK waits for the
 URNs of what a resource depends on, and the engine answers a registration once its step
-is done), and batch k+1 once it is; gpuplane registers it only after batch k's gate
-(gpuplane.stack.node_pod), so a failed node stops the rollout before it. In `destroy` the
-engine deletes batch k+1 first, then the barrier, then batch k (the dependents of a
+is done), and batch k+1 once it is; gpuplane registers it only once batch k is released
+(gpuplane.stack.batches: over `nodeAccess: pod` after batch k's gate, gpuplane.stack.node_pod;
+over SSH once every command of batch k registered, and a failed command fails its
+registration, gpuplane.stack.node_rollout), so a failed node stops the rollout before it.
+In `destroy` the engine deletes batch k+1 first, then the barrier, then batch k (the dependents of a
 resource before the resource). Its provider does nothing: create returns an id, there is
 nothing to diff, update or delete. The policies follow a node's dependency through its
 barrier to the batch before it (gpuplane.policy.nodes).
@@ -23,10 +25,12 @@ barrier to the batch before it (gpuplane.policy.nodes).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider
+from pulumi.dynamic.dynamic import PROVIDER_KEY, serialize_provider
 
 
 class RolloutBarrierProvider(ResourceProvider):
@@ -44,11 +48,24 @@ class RolloutBarrierProvider(ResourceProvider):
         return DiffResult(changes=False)
 
 
+@functools.cache
+def _serialized_provider() -> str:
+    """The provider as `pulumi.dynamic.Resource` would send it, made once: it holds
+    nothing, so every barrier's is the same text, and pickling it per barrier (dill, a
+    thousand times in a 10,000-node plan) left garbage that only a full collection frees."""
+    return serialize_provider(RolloutBarrierProvider())
+
+
 class RolloutBarrier(pulumi.dynamic.Resource, module="gpuplane", name="RolloutBarrier"):
     """Batch k+1 of a rollout waits for it; it waits for batch k (`opts.depends_on`)."""
 
     def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(RolloutBarrierProvider(), name, {}, opts)
+        # What `pulumi.dynamic.Resource.__init__` does for a provider that captured no
+        # secret and is not always secret (pulumi/dynamic/dynamic.py, pulumi 3.260.0): the
+        # serialized provider as a plain `__provider` input of the dynamic type.
+        pulumi.CustomResource.__init__(
+            self, f"pulumi-python:{self._resource_type_name}", name,
+            {PROVIDER_KEY: _serialized_provider()}, opts)
 
 
 __all__ = ["RolloutBarrier", "RolloutBarrierProvider"]

@@ -19,9 +19,14 @@ time, state and engine steps):
   `triggers`: a trigger change replaces, and a replacement's delete (restore) would run
   after the new create (apply) and undo it.
 
-Batches run in order: every node of batch k depends on every node of batch k-1, so the
-first failing node stops the rollout before the next batch restarts anything. The agent
-uploads do not wait for batches (they change nothing containerd reads).
+Batches run in order: every node of batch k waits for every node of batch k-1, so the
+first failing node stops the rollout before the next batch restarts anything. It waits
+through one `RolloutBarrier` (gpuplane.stack.barrier) that depends on batch k-1, as over
+`nodeAccess: pod`: a node's record keeps its upload's URN and the barrier's, not one URN
+per node of the batch before (which grew the state and the engine's dependency walk with
+the batch size; issue 49). At destroy the engine deletes batch k (each node restores),
+then the barrier, then batch k-1. The agent uploads do not wait for batches (they change
+nothing containerd reads).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from gpuplane.agent.script import (
 )
 from gpuplane.plan.node import NodeContainerdPlan
 from gpuplane.stack import child_options
+from gpuplane.stack.barrier import RolloutBarrier
 from gpuplane.stack.batches import in_batches
 from gpuplane.stack.refusal import refuse
 
@@ -116,10 +122,15 @@ class ContainerdRollout(pulumi.ComponentResource):
                     opts=child_options(self, opts, depends_on=[copies[node], *previous]))
             return [self.commands[node] for node in batch]
 
+        def barrier(index: int, previous: list[pulumi.Input[pulumi.Resource]]
+                    ) -> pulumi.Resource:
+            return RolloutBarrier(f"{name}-after-batch-{index}",
+                                  opts=child_options(self, opts, depends_on=previous))
+
         # Each batch is made once the one before it is registered (in `up`: done; a failed
-        # command fails its registration, so no later batch is made):
-        # gpuplane.stack.batches.
-        self.finished = in_batches(batches, make)
+        # command fails its registration, so neither the barrier after it nor any later
+        # batch is made), and waits for it through a barrier: gpuplane.stack.batches.
+        self.finished = in_batches(batches, make, barrier=barrier)
         self.register_outputs({"nodes": [n for b in batches for n in b]})
 
 

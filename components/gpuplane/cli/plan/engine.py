@@ -127,6 +127,8 @@ class _RecordingMonitor(mocks.MockMonitor):
                      secret_paths: list[str], additional_secret_outputs: list[str]) -> None:
         """A registration from the short path (gpuplane.cli.plan.fastreg), already plain."""
         self.resources[urn] = mocks.MockMonitor.ResourceRegistration(urn, f"{name}-id", inputs)
+        if _DYNAMIC_PROVIDER_KEY in inputs:   # a dynamic resource (a rollout barrier)
+            inputs = {k: v for k, v in inputs.items() if k != _DYNAMIC_PROVIDER_KEY}
         self.registered.append(Registered(
             urn=urn, type=typ, name=name, custom=True, parent=parent, inputs=inputs,
             dependencies=dependencies, property_dependencies=property_dependencies,

@@ -32,9 +32,13 @@ from pulumi.runtime._depends_on import _resolve_depends_on_urns
 from pulumi.runtime.resource import _get_rpc_manager, resource_output
 
 _ECHO_TYPES = frozenset({"command:remote:Command", "command:remote:CopyToRemote"})
+# The rollout's barriers between batches (gpuplane.stack.barrier: one per batch of 10, a
+# tenth of the node commands' count), whose only input is their serialized provider and
+# whose URN alone is read.
+ROLLOUT_BARRIER = "pulumi-python:dynamic/gpuplane:RolloutBarrier"
 # The node commands: gpuplane reads none of their outputs, which stay unset (None) under
 # the plan (an Output per property costs four futures and a task per resource).
-FAST_TYPES = _ECHO_TYPES
+FAST_TYPES = _ECHO_TYPES | {ROLLOUT_BARRIER}
 
 # Options the short path understands; any other one set sends the resource the SDK way.
 _DEFAULTS: dict[str, Any] = {
