@@ -112,6 +112,10 @@ def test_gen_docs_reports_a_stale_page(gen: ModuleType, tmp_path: Path,
     assert gen.stale(fresh) == ["reference/a.md", "reference/gone.md"]
 
 
+# A path of ours, not one inside an upstream path (build-scripts/components/...).
+OURS = r"(?<![\w/.-])((?:components|tests|benchmarks|scripts)/[\w./-]+\.\w+)"
+
+
 def test_every_source_path_a_page_names_exists() -> None:
     """A module moved or split leaves no page pointing at a file that is gone (a reader
     follows `components/gpuplane/…` paths to the code). A path inside an upstream one
@@ -121,8 +125,7 @@ def test_every_source_path_a_page_names_exists() -> None:
     missing = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for number, line in enumerate(page.read_text().splitlines(), 1):
-            for path in re.findall(r"(?<![\w/.-])((?:components|tests|benchmarks|scripts)/[\w./-]+\.\w+)",
-                                   line):
+            for path in re.findall(OURS, line):
                 if not (ROOT / path).exists():
                     missing.append(f"{page.relative_to(ROOT)}:{number}: {path}")
     assert not missing, "\n".join(missing)
