@@ -104,7 +104,10 @@ def _pod_stack(dest: Path, nodes: int, charts: dict[str, Path], access: str = "p
     cfg.pop("gpuplane:ssh", None)   # no SSH: the stack refuses settings it would ignore
     cfg["gpuplane:nodes"] = [{"name": f"gpu-{i:05d}", "gpus": 8, "os": "ubuntu22.04",
                               "pool": "a100"} for i in range(nodes)]
-    cfg["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
+    if access == "none":   # nothing is rolled out: the stack refuses rollout settings
+        cfg.pop("gpuplane:rollout", None)
+    else:
+        cfg["gpuplane:rollout"] = {"canary": True, "maxUnavailable": 10}
     cfg["gpuplane:checks"] = {"enabled": False}
     cfg["gpuplane:gpuOperator"].update(chart=str(charts["gpu-operator"]), skipAwait=True)
     dest.mkdir(parents=True, exist_ok=True)
