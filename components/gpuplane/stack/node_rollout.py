@@ -50,6 +50,7 @@ from gpuplane.stack import child_options
 from gpuplane.stack.barrier import RolloutBarrier
 from gpuplane.stack.batches import in_batches
 from gpuplane.stack.refusal import refuse
+from gpuplane.stack.sdk_debug import quiet_registrations
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,11 @@ class ContainerdRollout(pulumi.ComponentResource):
         agent = pulumi.FileAsset(str(agent_script_path()))
         self.commands = {}
         # The agent uploads do not wait for batches; every node's goes first.
-        copies = {node: command.remote.CopyToRemote(
-            f"gpuplane-agent-copy-{node}", connection=_connection(by_name[node], key),
-            remote_path=staged_agent_path(), source=agent, opts=child_options(self, opts))
-            for batch in batches for node in batch}
+        with quiet_registrations():   # one per node, as the batches (gpuplane.stack.sdk_debug)
+            copies = {node: command.remote.CopyToRemote(
+                f"gpuplane-agent-copy-{node}", connection=_connection(by_name[node], key),
+                remote_path=staged_agent_path(), source=agent, opts=child_options(self, opts))
+                for batch in batches for node in batch}
 
         def make(batch: Sequence[str], previous: list[pulumi.Input[pulumi.Resource]]
                  ) -> list[pulumi.Resource]:
