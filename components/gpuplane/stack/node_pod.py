@@ -37,7 +37,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -231,16 +231,22 @@ def failure(error: Any) -> str | None:
 
 
 class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPod"):
-    """The node agent's plan for one node, applied from a pod on it (restored at delete)."""
+    """The node agent's plan for one node, applied from a pod on it (restored at delete).
 
-    result: pulumi.Output[dict[str, Any]]
-    runs: pulumi.Output[int]
-    error: pulumi.Output[str | None]
-    """Why the agent failed on the node (None when it applied the plan)."""
-    nodeTouched: pulumi.Output[bool]
-    """Whether an agent may have run on the node for this plan (delete restores it)."""
-    nodeStatus: pulumi.Output[dict[str, Any] | None]
-    """What the agent said at the last refresh: applied, planId, drift, driftedFiles."""
+    Its outputs in the state: `result` (the agent's summary), `runs` (pods run),
+    `error`, `nodeTouched` (whether an agent may have run on the node for this plan:
+    delete restores it) and `nodeStatus` (what the agent said at the last refresh:
+    applied, planId, drift, driftedFiles). Only `error` is an attribute: the program reads
+    no other, and each attribute is an Output the SDK makes, serializes and resolves at
+    every node's registration."""
+
+    # For type checkers only: the SDK evaluates a resource class's annotations at every
+    # registration (`resource_types`, pulumi/_types.py, pulumi 3.260.0: `get_type_hints`
+    # of each string, a thousand times in a 1,000-node preview), and needs them only to
+    # turn outputs into output types or enums, which this is not.
+    if TYPE_CHECKING:
+        error: pulumi.Output[str | None]
+        """Why the agent failed on the node (None when it applied the plan)."""
 
     def __init__(self, name: str, *, node: str, program: str, plan_id: str, namespace: str,
                  image: str, timeout_seconds: int, tries: int = 3,
@@ -253,8 +259,11 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
                  # What delete runs on the node (the policies read it, as the SSH
                  # command's `delete`).
                  "delete": restore_script(plan_id),
-                 "kubeconfig": kubeconfig, "result": None, "runs": None, "error": None,
-                 "nodeTouched": None, "nodeStatus": None}
+                 "kubeconfig": kubeconfig,
+                 # The one output the program reads (each key here is an Output the
+                 # SDK makes and resolves per node); the others are the provider's and
+                 # the state's alone.
+                 "error": None}
         super().__init__(provider or NodeAgentPodProvider(), name, props,
                          pulumi.ResourceOptions.merge(
                              opts or pulumi.ResourceOptions(),
