@@ -33,6 +33,7 @@ and what the state keeps says where in gpuplane the resource was made.
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,7 +68,8 @@ def is_quiet() -> bool:
     return _QUIET.get()
 
 
-_PACKAGE = str(Path(gpuplane.__file__).resolve().parent)
+# As the interpreter names gpuplane's files in their frames (the path it imported them by).
+_PACKAGE = os.path.dirname(gpuplane.__file__) + os.sep
 
 
 def _install() -> None:
@@ -98,8 +100,9 @@ def _install() -> None:
 
 def _stack_trace() -> source_pb2.StackTrace:
     """The SDK's stack trace (the frames under the resource's constructor: below the third
-    `__init__` up from the registration, innermost first), cut after the first frame where
-    the frames leave gpuplane's package. No frame's source line is read."""
+    `__init__` up from the registration, innermost first), cut where the frames leave
+    gpuplane's package; the first (the resource's source position) is always kept. No
+    frame's source line is read."""
     frames = iter(traceback.walk_stack(None))
     inits = 0
     for frame, _ in frames:
