@@ -80,6 +80,38 @@ def node(cluster: control_plane.ControlPlane) -> Iterator[tuple[NsNode, Any]]:
         yield made[NODE], made[NODE].kubelet
 
 
+@pytest.fixture(autouse=True)
+def _no_release_left(cluster: control_plane.ControlPlane) -> Iterator[None]:
+    """A test that fails before its `destroy` leaves the GPU Operator's Helm release in
+    the module's cluster, and the next test's `up` would fail on that ("cannot re-use a
+    name that is still in use"), not on its own. Its Helm records go after each test, so
+    a test fails only for itself."""
+    yield
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    for secret in core.list_namespaced_secret("gpu-operator", label_selector="owner=helm").items:
+        with contextlib.suppress(client.exceptions.ApiException):
+            core.delete_namespaced_secret(secret.metadata.name, "gpu-operator")
+
+
+@pytest.fixture
+def engine(cluster: control_plane.ControlPlane, tmp_path: Path) -> Iterator[pulumi_engine.Engine]:
+    """The test's engine. A test that fails before its `destroy` would leave its stack's
+    objects (the GPU Operator's release, gpuplane's ConfigMaps, the RuntimeClass) in the
+    module's cluster, and the next test's `up` would fail on them ("cannot re-use a name
+    that is still in use", a server-side apply conflict), not on its own: whatever the
+    stack still holds is destroyed after the test. Asked for after the node and the
+    monkeypatched sandbox, so that the node still runs and the providers still reach it."""
+    made = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
+    yield made
+    for state in (made.root / "state").glob(".pulumi/stacks/*/*.json"):
+        if json.loads(state.read_text())["checkpoint"].get("latest", {}).get("resources"):
+            project = made.root / f"project-{state.stem}"
+            with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
+                made.run_project("destroy", project, state.stem, timeout=300)
+
+
 def test_the_node_has_its_own_files_network_and_restart(
         cluster: control_plane.ControlPlane, node: tuple[NsNode, Any]) -> None:
     import subprocess
@@ -104,7 +136,8 @@ def test_the_node_has_its_own_files_network_and_restart(
 
 def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
         cluster: control_plane.ControlPlane, node: tuple[NsNode, Any], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        engine: pulumi_engine.Engine) -> None:
     from kubernetes import client
     from support import gpu_chain
     from test_kubelet_node import _api
@@ -132,12 +165,13 @@ def test_pulumi_up_runs_the_plan_as_is_through_the_pod_to_the_probe_verdict(
     files = planned["files"]
     assert CONFIG in files, files.keys()
 
-    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         up = engine.run("up", "kind-smoke", stack_file=path, policy_pack=True, timeout=600)
     text = up.stdout + up.stderr
     assert not up.ok, text[-4000:]
-    assert f"[FM01] node {NODE}: the CUDA probe found no GPU in its pod" in text, text[-4000:]
+    assert f"[FM01] node {NODE}: the CUDA probe found no GPU in its pod" in text, \
+        text[-3000:] + "\n" + cluster.explain("gpu-operator") + "\n--- kubelet.log\n" \
+        + (n.tmp / "k" / "kubelet.log").read_text(errors="replace")[-1500:]
     assert "no NVIDIA driver (no_driver)" in text and "Traceback" not in text, text[-4000:]
     assert "Exception calling application" not in text, text[-4000:]
     # The agent wrote the plan's files, byte for byte, and restarted containerd once,
@@ -179,7 +213,7 @@ def nodes(cluster: control_plane.ControlPlane) -> Iterator[dict[str, NsNode]]:
 
 def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
         cluster: control_plane.ControlPlane, nodes: dict[str, NsNode], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, engine: pulumi_engine.Engine) -> None:
     """Two nodes, `maxUnavailable: 1` with a canary: `up` restarts each containerd once,
     the canary's before the other's. A node added to the stack is the only one the next
     `up` changes (the others restart nothing); `destroy` restores all three."""
@@ -193,7 +227,6 @@ def test_pulumi_up_changes_the_canary_first_and_a_new_node_alone(
     def stack(members: list[str]) -> Path:
         return pod_stack(tmp_path / f"stacks-{len(members)}", members, captured)
 
-    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
     two = stack(names[:2])
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         up = engine.run("up", "kind-smoke", stack_file=two, policy_pack=True, timeout=600)
@@ -231,7 +264,7 @@ DRIFT = '\n[debug]\n  level = "info"\n'
 
 def test_a_file_edited_on_the_node_is_reported_by_preview_refresh_and_never_overwritten(
         cluster: control_plane.ControlPlane, node: tuple[NsNode, Any], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, engine: pulumi_engine.Engine) -> None:
     """After `up`, a setting added by hand to the node's config: `pulumi preview --refresh`
     reads the agent's status through a pod (the drifted file) and plans to run the node's
     agent again; `up --refresh` runs it, the agent refuses to overwrite the edit (FM05)
@@ -245,7 +278,6 @@ def test_a_file_edited_on_the_node_is_reported_by_preview_refresh_and_never_over
     captured.write_text(n.host(CONFIG).read_text())
     original = n.snapshot()
     path = pod_stack(tmp_path / "stacks", [NODE], captured)
-    engine = pulumi_engine.Engine(tmp_path / "engine", kubeconfig=cluster.kubeconfig)
     with control_plane.helm_hooks_succeed(cluster, "gpu-operator"):
         up = engine.run("up", "kind-smoke", stack_file=path, timeout=600)
     assert up.ok and n.restarts == 1, (up.stdout + up.stderr)[-4000:]

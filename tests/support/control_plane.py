@@ -109,6 +109,34 @@ class ControlPlane:
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")[-4000:]
 
+    def explain(self, namespace: str) -> str:
+        """The pods of `namespace` and the nodes as the API server has them, whether each
+        process still runs, and the scheduler's and the controller-manager's last lines.
+        Attached to a failed assertion, it tells a pod that was never made, one never
+        scheduled and one never started apart."""
+        from kubernetes import client, config
+
+        lines = [f"{name}: {'running' if p.poll() is None else f'exited {p.returncode}'}"
+                 for name, p in self.procs.items()]
+        try:
+            core = client.CoreV1Api(config.new_client_from_config(config_file=str(self.kubeconfig)))
+            for pod in core.list_namespaced_pod(namespace).items:
+                conditions = [f"{c.type}={c.status} {c.reason or ''}".strip()
+                              for c in pod.status.conditions or []]
+                lines.append(f"pod {pod.metadata.name}: {pod.status.phase} on "
+                             f"{pod.spec.node_name} since {pod.metadata.creation_timestamp}: "
+                             f"{conditions}")
+            for node in core.list_node().items:
+                ready = [c.status for c in node.status.conditions or [] if c.type == "Ready"]
+                taints = [t.key for t in node.spec.taints or []]
+                lines.append(f"node {node.metadata.name}: Ready={ready} taints={taints} "
+                             f"allocatable={node.status.allocatable}")
+        except Exception as error:      # a report: the failure is the test's
+            lines.append(f"the API server did not answer: {error}")
+        for name in ("kube-scheduler", "kube-controller-manager"):
+            lines += [f"--- {name}.log (last lines)", self.log(name)[-1500:]]
+        return "\n".join(lines)
+
     def stop(self) -> None:
         """Stop every process by its PID, newest first (etcd last, so the apiserver can
         finish its requests); kill what does not exit in 15 s."""
