@@ -211,7 +211,7 @@ def test_a_run_reads_the_agents_exit_code_and_result_and_cleans_up() -> None:
 def test_a_pod_killed_mid_transaction_is_run_again() -> None:
     api = FakeApi([137, 0])
     outs = _provider(api).create(_props()).outs
-    assert outs["runs"] == 2 and outs["result"]["mode"] == "apply"
+    assert outs["runs"] == 2 and outs["result"] == {"changed": True}
 
 
 def test_pods_that_never_give_a_verdict_fail_after_the_tries() -> None:
@@ -357,16 +357,18 @@ def _rollout(failed: str | None) -> tuple[RecordingMonitor, list[tuple[str, str]
 
 
 def test_each_batch_waits_for_every_node_of_the_one_before() -> None:
-    """Through one barrier: it depends on the canary, each node of the next batch on it."""
+    """Through one barrier: it depends on the canary and on the next batch's plan
+    ConfigMap, each node of the next batch on it alone."""
     monitor, logged, error = _rollout(None)
     assert error is None and logged == []
     canary = monitor.registered["containerd-a"]["urn"]
     barrier = monitor.registered["r-after-batch-0"]
+    [plan] = [r["urn"] for n, r in monitor.registered.items() if "gpuplane-plan-" in n]
     assert barrier["type"] == "pulumi-python:dynamic/gpuplane:RolloutBarrier"
-    assert barrier["deps"] == {canary}
+    assert barrier["deps"] == {canary, plan}
+    assert plan in monitor.registered["containerd-a"]["deps"]
     for node in ("b", "c"):
-        assert barrier["urn"] in monitor.registered[f"containerd-{node}"]["deps"], node
-        assert canary not in monitor.registered[f"containerd-{node}"]["deps"], node
+        assert monitor.registered[f"containerd-{node}"]["deps"] == {barrier["urn"]}, node
 
 
 def test_a_node_whose_agent_failed_stops_the_rollout_without_a_traceback() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from gpuplane.core.chartsource import chart_name_of, release_version
 from gpuplane.core.findings import Finding, levelled
 from gpuplane.core.intent import INTENT_CONFIGMAP, INTENT_KEY, ClusterIntent, NodeIntent
-from gpuplane.policy.nodes import node_findings, plan_programs
+from gpuplane.policy.nodes import NODE_AGENT_POD, node_findings, plan_programs
 from gpuplane.policy.views import Located, StackFindings, View
 from gpuplane.rules.sharing_plain import PlainSharing
 from gpuplane.rules.toolkit_version import toolkit_version
@@ -22,8 +22,6 @@ CONFIGMAP = "kubernetes:core/v1:ConfigMap"
 RUNTIMECLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
 GPU_CLUSTER = "gpuplane:index:GpuCluster"
 COMMAND = "command:remote:Command"
-# `nodeAccess: pod`: the same agent program, run from a pod (gpuplane.stack.node_pod).
-NODE_AGENT_POD = "pulumi-python:dynamic/gpuplane:NodeAgentPod"
 NODE_COMMANDS = frozenset({COMMAND, NODE_AGENT_POD})
 # Between two batches of a pod rollout: batch k+1 depends on it, it on batch k
 # (gpuplane.stack.barrier).

@@ -48,6 +48,10 @@ def plan_programs(views: Sequence[View]) -> dict[tuple[str, str], str]:
     return found
 
 
+# `nodeAccess: pod`: the same agent program, run from a pod (gpuplane.stack.node_pod).
+NODE_AGENT_POD = "pulumi-python:dynamic/gpuplane:NodeAgentPod"
+
+
 def _stdin(view: View, programs: Mapping[tuple[str, str], str]) -> str | None:
     """The program a node command runs: its own `stdin`, or its plan ConfigMap's."""
     stdin = view.props.get("stdin")
@@ -57,6 +61,13 @@ def _stdin(view: View, programs: Mapping[tuple[str, str], str]) -> str | None:
     if isinstance(ref, str):
         return programs.get((str(view.props.get("namespace") or "default"), ref))
     return None
+
+
+def _restores(view: View) -> bool:
+    """Whether deleting the node's resource puts its config back: an SSH command's
+    `delete` runs the agent's restore; a `NodeAgentPod`'s provider always does (its
+    `delete`, gpuplane.stack.node_pod), so its record carries no script for it."""
+    return view.type == NODE_AGENT_POD or "restore" in str(view.props.get("delete") or "")
 
 
 def _payload(stdin: str | None) -> tuple[dict[str, str], dict[str, str]] | None:
@@ -129,7 +140,7 @@ def node_findings(commands: list[View], intent: ClusterIntent, out: StackFinding
         steps.append(rollout_step(
             node_of[view.urn], depth[view.urn], plan, intent,
             after=frozenset(node_of[d] for d in view.dependencies if d in node_of),
-            restores_on_delete="restore" in str(view.props.get("delete") or "")))
+            restores_on_delete=_restores(view)))
     if steps:
         out.add(check_rollout(steps, intent, where=ROLLOUT_WHERE), None)
 
@@ -207,5 +218,5 @@ def _in_dependency_order(commands: list[View]) -> list[View]:
     return ordered
 
 
-__all__ = ["ROLLOUT_WHERE", "judge_rollout", "node_findings", "plan_programs", "rollout_step",
-           "through_barriers", "written_file_findings"]
+__all__ = ["NODE_AGENT_POD", "ROLLOUT_WHERE", "judge_rollout", "node_findings", "plan_programs",
+           "rollout_step", "through_barriers", "written_file_findings"]

@@ -52,7 +52,7 @@ from gpuplane.agent.pod import (
     read_plan_program,
     run_agent_pod,
 )
-from gpuplane.agent.script import agent_plan, embedded_program, plan_stdin, restore_script
+from gpuplane.agent.script import agent_plan, embedded_program, plan_stdin
 from gpuplane.kube.client import ClusterClient
 from gpuplane.kube.gate import gate, judged
 from gpuplane.kube.provider import KubeResourceProvider
@@ -210,14 +210,15 @@ def _drifted(olds: Mapping[str, Any]) -> bool:
                              or status.get("planId") != olds.get("planId"))
 
 
+_SUMMARY_KEYS = ("changed", "restarted")
+
+
 def _summary(out: Mapping[str, Any]) -> dict[str, Any]:
-    """The agent's result as the state keeps it: what it did, and the names of the
-    runtimes it found (each runtime's settings are containerd's; `pulumi refresh` asks the
-    node again)."""
-    kept = {k: v for k, v in out.items() if k not in ("runtimes", "distro", "config")}
-    if isinstance(out.get("runtimes"), Mapping):
-        kept["runtimes"] = sorted(out["runtimes"])
-    return kept
+    """The agent's result as every node's state keeps it: whether it changed the node's
+    files and restarted containerd. The files are the plan's (its `planId`); the rest of
+    the agent's report (digest, timings, the runtimes containerd serves) is the node's,
+    which `pulumi refresh` and `gpuplane doctor` ask again."""
+    return {k: out[k] for k in _SUMMARY_KEYS if k in out}
 
 
 def _inputs(props: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,18 +257,17 @@ class NodeAgentPod(pulumi.dynamic.Resource, module="gpuplane", name="NodeAgentPo
         props = {"node": node, "namespace": namespace, "image": image,
                  "timeoutSeconds": timeout_seconds, "program": program, "planId": plan_id,
                  "tries": tries,
-                 # What delete runs on the node (the policies read it, as the SSH
-                 # command's `delete`).
-                 "delete": restore_script(plan_id),
                  "kubeconfig": kubeconfig,
                  # The one output the program reads (each key here is an Output the
                  # SDK makes and resolves per node); the others are the provider's and
                  # the state's alone.
                  "error": None}
+        # A kubeconfig given is a secret in the outputs too; none given, the state
+        # records no secret output for every node.
+        secret = pulumi.ResourceOptions(
+            additional_secret_outputs=["kubeconfig"] if kubeconfig is not None else None)
         super().__init__(provider or NodeAgentPodProvider(), name, props,
-                         pulumi.ResourceOptions.merge(
-                             opts or pulumi.ResourceOptions(),
-                             pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])))
+                         pulumi.ResourceOptions.merge(opts or pulumi.ResourceOptions(), secret))
 
 
 @dataclass
@@ -323,22 +323,32 @@ class ContainerdPodRollout(pulumi.ComponentResource):
                         immutable=True, opts=child_options(self, opts, depends_on=after))
         self.commands = {}
 
+        def configmaps(batch: Sequence[str]) -> list[pulumi.Resource]:
+            return [self.programs[cm]
+                    for cm in dict.fromkeys(programs[id(plans[n])][1] for n in batch)]
+
+        canary = set(batches[0]) if batches else set()
+
         def make(batch: Sequence[str], depends_on: list[pulumi.Input[pulumi.Resource]]
                  ) -> list[pulumi.Resource]:
             for node in batch:
                 plan_id, cm = programs[id(plans[node])]
+                # The first batch waits for its plans' ConfigMaps itself; a later one
+                # through the barrier before it, which waits for them too: one URN in
+                # each node's record, not two.
+                mine = [self.programs[cm]] if node in canary else []
                 self.commands[node] = NodeAgentPod(
                     f"containerd-{node}", node=node, program=cm, plan_id=plan_id,
                     namespace=args.namespace, image=args.image,
                     timeout_seconds=args.timeout_seconds, kubeconfig=args.kubeconfig,
-                    opts=child_options(self, opts,
-                                       depends_on=[*depends_on, self.programs[cm]]))
+                    opts=child_options(self, opts, depends_on=[*depends_on, *mine]))
             return [self.commands[node] for node in batch]
 
         def barrier(index: int, previous: list[pulumi.Input[pulumi.Resource]]
                     ) -> pulumi.Resource:
-            return RolloutBarrier(f"{name}-after-batch-{index}",
-                                  opts=child_options(self, opts, depends_on=previous))
+            """After batch `index`: its nodes, and the ConfigMaps of the batch after it."""
+            return RolloutBarrier(f"{name}-after-batch-{index}", opts=child_options(
+                self, opts, depends_on=[*previous, *configmaps(batches[index + 1])]))
 
         # The canary waits for its namespace; each later batch for the one before it
         # through a barrier (gpuplane.stack.barrier: one dependency per node), made when

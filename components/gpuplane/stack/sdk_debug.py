@@ -26,14 +26,14 @@ gpuplane's few frames, then the SDK's and asyncio's that ran the callback making
 (or the whole program's, for the canary): 17 frames, about 2 KB of every node's 4.9 KB
 record, and `traceback.extract_stack`, which reads every frame's source line, was a sixth
 of the program's time in a 3,000-node preview. Inside :func:`quiet_registrations` the
-trace is the same frames, walked without reading any source, and cut where they leave
-gpuplane's package: the resource's source position (the first frame) is the SDK's own,
-and what the state keeps says where in gpuplane the resource was made.
+trace is its first frame alone, found without reading any source: the resource's source
+position, the line of gpuplane that made it, which the SDK derives from that frame
+(`_get_source_position`) and the engine keeps beside the trace. The frames above it are
+the same rollout code for every node of a fleet (about 260 B of each node's record).
 """
 
 from __future__ import annotations
 
-import os
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,8 +45,6 @@ from typing import Any
 import pulumi
 import pulumi.runtime.resource as sdk_resource
 from pulumi.runtime.proto import source_pb2
-
-import gpuplane
 
 _QUIET: ContextVar[bool] = ContextVar("gpuplane_quiet_registrations", default=False)
 
@@ -66,10 +64,6 @@ def quiet_registrations() -> Iterator[None]:
 def is_quiet() -> bool:
     """Whether the SDK's debug messages are dropped here."""
     return _QUIET.get()
-
-
-# As the interpreter names gpuplane's files in their frames (the path it imported them by).
-_PACKAGE = os.path.dirname(gpuplane.__file__) + os.sep
 
 
 def _install() -> None:
@@ -99,10 +93,9 @@ def _install() -> None:
 
 
 def _stack_trace() -> source_pb2.StackTrace:
-    """The SDK's stack trace (the frames under the resource's constructor: below the third
-    `__init__` up from the registration, innermost first), cut where the frames leave
-    gpuplane's package; the first (the resource's source position) is always kept. No
-    frame's source line is read."""
+    """The first frame of the SDK's stack trace (the frame under the resource's
+    constructor: below the third `__init__` up from the registration), its source line
+    unread."""
     frames = iter(traceback.walk_stack(None))
     inits = 0
     for frame, _ in frames:
@@ -110,18 +103,10 @@ def _stack_trace() -> source_pb2.StackTrace:
             inits += 1
             if inits == 3:
                 break
-    out: list[source_pb2.StackFrame] = []
     for frame, line in frames:
-        filename = frame.f_code.co_filename
-        if out and not _in_package(filename):
-            break
-        out.append(source_pb2.StackFrame(pc=_position(filename, line)))
-    return source_pb2.StackTrace(frames=out)
-
-
-@cache
-def _in_package(filename: str) -> bool:
-    return filename.startswith(_PACKAGE)
+        return source_pb2.StackTrace(frames=[
+            source_pb2.StackFrame(pc=_position(frame.f_code.co_filename, line))])
+    return source_pb2.StackTrace(frames=[])
 
 
 def _position(filename: str, line: int | None) -> source_pb2.SourcePosition | None:
