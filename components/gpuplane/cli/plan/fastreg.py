@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+import types
+from collections.abc import Callable, Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
@@ -148,10 +149,58 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
         resolve_urn(urn, True, False, None)
         resolve_id(f"{name}-id", True, False, None)
 
+    _run_now(do_register())
+
+
+def _run_now(coro: Coroutine[Any, Any, None]) -> None:
+    """Run a registration's coroutine to its end now, where it awaits nothing pending (what
+    it awaits is nearly always resolved by then: its parent's URN, the batch before it):
+    no task for it and its RPC wrapper, two per node command, nor the loop's turns to run
+    them. An exception is the RPC manager's, as its wrapper would record it. Where the
+    coroutine must wait, the rest of it becomes the RPC task the SDK would have made."""
+    try:
+        waiting = coro.send(None)
+    except StopIteration:
+        return
+    except Exception as exn:   # what the SDK's RPC wrapper does with it
+        manager = _get_rpc_manager()
+        if manager.unhandled_exception is None:
+            manager.unhandled_exception = exn
+            manager.exception_traceback = exn.__traceback__
+        return
+    # Until a task waits on it, the future must not look awaited: another registration
+    # may await it first (asyncio marks a future being awaited on the future itself).
+    if asyncio.isfuture(waiting):
+        waiting._asyncio_future_blocking = False
+
+    async def rest() -> None:
+        await _resumed(coro, waiting)
+
     # The RPC manager awaits it; the set only keeps a reference until it is done.
-    task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", do_register)())
+    task = asyncio.ensure_future(_get_rpc_manager().do_rpc("register resource", rest)())
     _PENDING.add(task)
     task.add_done_callback(_PENDING.discard)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+    """`await` the rest of `coro`, which has already run up to yielding `waiting` (a future
+    the task running this waits on), as `yield from` would delegate to it."""
+    while True:
+        if asyncio.isfuture(waiting):
+            waiting._asyncio_future_blocking = True   # as its own __await__ left it
+        try:
+            received = yield waiting
+        except BaseException as thrown:   # a cancellation: passed on, as yield from does
+            try:
+                waiting = coro.throw(thrown)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting = coro.send(received)
+            except StopIteration:
+                return
 
 
 async def _expanded(deps: set[Any], res: Any) -> dict[str, Any]:
