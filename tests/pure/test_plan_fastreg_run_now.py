@@ -4,6 +4,8 @@ rest of it to an RPC task when it must wait (gpuplane.cli.plan.fastreg._run_now)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from pulumi.runtime import settings
 
@@ -36,7 +38,7 @@ def test_registrations_waiting_on_one_pending_future_all_finish_once_it_resolves
         parent = loop.create_future()
         seen: list[tuple[int, str]] = []
 
-        def register(i: int) -> object:
+        def register(i: int) -> Coroutine[Any, Any, None]:
             async def run() -> None:
                 urn = await parent
                 await asyncio.sleep(0)
@@ -44,7 +46,7 @@ def test_registrations_waiting_on_one_pending_future_all_finish_once_it_resolves
             return run()
 
         for i in range(3):   # all three await the same future before any task has run
-            fastreg._run_now(register(i))   # type: ignore[arg-type]
+            fastreg._run_now(register(i))
         assert seen == []
         loop.call_soon(parent.set_result, "parent-urn")
         loop.run_until_complete(asyncio.gather(*fastreg._PENDING))
