@@ -54,7 +54,7 @@ def test_registrations_waiting_on_one_pending_future_all_finish_once_it_resolves
         assert settings.SETTINGS.rpc_manager.unhandled_exception is None
     finally:
         settings.SETTINGS.rpc_manager.clear()
-        asyncio.set_event_loop(None)
+        asyncio.set_event_loop(asyncio.new_event_loop())   # as a later test finds it
         loop.close()
 
 

@@ -187,6 +187,9 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
+    # The loop first: `set_mocks` registers the root Stack, whose outputs are futures of
+    # the current loop, and a caller (a test, an embedding program) may have cleared it.
+    loop = _ensure_event_loop()
     monitor = _RecordingMonitor(recorded)
     settings.ROOT.set(None)
     pulumi.runtime.set_all_config({}, [])
@@ -212,7 +215,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
     try:
         with cycles.installed(cycles.DependencyOrder()), no_full_gc(), \
                 _no_source_positions(), _quick_copies(), \
-                inline_executor(_ensure_event_loop()), known.installed(), \
+                inline_executor(loop), known.installed(), \
                 fastreg.installed(monitor.record_plain, monitor.make_urn, registered):
             _sync_await(run_pulumi_func(started))
     finally:

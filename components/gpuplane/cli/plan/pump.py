@@ -56,7 +56,7 @@ class Pump:
     def running(self) -> Iterator[None]:
         """The program's step: remember the loop and how many ready handles its running
         iteration will still take (the SDK's own bookkeeping in `_sync_await`)."""
-        self._loop = asyncio.get_event_loop()
+        self._loop = asyncio.get_running_loop()
         self._outer = len(self._loop._ready)
         self._busy = False
         try:
