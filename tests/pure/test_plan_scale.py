@@ -32,7 +32,7 @@ def test_options_are_copied_directly_and_the_same_under_the_plan_engine(monkeypa
     import pulumi
     from pulumi.resource_hooks import ResourceHookBinding
 
-    from gpuplane.cli.plan import engine
+    from gpuplane.cli.plan import options
 
     parent = pulumi.ComponentResource.__new__(pulumi.ComponentResource)
     opts = pulumi.ResourceOptions(parent=parent, protect=True, ignore_changes=["a"],
@@ -47,7 +47,7 @@ def test_options_are_copied_directly_and_the_same_under_the_plan_engine(monkeypa
         return original(x, memo, func, args, *rest, **kw)
 
     monkeypatch.setattr(copy, "_reconstruct", counted)
-    with engine._quick_copies():
+    with options.quick_copies():
         quick = copy.copy(opts)
         merged = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=False))
     assert not reconstructed, "no generic copy of an option or a hook binding"

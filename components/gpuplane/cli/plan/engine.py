@@ -19,7 +19,7 @@ from typing import Any
 from pulumi.asset import FileAsset
 from pulumi.runtime import mocks, rpc
 
-from gpuplane.cli.plan import cycles, fastreg, known
+from gpuplane.cli.plan import cycles, fastreg, known, options
 from gpuplane.cli.plan.echo import provider_additions as _provider_additions
 from gpuplane.cli.plan.fastreg import file_asset
 from gpuplane.cli.plan.pump import Pump, inline_executor
@@ -214,7 +214,7 @@ def run_program(program: Callable[[], Any], *, project: str, stack: str,
 
     try:
         with cycles.installed(cycles.DependencyOrder()), no_full_gc(), \
-                _no_source_positions(), _quick_copies(), \
+                _no_source_positions(), options.quick_copies(), options.quick_merges(), \
                 inline_executor(loop), known.installed(), \
                 fastreg.installed(monitor.record_plain, monitor.make_urn, registered):
             _sync_await(run_pulumi_func(started))
@@ -262,39 +262,6 @@ def _no_source_positions() -> Iterator[None]:
         yield
     finally:
         resource._get_stack_trace = original
-
-
-@contextmanager
-def _quick_copies() -> Iterator[None]:
-    """Every generated resource class merges its options three times, and each
-    `ResourceOptions.merge` copies two options and two hook bindings with `copy.copy`,
-    whose generic path (`__reduce_ex__`, `copyreg.__newobj__`, `copy._reconstruct`) was a
-    twentieth of a 10,000-node plan. Both classes are plain (no `__slots__`, no
-    `__getstate__`/`__setstate__`, pulumi 3.260.0), so that path makes a new instance of
-    the same class and updates its `__dict__` with the original's: done here directly."""
-    from pulumi.resource import ResourceOptions
-    from pulumi.resource_hooks import ResourceHookBinding
-
-    classes: list[Any] = [c for c in (ResourceOptions, ResourceHookBinding)
-                          if not any(k in vars(c) for k in _COPY_HOOKS)]
-    for cls in classes:
-        cls.__copy__ = _shallow_copy
-    try:
-        yield
-    finally:
-        for cls in classes:
-            del cls.__copy__
-
-
-_COPY_HOOKS = ("__copy__", "__slots__", "__reduce__", "__reduce_ex__", "__getstate__",
-               "__setstate__")
-
-
-def _shallow_copy(self: Any) -> Any:
-    cls: Any = type(self)
-    new = cls.__new__(cls)
-    new.__dict__.update(self.__dict__)
-    return new
 
 
 @contextmanager
