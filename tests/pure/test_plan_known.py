@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pulumi.output
 import pulumi_command as command
 import pytest
 import yaml
@@ -110,3 +111,23 @@ def test_the_node_connections_take_the_short_way(tmp_path: Path,
     plan_stack("fleet", tmp_path)
     # Two resources per node; only the first few, before the key is resolved, cannot.
     assert taken.count(True) >= 70, taken
+
+
+VALUES = st.recursive(
+    st.one_of(SCALARS, st.just(pulumi.output.UNKNOWN)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=2), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_contains_unknowns_answers_as_the_sdk_does(value: Any) -> None:
+    assert known.contains_unknowns(value) == pulumi.output.contains_unknowns(value)
+
+
+def test_contains_unknowns_is_the_short_one_in_the_block_only() -> None:
+    sdk = pulumi.output.contains_unknowns
+    with known.installed():
+        assert pulumi.output.contains_unknowns is known.contains_unknowns
+    assert pulumi.output.contains_unknowns is sdk

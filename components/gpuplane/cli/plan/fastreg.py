@@ -113,7 +113,8 @@ def _register(res: Any, ty: str, name: str, props: Any, opts: Any, typ: Any,
         try:
             parent = opts.parent if opts is not None else None
             parent = parent or settings.get_root_resource()
-            parent_urn = (await parent.urn.future() if parent is not None else None) or ""
+            parent_urn = (_resolved_urn(parent) or await parent.urn.future()
+                          if parent is not None else None) or ""
             dependencies: set[str] = set()
             depends_on = opts._depends_on_list() if opts is not None else None
             if depends_on and all(isinstance(d, Resource) for d in depends_on):
@@ -219,9 +220,19 @@ async def _expanded(deps: set[Any], res: Any) -> dict[str, Any]:
                 data.exception() is not None or not rpc.declare_dependency(res, dep):
             return await rpc._expand_dependencies(deps, from_resource=res)
         urn = data.result().value
-        if urn and not rpc.contains_unknowns(urn):
+        if urn and (type(urn) is str or not rpc.contains_unknowns(urn)):
             expanded[urn] = dep
     return expanded
+
+
+def _resolved_urn(res: Any) -> str | None:
+    """`await res.urn.future()` where the URN is resolved already (a batch's parent is,
+    nearly always): a URN is a string, never unknown. None where it must be awaited."""
+    data = getattr(res.urn, "_data", None)
+    if data is None or not data.done() or data.cancelled() or data.exception() is not None:
+        return None
+    urn = data.result().value
+    return urn if type(urn) is str else None
 
 
 def file_asset(path: str) -> dict[str, str]:
