@@ -109,29 +109,30 @@ def merge(opts1: Any, opts2: Any) -> ResourceOptions:
     hooks2 = None if source is None else _hooks(source["hooks"])
     if dest is None or source is None or hooks1 is None or hooks2 is None:
         return _SDK_MERGE(opts1, opts2)
-    out: Any = ResourceOptions.__new__(ResourceOptions)
+    out: Any = _merged(ResourceOptions, dest, source, LISTS)
     merged = out.__dict__
-    merged.update(dest)
-    for key in LISTS:
-        second = source[key]
-        if second is not None:
-            first = dest[key]
-            merged[key] = second if first is None else first + second
     for key in SCALARS:
         second = source[key]
         if second is not None:
             merged[key] = second
     merged["depends_on"] = (_depends_on_list(dest["depends_on"])
                             + _depends_on_list(source["depends_on"]))
-    binding: Any = ResourceHookBinding.__new__(ResourceHookBinding)
-    bound = binding.__dict__
-    bound.update(hooks1)
-    for key in HOOK_LISTS:
-        second = hooks2[key]
-        if second is not None:
-            first = hooks1[key]
-            bound[key] = second if first is None else first + second
-    merged["hooks"] = binding
+    merged["hooks"] = _merged(ResourceHookBinding, hooks1, hooks2, HOOK_LISTS)
+    return out
+
+
+def _merged(cls: Any, first: dict[str, Any], second: dict[str, Any],
+            lists: tuple[str, ...]) -> Any:
+    """A new `cls` with `first`'s attributes and each of `lists` as `_merge_lists` joins
+    them: the second side where the first is None, the first where the second is."""
+    out: Any = cls.__new__(cls)
+    data = out.__dict__
+    data.update(first)
+    for key in lists:
+        tail = second[key]
+        if tail is not None:
+            head = first[key]
+            data[key] = tail if head is None else head + tail
     return out
 
 
